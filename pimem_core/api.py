@@ -1,0 +1,161 @@
+"""The typed facade: the one place that calls ``pm.hook``.
+
+pluggy's hook calls are untyped (``Any``); each method here gives one hook a typed signature and
+turns "no plugin answered" into a :class:`~pimem_core.errors.NoProviderError` that says which
+hook went unanswered and how to fix it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+from collections.abc import Iterable, Mapping
+from datetime import date, datetime
+from pathlib import Path
+from typing import TypeVar
+
+import attrs
+
+from pimem_core.errors import NoProviderError
+from pimem_core.manager import PimemPluginManager, build_plugin_manager
+from pimem_core.settings import Settings
+from pimem_core.types import (
+    CompactResult,
+    DayAddress,
+    Distillation,
+    Entry,
+    Exchange,
+    IndexHealth,
+    IndexReport,
+    Injection,
+    PromptContext,
+    Redaction,
+    Scope,
+    SearchHit,
+    SearchQuery,
+    Section,
+    StoreChange,
+    Transcript,
+    TranscriptRequest,
+)
+
+T = TypeVar("T")
+
+
+@attrs.define
+class Pimem:
+    """pimem for one host or session: its settings and its own plugin manager."""
+
+    settings: Settings
+    pm: PimemPluginManager
+
+    @classmethod
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        entry_points: Iterable[importlib.metadata.EntryPoint] | None = None,
+    ) -> Pimem:
+        """Parse the environment and load the installed plugins (or *entry_points*)."""
+        settings = Settings.from_env(environ)
+        return cls(settings, build_plugin_manager(settings, entry_points=entry_points))
+
+    def _require(self, hook: str, answer: T | None) -> T:
+        if answer is None:
+            blocked = sorted(self.settings.disabled_plugins)
+            hint = f" (blocked by PIMEM_DISABLE_PLUGINS: {', '.join(blocked)})" if blocked else ""
+            raise NoProviderError(
+                f"no plugin answered {hook}{hint}; run `pimem plugins` to see which plugins "
+                "are loaded and which are blocked or failed"
+            )
+        return answer
+
+    # -- scope resolution ----------------------------------------------------------------------
+
+    def resolve_scope(self, cwd: Path) -> Scope:
+        scope = self.pm.hook.pimem_resolve_scope(cwd=cwd.absolute(), settings=self.settings)
+        return self._require("pimem_resolve_scope", scope)
+
+    def resolve_project(self, project_dir: Path) -> Scope:
+        scope = self.pm.hook.pimem_resolve_project(
+            project_dir=project_dir.absolute(), settings=self.settings
+        )
+        return self._require("pimem_resolve_project", scope)
+
+    # -- distillation --------------------------------------------------------------------------
+
+    def distill_exchange(self, exchange: Exchange) -> Distillation:
+        answer = self.pm.hook.pimem_distill_exchange(exchange=exchange, settings=self.settings)
+        return self._require("pimem_distill_exchange", answer)
+
+    # -- storage -------------------------------------------------------------------------------
+
+    def append_entry(self, scope: Scope, entry: Entry) -> Path:
+        """Write *entry* and announce the change (indexers schedule a re-index)."""
+        file = self._require(
+            "pimem_append_entry", self.pm.hook.pimem_append_entry(scope=scope, entry=entry)
+        )
+        self.observe_change(scope, StoreChange(kind="append", file=file))
+        return file
+
+    def forget_entry(self, scope: Scope, address: DayAddress) -> Redaction:
+        """Remove exactly one entry and announce the change."""
+        redaction = self._require(
+            "pimem_forget_entry", self.pm.hook.pimem_forget_entry(scope=scope, address=address)
+        )
+        self.observe_change(scope, StoreChange(kind="forget", file=redaction.file))
+        return redaction
+
+    def read_day(self, scope: Scope, day: date) -> str | None:
+        """The daily memory file's text, or ``None`` when there is none (or no store plugin)."""
+        text: str | None = self.pm.hook.pimem_read_day(scope=scope, day=day)
+        return text
+
+    def observe_change(self, scope: Scope, change: StoreChange) -> None:
+        self.pm.hook.pimem_observe_change(scope=scope, change=change)
+
+    # -- indexing ------------------------------------------------------------------------------
+
+    def index_memory(self, scope: Scope, reason: str) -> IndexReport:
+        answer = self.pm.hook.pimem_index_memory(scope=scope, reason=reason)
+        return self._require("pimem_index_memory", answer)
+
+    def search_memory(self, scope: Scope, query: SearchQuery) -> tuple[SearchHit, ...]:
+        answer = self.pm.hook.pimem_search_memory(scope=scope, query=query)
+        return self._require("pimem_search_memory", answer)
+
+    def expand_chunk(self, scope: Scope, chunk_hash: str) -> Section:
+        answer = self.pm.hook.pimem_expand_chunk(scope=scope, chunk_hash=chunk_hash)
+        return self._require("pimem_expand_chunk", answer)
+
+    def compact_memory(self, scope: Scope) -> CompactResult:
+        answer = self.pm.hook.pimem_compact_memory(scope=scope)
+        return self._require("pimem_compact_memory", answer)
+
+    def read_index_health(self, scope: Scope) -> IndexHealth:
+        answer = self.pm.hook.pimem_read_index_health(scope=scope)
+        return self._require("pimem_read_index_health", answer)
+
+    # -- injection -----------------------------------------------------------------------------
+
+    def build_snapshot(self, scope: Scope, now: datetime | None = None) -> str | None:
+        """The stable snapshot for *now*, or ``None`` when the snapshot is off."""
+        snapshot: str | None = self.pm.hook.pimem_build_snapshot(
+            scope=scope,
+            settings=self.settings,
+            now=now or self.settings.now(),
+            read_day=functools.partial(self.read_day, scope),
+        )
+        return snapshot
+
+    def collect_injections(self, context: PromptContext) -> tuple[Injection, ...]:
+        contributions = self.pm.hook.pimem_collect_injections(context=context)
+        return tuple(
+            injection for contribution in contributions if contribution for injection in contribution
+        )
+
+    # -- transcripts ---------------------------------------------------------------------------
+
+    def read_transcript(self, request: TranscriptRequest) -> Transcript:
+        answer = self.pm.hook.pimem_read_transcript(request=request)
+        return self._require("pimem_read_transcript", answer)

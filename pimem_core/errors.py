@@ -1,0 +1,40 @@
+"""Errors pimem raises on purpose.
+
+Every :class:`PimemError` message is written for the person who has to act on it: it says what
+was wrong and what to do next. The CLI prints it as one line and exits 1; adapters relay it to
+the agent. Anything that is not a ``PimemError`` is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class PimemError(Exception):
+    """A failure the user can act on."""
+
+
+class SettingsError(PimemError):
+    """An environment variable holds a value pimem cannot use."""
+
+
+class ScopeError(PimemError):
+    """The memory store for a directory could not be resolved (for example a failing store command)."""
+
+
+class StoreError(PimemError):
+    """A memory entry could not be written, found or forgotten."""
+
+
+class IndexStateError(PimemError):
+    """An ``.index-state.json`` file does not have the shape memsearch writes (schema version 1)."""
+
+
+class PluginError(PimemError):
+    """A plugin could not be loaded or no plugin answered a hook that needs an answer."""
+
+
+class PluginLoadError(PluginError):
+    """A plugin failed to import or does not fit the hook specifications."""
+
+
+class NoProviderError(PluginError):
+    """No registered plugin answered a single-answer hook."""

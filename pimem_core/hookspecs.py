@@ -1,0 +1,188 @@
+"""The pimem hook specifications: the contract between the framework and its plugins.
+
+Six concerns, one section each: scope resolution, distillation, storage, indexing, injection and
+transcripts, plus one notification. A hook that needs exactly one answer is ``firstresult``: the
+first non-``None`` result wins, and the bundled default is marked ``trylast`` so any plugin that
+answers replaces it. Collecting hooks gather every plugin's contribution.
+
+Call hooks through :class:`pimem_core.api.Pimem`, never through ``pm.hook`` directly. Every
+hook is documented with a complete example plugin in ``docs/plugin-hooks.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import date, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from pimem_core.settings import Settings
+    from pimem_core.types import (
+        CompactResult,
+        DayAddress,
+        Distillation,
+        Entry,
+        Exchange,
+        IndexHealth,
+        IndexReport,
+        Injection,
+        PromptContext,
+        Redaction,
+        Scope,
+        SearchHit,
+        SearchQuery,
+        Section,
+        StoreChange,
+        Transcript,
+        TranscriptRequest,
+    )
+
+PROJECT = "pimem"
+_hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+class PimemSpecs:
+    """All pimem hook specifications."""
+
+    # -- scope resolution ----------------------------------------------------------------------
+
+    @_hookspec(firstresult=True)
+    def pimem_resolve_scope(self, cwd: Path, settings: Settings) -> Scope | None:
+        """Name the memory store and collection of the session working in *cwd*.
+
+        Stops at the first non-``None`` result. The default (``scope-default``) follows
+        memsearch's order: ``MEMSEARCH_DIR``, else the git root, else *cwd*; the
+        ``store-command`` plugin answers first when ``PI_MEMSEARCH_STORE_CMD`` is set.
+
+        :param cwd: the session's directory (absolute).
+        :param settings: the parsed environment.
+        :returns: the scope, or ``None`` to let the next plugin answer.
+        """
+
+    @_hookspec(firstresult=True)
+    def pimem_resolve_project(self, project_dir: Path, settings: Settings) -> Scope | None:
+        """Name the store and collection of a project found by scanning, not a session directory.
+
+        Stops at the first non-``None`` result. Unlike :meth:`pimem_resolve_scope` there is no
+        git walk and the session's ``MEMSEARCH_DIR`` is never applied: *project_dir* is named
+        from itself.
+
+        :param project_dir: a directory holding ``.memsearch/memory/`` or ``memory/``.
+        :param settings: the parsed environment.
+        """
+
+    # -- distillation --------------------------------------------------------------------------
+
+    @_hookspec(firstresult=True)
+    def pimem_distill_exchange(
+        self, exchange: Exchange, settings: Settings
+    ) -> Distillation | None:
+        """Distil one settled exchange into third-person markdown bullets.
+
+        Stops at the first non-``None`` result. Raise to report a failure: the caller writes a
+        diagnostic marker entry so the exchange is never lost.
+
+        :param exchange: the exchange's messages and the anchor its entry will carry.
+        :param settings: the parsed environment (capture model, timeouts).
+        """
+
+    # -- storage -------------------------------------------------------------------------------
+
+    @_hookspec(firstresult=True)
+    def pimem_append_entry(self, scope: Scope, entry: Entry) -> Path | None:
+        """Append *entry* to the memory store of *scope*.
+
+        Stops at the first non-``None`` result.
+
+        :returns: the file the entry was written to.
+        """
+
+    @_hookspec(firstresult=True)
+    def pimem_forget_entry(self, scope: Scope, address: DayAddress) -> Redaction | None:
+        """Remove exactly one entry, leaving every other byte of the store as it was.
+
+        Stops at the first non-``None`` result. Raise :class:`~pimem_core.errors.StoreError`
+        when the address matches no entry or more than one; nothing may change in that case.
+        """
+
+    @_hookspec(firstresult=True)
+    def pimem_read_day(self, scope: Scope, day: date) -> str | None:
+        """Return the text of *scope*'s daily memory file for *day*, or ``None`` if it has none."""
+
+    @_hookspec
+    def pimem_observe_change(self, scope: Scope, change: StoreChange) -> None:
+        """Notification: the memory store of *scope* changed (an append, a forget, a compaction).
+
+        Every implementation is called. Indexers schedule a re-index here. Keep it quick:
+        it runs on the writer's path.
+        """
+
+    # -- indexing ------------------------------------------------------------------------------
+
+    @_hookspec(firstresult=True)
+    def pimem_index_memory(self, scope: Scope, reason: str) -> IndexReport | None:
+        """Bring *scope*'s collection up to date with its memory store.
+
+        Stops at the first non-``None`` result.
+
+        :param reason: why the index runs (``catch-up``, ``write``, ``shutdown``...), for logs.
+        """
+
+    @_hookspec(firstresult=True)
+    def pimem_search_memory(
+        self, scope: Scope, query: SearchQuery
+    ) -> tuple[SearchHit, ...] | None:
+        """L1 recall: the best chunks for *query*, best first. An empty tuple means no hits."""
+
+    @_hookspec(firstresult=True)
+    def pimem_expand_chunk(self, scope: Scope, chunk_hash: str) -> Section | None:
+        """L2 recall: the whole section behind *chunk_hash*, with its session anchor."""
+
+    @_hookspec(firstresult=True)
+    def pimem_compact_memory(self, scope: Scope) -> CompactResult | None:
+        """Condense the whole memory store into a summary appended to today's file."""
+
+    @_hookspec(firstresult=True)
+    def pimem_read_index_health(self, scope: Scope) -> IndexHealth | None:
+        """Report what is known about *scope*'s index without opening the database."""
+
+    # -- injection -----------------------------------------------------------------------------
+
+    @_hookspec(firstresult=True)
+    def pimem_build_snapshot(
+        self,
+        scope: Scope,
+        settings: Settings,
+        now: datetime,
+        read_day: Callable[[date], str | None],
+    ) -> str | None:
+        """Build the stable snapshot: the block appended to the agent's system prompt.
+
+        Stops at the first non-``None`` result. The caller keeps the result byte-identical
+        until the next checkpoint (session start, day rollover, compaction, redaction), so
+        provider prefix caches survive.
+
+        :param now: the local time the snapshot is built for (its date picks "today").
+        :param read_day: reads one daily memory file of *scope* through the storage hooks.
+        """
+
+    @_hookspec
+    def pimem_collect_injections(self, context: PromptContext) -> Iterable[Injection] | None:
+        """Contribute per-prompt context (for example auto-context hits) for one prompt.
+
+        Every implementation is called; results are placed after the cached prefix. The host
+        waits on this hook, so an implementation must bound its own time.
+        """
+
+    # -- transcripts ---------------------------------------------------------------------------
+
+    @_hookspec(firstresult=True)
+    def pimem_read_transcript(self, request: TranscriptRequest) -> Transcript | None:
+        """L3 recall: the turns around an anchored entry, read from the agent's transcript.
+
+        Stops at the first non-``None`` result; return ``None`` for a format you do not read.
+        """

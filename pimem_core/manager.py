@@ -1,0 +1,187 @@
+"""Building a plugin manager: one per host or session, never a global one.
+
+Every plugin, bundled or third-party, comes from the entry-point group ``pimem``. A plugin may
+declare ``is_active(settings) -> bool``; one that says no is recorded as inactive and never
+registered. A class is instantiated once per manager, so plugins that keep state (memos, the
+session-heading ledger) keep it per session.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+from collections.abc import Iterable
+from typing import Literal
+
+import attrs
+import pluggy
+
+from pimem_core.errors import PluginLoadError
+from pimem_core.hookspecs import PROJECT, PimemSpecs
+from pimem_core.settings import Settings
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "pimem"
+HOOK_PREFIX = "pimem_"
+
+Status = Literal["active", "inactive-by-setting", "blocked", "failed"]
+
+
+@attrs.frozen(kw_only=True)
+class PluginRecord:
+    """What ``pimem plugins`` shows about one plugin."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    status: Status
+    hooks: tuple[str, ...] = ()
+    error: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return attrs.asdict(self, recurse=False) | {"hooks": list(self.hooks)}
+
+
+class PimemPluginManager(pluggy.PluginManager):
+    """A pluggy manager with pimem's specs, load bookkeeping and validation."""
+
+    def __init__(self) -> None:
+        super().__init__(PROJECT)
+        self.add_hookspecs(PimemSpecs)
+        self._records: dict[str, PluginRecord] = {}
+
+    @property
+    def records(self) -> tuple[PluginRecord, ...]:
+        return tuple(self._records.values())
+
+    def add_plugin(
+        self,
+        plugin: object,
+        name: str,
+        *,
+        distribution: str | None = None,
+        version: str | None = None,
+    ) -> None:
+        """Validate and register *plugin*; raise :class:`PluginLoadError` if it does not fit."""
+        if self.is_blocked(name):
+            self._record(name, distribution, version, "blocked")
+            return
+        _check_hook_names(plugin, name)
+        try:
+            self.register(plugin, name)
+        except (pluggy.PluginValidationError, ValueError) as error:
+            if self.has_plugin(name):  # pluggy < 1.7 leaves a half-registered plugin behind
+                self.unregister(name=name)
+            raise PluginLoadError(f"plugin {name!r} does not fit the pimem hooks: {error}") from error
+        hooks = tuple(sorted(caller.name for caller in self.get_hookcallers(plugin) or ()))
+        self._record(name, distribution, version, "active", hooks=hooks)
+
+    def load_entry_point(self, entry_point: importlib.metadata.EntryPoint, settings: Settings) -> None:
+        """Import, activate and register one plugin; record what happened."""
+        name = entry_point.name
+        dist = entry_point.dist
+        distribution = dist.name if dist is not None else None
+        version = dist.version if dist is not None else None
+        if self.is_blocked(name):
+            self._record(name, distribution, version, "blocked")
+            return
+        if any(record.name == name for record in self.records):
+            # Two distributions claim one name: the first keeps it, so blocking stays unambiguous.
+            self._record(
+                f"{name} ({distribution})",
+                distribution,
+                version,
+                "failed",
+                error=f"the plugin name {name!r} is already taken; rename one entry point",
+            )
+            return
+        try:
+            plugin = entry_point.load()
+        except Exception as error:  # noqa: BLE001 - any import failure of a third-party plugin
+            message = f"plugin {name!r} ({entry_point.value}) failed to import: {error!r}"
+            if settings.strict_plugins:
+                raise PluginLoadError(message) from error
+            log.warning("%s; skipped (set PIMEM_STRICT_PLUGINS=1 to make this an error)", message)
+            self._record(name, distribution, version, "failed", error=repr(error))
+            return
+        is_active = getattr(plugin, "is_active", None)
+        if callable(is_active) and not is_active(settings):
+            self._record(name, distribution, version, "inactive-by-setting")
+            return
+        instance = plugin() if isinstance(plugin, type) else plugin
+        self.add_plugin(instance, name, distribution=distribution, version=version)
+
+    def answering_plugins(self) -> dict[str, str | None]:
+        """For each single-answer hook, the plugin asked first (``None`` when none implements it)."""
+        answers: dict[str, str | None] = {}
+        for hook_name in sorted(self.hook.__dict__):
+            caller = getattr(self.hook, hook_name)
+            if not hook_name.startswith(HOOK_PREFIX) or caller.spec is None:
+                continue
+            if not caller.spec.opts.get("firstresult"):
+                continue
+            # pluggy calls implementations from the end of this list to its start.
+            impls = [impl for impl in caller.get_hookimpls() if not impl.hookwrapper and not impl.wrapper]
+            answers[hook_name] = impls[-1].plugin_name if impls else None
+        return answers
+
+    def _record(
+        self,
+        name: str,
+        distribution: str | None,
+        version: str | None,
+        status: Status,
+        *,
+        hooks: tuple[str, ...] = (),
+        error: str | None = None,
+    ) -> None:
+        self._records[name] = PluginRecord(
+            name=name,
+            distribution=distribution,
+            version=version,
+            status=status,
+            hooks=hooks,
+            error=error,
+        )
+
+
+def _check_hook_names(plugin: object, name: str) -> None:
+    """Refuse hook implementations pluggy would otherwise ignore or defer: typos fail at load."""
+    specs = {attr for attr in dir(PimemSpecs) if attr.startswith(HOOK_PREFIX)}
+    for attr in dir(plugin):
+        if not attr.startswith(HOOK_PREFIX):
+            continue
+        function = getattr(plugin, attr, None)
+        if not callable(function):
+            continue
+        marked = hasattr(function, f"{PROJECT}_impl")
+        if attr not in specs:
+            raise PluginLoadError(
+                f"plugin {name!r} defines {attr}, which is not a pimem hook (misspelled?); "
+                f"fix the plugin or block it with PIMEM_DISABLE_PLUGINS={name}"
+            )
+        if not marked:
+            raise PluginLoadError(
+                f"plugin {name!r} defines {attr} without @pimem_core.hookimpl, so it would never "
+                f"be called; mark it or block the plugin with PIMEM_DISABLE_PLUGINS={name}"
+            )
+
+
+def build_plugin_manager(
+    settings: Settings,
+    *,
+    entry_points: Iterable[importlib.metadata.EntryPoint] | None = None,
+) -> PimemPluginManager:
+    """Load every plugin of the ``pimem`` entry-point group into a fresh manager.
+
+    :param entry_points: the entry points to load instead of the installed ones (for tests and
+        hosts that choose their plugins themselves).
+    """
+    pm = PimemPluginManager()
+    for name in sorted(settings.disabled_plugins):
+        pm.set_blocked(name)
+    found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else entry_points
+    for entry_point in sorted(found, key=lambda ep: ep.name):
+        pm.load_entry_point(entry_point, settings)
+    return pm

@@ -1,0 +1,127 @@
+"""Settings: every environment variable pimem reads, parsed and validated once, at the edge.
+
+The variable names are the original pi extension's (``PI_MEMSEARCH_*``) and memsearch's own
+(``MEMSEARCH_DIR``), so existing setups and store commands keep working; pimem's own knobs are
+``PIMEM_*``. Nothing else in pimem reads ``os.environ`` for configuration.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+
+import attrs
+
+from pimem_core.errors import SettingsError
+
+DEFAULT_SEARCH_TIMEOUT_MS = 30_000
+DEFAULT_COMPACT_TIMEOUT_MS = 300_000
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    """What the environment asked for. Build it with :meth:`from_env`."""
+
+    #: Automatic capture of settled exchanges (``PI_MEMSEARCH_CAPTURE=off`` turns it off).
+    capture: bool = True
+    #: Model used for distillation, ``<id>`` or ``<provider>/<id>`` (``PI_MEMSEARCH_CAPTURE_MODEL``).
+    capture_model: str | None = None
+    #: The stable snapshot in the system prompt (``PI_MEMSEARCH_SNAPSHOT=off`` turns it off).
+    snapshot: bool = True
+    #: Per-prompt auto-context (``PI_MEMSEARCH_AUTO_CONTEXT=on`` turns it on).
+    auto_context: bool = False
+    search_timeout_ms: int = DEFAULT_SEARCH_TIMEOUT_MS
+    compact_timeout_ms: int = DEFAULT_COMPACT_TIMEOUT_MS
+    #: Directories whose immediate children cross-repo recall scans (``PI_MEMSEARCH_SCAN_ROOTS``).
+    scan_roots: tuple[Path, ...] = ()
+    #: The store command (``PI_MEMSEARCH_STORE_CMD``): one executable, called as ``<cmd> <mode>``.
+    store_command: str | None = None
+    #: memsearch's ``MEMSEARCH_DIR`` as given; a relative value resolves at the repository directory.
+    memsearch_dir: str | None = None
+    #: Plugin names blocked by ``PIMEM_DISABLE_PLUGINS``.
+    disabled_plugins: frozenset[str] = frozenset()
+    #: ``PIMEM_STRICT_PLUGINS=1``: a plugin that fails to import raises instead of being skipped.
+    strict_plugins: bool = False
+    #: ``PIMEM_NOW``: a fixed local time, so behaviour around midnight can be tested.
+    fixed_now: datetime | None = None
+
+    def now(self) -> datetime:
+        """The current local time (naive), or the fixed time of ``PIMEM_NOW``."""
+        return self.fixed_now if self.fixed_now is not None else datetime.now()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Parse *environ* (default: the process environment); raise :class:`SettingsError` on bad values."""
+        env = os.environ if environ is None else environ
+
+        def get(name: str) -> str | None:
+            value = env.get(name)
+            return value if value else None
+
+        return cls(
+            capture=_switch(env, "PI_MEMSEARCH_CAPTURE", default=True),
+            capture_model=get("PI_MEMSEARCH_CAPTURE_MODEL"),
+            snapshot=_switch(env, "PI_MEMSEARCH_SNAPSHOT", default=True),
+            auto_context=_switch(env, "PI_MEMSEARCH_AUTO_CONTEXT", default=False),
+            search_timeout_ms=_milliseconds(
+                env, "PI_MEMSEARCH_SEARCH_TIMEOUT_MS", DEFAULT_SEARCH_TIMEOUT_MS
+            ),
+            compact_timeout_ms=_milliseconds(
+                env, "PI_MEMSEARCH_COMPACT_TIMEOUT_MS", DEFAULT_COMPACT_TIMEOUT_MS
+            ),
+            scan_roots=tuple(
+                Path(part) for part in (get("PI_MEMSEARCH_SCAN_ROOTS") or "").split(os.pathsep) if part
+            ),
+            store_command=get("PI_MEMSEARCH_STORE_CMD"),
+            memsearch_dir=get("MEMSEARCH_DIR"),
+            disabled_plugins=frozenset(
+                name.strip()
+                for name in (get("PIMEM_DISABLE_PLUGINS") or "").split(",")
+                if name.strip()
+            ),
+            strict_plugins=_switch(env, "PIMEM_STRICT_PLUGINS", default=False),
+            fixed_now=_local_time(env, "PIMEM_NOW"),
+        )
+
+
+_ON = {"on", "1", "true", "yes"}
+_OFF = {"off", "0", "false", "no"}
+
+
+def _switch(env: Mapping[str, str], name: str, *, default: bool) -> bool:
+    raw = env.get(name, "")
+    if not raw:
+        return default
+    if raw.lower() in _ON:
+        return True
+    if raw.lower() in _OFF:
+        return False
+    raise SettingsError(f"{name} must be 'on' or 'off', got {raw!r}; unset it for the default.")
+
+
+def _milliseconds(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "")
+    if not raw:
+        return default
+    if raw.isascii() and raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    raise SettingsError(
+        f"{name} must be a positive whole number of milliseconds, got {raw!r}; "
+        f"unset it for the default of {default}."
+    )
+
+
+def _local_time(env: Mapping[str, str], name: str) -> datetime | None:
+    raw = env.get(name, "")
+    if not raw:
+        return None
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        raise SettingsError(
+            f"{name} must be an ISO local time such as 2026-08-13T22:41, got {raw!r}."
+        ) from None
+    # An explicit offset is honoured by converting to the machine's local time.
+    return moment.astimezone().replace(tzinfo=None) if moment.tzinfo else moment

@@ -1,0 +1,298 @@
+"""Value objects that cross hook boundaries. All frozen: one plugin cannot change what the next sees."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import date, datetime
+from pathlib import Path
+from typing import Literal
+
+import attrs
+
+from pimem_core.errors import StoreError
+
+# A collection name Milvus accepts: a letter or underscore, then letters, digits, underscores.
+COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
+_ANCHOR_ID = re.compile(r"[^\s]+")
+# Lines that would end an entry in a daily memory file (``#``, ``##`` or ``###`` headings).
+_ENTRY_BOUNDARY = re.compile(r"^#{1,3}\s", re.MULTILINE)
+
+
+@attrs.frozen(kw_only=True)
+class Scope:
+    """Where one project's memory lives and how it is indexed.
+
+    ``repository_dir`` is where memsearch runs (so a project ``.memsearch.toml`` applies);
+    ``scope_dir`` keys the memory store and the collection. They differ only when
+    ``MEMSEARCH_DIR`` or a store command moves the store.
+    """
+
+    repository_dir: Path
+    scope_dir: Path
+    memory_dir: Path
+    collection: str = attrs.field(validator=attrs.validators.matches_re(COLLECTION_NAME))
+    #: Where memsearch records index health for this store; ``None`` when nothing ever will.
+    index_state_path: Path | None
+    #: The store command that named this store, if one did.
+    store_command: str | None = None
+    #: The store command's ``state-dir`` answer: memsearch children get it as ``MEMSEARCH_DIR``.
+    state_dir: Path | None = None
+
+    def memsearch_environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        """The environment for a memsearch child process working on this store."""
+        env = dict(base)
+        env["PYTHONIOENCODING"] = "utf-8"
+        if self.state_dir is not None:
+            env["MEMSEARCH_DIR"] = str(self.state_dir)
+        return env
+
+    def to_json(self) -> dict[str, str | None]:
+        return {
+            "repository_dir": str(self.repository_dir),
+            "scope_dir": str(self.scope_dir),
+            "memory_dir": str(self.memory_dir),
+            "collection": self.collection,
+            "index_state_path": None if self.index_state_path is None else str(self.index_state_path),
+            "store_command": self.store_command,
+        }
+
+
+def _no_comment_end(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if "-->" in value or "\n" in value or "\r" in value:
+        raise StoreError(
+            f"the session anchor's {attribute.name} must not contain '-->' or a line break, got {value!r}"
+        )
+
+
+def _anchor_id(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not _ANCHOR_ID.fullmatch(value):
+        raise StoreError(
+            f"the session anchor's {attribute.name} must be a non-empty id without spaces, got {value!r}"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class Anchor:
+    """The session anchor: which session, entry and transcript an entry came from (L3 recall)."""
+
+    session: str = attrs.field(validator=[_anchor_id, _no_comment_end])
+    turn: str = attrs.field(validator=[_anchor_id, _no_comment_end])
+    transcript: str = attrs.field(validator=_no_comment_end)
+
+    @transcript.validator
+    def _transcript_given(self, _: attrs.Attribute[str], value: str) -> None:
+        if not value.strip():
+            raise StoreError("the session anchor needs a transcript path")
+
+    def comment(self) -> str:
+        """The anchor as it appears in a daily memory file (memsearch's three-field form)."""
+        return f"<!-- session:{self.session} turn:{self.turn} transcript:{self.transcript} -->"
+
+
+def _entry_content(_: object, __: attrs.Attribute[str], value: str) -> None:
+    if not value.strip():
+        raise StoreError("a memory entry needs content: write at least one bullet")
+    heading = _ENTRY_BOUNDARY.search(value)
+    if heading is not None:
+        line = value[heading.start() :].split("\n", 1)[0]
+        raise StoreError(
+            f"memory content must not contain a #, ## or ### heading ({line!r}): it would split "
+            "the entry in the daily memory file; use bullets or a #### heading instead"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class Entry:
+    """One memory entry: anchored content written at a local time."""
+
+    anchor: Anchor
+    #: Markdown bullets. Trailing white space is dropped so every entry ends the same way.
+    content: str = attrs.field(converter=str.rstrip, validator=_entry_content)
+    written_at: datetime
+
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_TIME = re.compile(r"\d{2}:\d{2}")
+
+
+@attrs.frozen(kw_only=True)
+class DayAddress:
+    """An entry addressed by its daily memory file's date and its ``### HH:MM`` heading."""
+
+    day: date
+    time: str
+
+    @classmethod
+    def parse(cls, day: str, time: str) -> DayAddress:
+        """Validate user input; raise :class:`StoreError` naming the bad part."""
+        if not _DATE.fullmatch(day):
+            raise StoreError(f"date must be YYYY-MM-DD, got {day!r}")
+        try:
+            parsed = date.fromisoformat(day)
+        except ValueError:
+            raise StoreError(f"date {day!r} is not a calendar date") from None
+        if not _TIME.fullmatch(time) or int(time[:2]) > 23 or int(time[3:]) > 59:
+            raise StoreError(f"time must be HH:MM (24-hour), got {time!r}")
+        return cls(day=parsed, time=time)
+
+
+@attrs.frozen(kw_only=True)
+class Redaction:
+    """What a forget removed. ``removed`` is the only copy of the text that survives."""
+
+    file: Path
+    removed: str
+    #: The daily memory file held nothing else and was deleted.
+    deleted: bool
+
+
+@attrs.frozen(kw_only=True)
+class StoreChange:
+    """A change to a memory store, announced so indexers and snapshots can follow."""
+
+    kind: Literal["append", "forget", "compact"]
+    file: Path
+
+
+@attrs.frozen(kw_only=True)
+class FailedFile:
+    path: str
+    error: str
+
+
+@attrs.frozen(kw_only=True)
+class IndexState:
+    """memsearch's ``.index-state.json`` (schema version 1), the fields pimem reads."""
+
+    status: str
+    failed_files: tuple[FailedFile, ...] = ()
+    last_completed_at: str | None = None
+    last_error: str | None = None
+    collection: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class IndexHealth:
+    """What is known about a store's index without touching the database."""
+
+    #: The state file read; ``None`` when no state file will ever be written for this store.
+    state_path: Path | None
+    state: IndexState | None = None
+    #: Why the state file could not be read, when it exists but is unusable.
+    unreadable: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ExchangeMessage:
+    role: Literal["user", "assistant"]
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class Exchange:
+    """One settled exchange to distil: the messages and the anchor its entry will carry."""
+
+    anchor: Anchor
+    messages: tuple[ExchangeMessage, ...] = attrs.field(converter=tuple)
+
+
+@attrs.frozen(kw_only=True)
+class Distillation:
+    """Third-person bullets distilled from an exchange, and who wrote them."""
+
+    text: str
+    distiller: str
+
+
+@attrs.frozen(kw_only=True)
+class SearchQuery:
+    text: str
+    top_k: int = attrs.field(default=5, validator=attrs.validators.ge(1))
+
+
+@attrs.frozen(kw_only=True)
+class SearchHit:
+    """One L1 hit, as memsearch returns it. ``project`` labels hits of a cross-repo search."""
+
+    chunk_hash: str
+    content: str
+    source: str
+    heading: str
+    heading_level: int
+    start_line: int
+    end_line: int
+    score: float
+    project: Path | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Section:
+    """The L2 answer: the whole section behind a chunk hash, with its anchor when it has one."""
+
+    chunk_hash: str
+    source: str
+    heading: str
+    start_line: int
+    end_line: int
+    content: str
+    anchor: Anchor | None = None
+
+
+@attrs.frozen(kw_only=True)
+class IndexReport:
+    indexed_chunks: int
+
+
+@attrs.frozen(kw_only=True)
+class CompactResult:
+    """A memory compaction's summary; ``None`` when the collection had nothing to compact."""
+
+    summary: str | None
+
+
+@attrs.frozen(kw_only=True)
+class TranscriptRequest:
+    """An L3 request: the turns around ``turn`` (an entry id or unique prefix) in a transcript."""
+
+    path: Path
+    turn: str | None = None
+    context: int = attrs.field(default=3, validator=attrs.validators.ge(0))
+    limit: int = attrs.field(default=20, validator=attrs.validators.ge(1))
+
+
+@attrs.frozen(kw_only=True)
+class TranscriptTurn:
+    role: Literal["user", "assistant"]
+    time: str
+    body: str
+    target: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class Transcript:
+    path: Path
+    turns: tuple[TranscriptTurn, ...] = attrs.field(converter=tuple)
+
+
+@attrs.frozen(kw_only=True)
+class PromptContext:
+    """What per-prompt injection plugins see: the store, the prompt and the current snapshot."""
+
+    scope: Scope
+    prompt: str
+    snapshot: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Injection:
+    """Text for the agent's context, and where it goes.
+
+    ``system-prompt`` text is appended to the system prompt and must stay byte-stable between
+    checkpoints (provider prefix caches depend on it); a ``hidden-message`` goes after the cached
+    prefix, so it may change on every prompt.
+    """
+
+    text: str
+    placement: Literal["system-prompt", "hidden-message"]
+    source: str

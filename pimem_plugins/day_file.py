@@ -1,0 +1,81 @@
+"""Daily memory files: the entry bytes every mesh agent writes, and surgery that removes one entry.
+
+A daily memory file is ``<memory dir>/YYYY-MM-DD.md``. An entry is a ``### HH:MM`` heading up to
+the next ``#``, ``##`` or ``###`` heading; ``## Session HH:MM`` headings group a session's
+entries. The functions here are pure: text in, text out.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+from pimem_core.types import Entry
+
+_ENTRY_HEADING = re.compile(r"^###\s+(\d{2}:\d{2})\s*$")
+_ENTRY_BOUNDARY = re.compile(r"^#{1,3}\s")
+_GROUP_HEADING = re.compile(r"^#{1,2}\s")
+_SECTION_HEADING = re.compile(r"^##\s")
+_DATE_TITLE = re.compile(r"^#\s+\d{4}-\d{2}-\d{2}\s*$")
+
+
+def day_file_name(entry: Entry) -> str:
+    return f"{entry.written_at.date().isoformat()}.md"
+
+
+def format_entry(entry: Entry, *, session_heading: bool) -> str:
+    """The exact bytes appended for *entry*: memsearch's shape, shared by every mesh agent."""
+    time = entry.written_at.strftime("%H:%M")
+    heading = f"\n## Session {time}\n\n" if session_heading else ""
+    return f"{heading}### {time}\n{entry.anchor.comment()}\n{entry.content}\n\n"
+
+
+@attrs.frozen(kw_only=True)
+class DayEntry:
+    """An entry's place in a daily memory file: lines ``start`` (its heading) to ``end`` (exclusive)."""
+
+    time: str
+    start: int
+    end: int
+    #: The entry's lines without the blank lines that trail it.
+    text: str
+
+
+def list_entries(text: str) -> list[DayEntry]:
+    lines = text.split("\n")
+    entries = []
+    for start, line in enumerate(lines):
+        match = _ENTRY_HEADING.match(line)
+        if match is None:
+            continue
+        end = next(
+            (i for i in range(start + 1, len(lines)) if _ENTRY_BOUNDARY.match(lines[i])), len(lines)
+        )
+        body = lines[start:end]
+        while body and not body[-1].strip():
+            body.pop()
+        entries.append(DayEntry(time=match.group(1), start=start, end=end, text="\n".join(body)))
+    return entries
+
+
+def remove_entry(text: str, entry: DayEntry) -> str:
+    """*text* without *entry*; ``""`` when nothing worth keeping remains (delete the file).
+
+    The entry's own ``##`` heading goes too when the entry was all it held; titles, free-form
+    notes and every other entry are left byte for byte.
+    """
+    lines = text.split("\n")
+    owner = next(
+        (i for i in range(entry.start - 1, -1, -1) if _GROUP_HEADING.match(lines[i])), None
+    )
+    del lines[entry.start : entry.end]
+    if owner is not None and _SECTION_HEADING.match(lines[owner]):
+        after = owner + 1
+        while after < len(lines) and not lines[after].strip():
+            after += 1
+        if after == len(lines) or _GROUP_HEADING.match(lines[after]):
+            del lines[owner:after]
+    if all(not line.strip() or _DATE_TITLE.match(line) for line in lines):
+        return ""
+    return "\n".join(lines)

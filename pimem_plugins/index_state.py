@@ -1,0 +1,112 @@
+"""Index health from memsearch's ``.index-state.json``: read without opening the database.
+
+The default ``pimem_read_index_health`` plugin, plus the parser cross-repo recall uses to read
+the collection a foreign store was last indexed as.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pimem_core import hookimpl
+from pimem_core.errors import IndexStateError
+from pimem_core.types import FailedFile, IndexHealth, IndexState, Scope
+
+SCHEMA_VERSION = 1
+
+
+def _drifted(detail: str) -> IndexStateError:
+    return IndexStateError(f"index-state file drifted: {detail}")
+
+
+def _optional_text(state: dict[str, object], field: str) -> str | None:
+    value = state.get(field)
+    if value is None or isinstance(value, str):
+        return value
+    raise _drifted(f'field "{field}" should be a string, found {type(value).__name__}')
+
+
+def parse_index_state(text: str) -> IndexState:
+    """Parse a schema-1 state file; raise :class:`IndexStateError` on any other shape."""
+    try:
+        state = json.loads(text)
+    except ValueError:
+        raise _drifted("not valid JSON") from None
+    if not isinstance(state, dict):
+        raise _drifted("the state is not a JSON object")
+    version = state.get("schema_version")
+    if version != SCHEMA_VERSION or isinstance(version, bool):
+        raise _drifted(f"unsupported schema_version {json.dumps(version)}")
+    status = state.get("status")
+    if not isinstance(status, str):
+        raise _drifted('field "status" should be a string')
+    raw_failed = state.get("failed_files", [])
+    if not isinstance(raw_failed, list):
+        raise _drifted('field "failed_files" should be an array')
+    failed = []
+    for index, item in enumerate(raw_failed):
+        if not (
+            isinstance(item, dict)
+            and isinstance(item.get("path"), str)
+            and isinstance(item.get("error"), str)
+        ):
+            raise _drifted(f'failed_files[{index}] should have string "path" and "error"')
+        failed.append(FailedFile(path=item["path"], error=item["error"]))
+    return IndexState(
+        status=status,
+        failed_files=tuple(failed),
+        last_completed_at=_optional_text(state, "last_completed_at"),
+        last_error=_optional_text(state, "last_error"),
+        collection=_optional_text(state, "collection"),
+    )
+
+
+def read_index_state(path: Path) -> IndexState | None:
+    """The state at *path*; ``None`` when the file does not exist (nothing indexed yet)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        raise IndexStateError(f"cannot read {path}: {error}") from None
+    return parse_index_state(text)
+
+
+@hookimpl(trylast=True)
+def pimem_read_index_health(scope: Scope) -> IndexHealth:
+    path = scope.index_state_path
+    if path is None:
+        return IndexHealth(state_path=None)
+    try:
+        return IndexHealth(state_path=path, state=read_index_state(path))
+    except IndexStateError as error:
+        return IndexHealth(state_path=path, unreadable=str(error))
+
+
+def describe_index_health(health: IndexHealth) -> list[str]:
+    """The index-health lines of ``pimem status``."""
+    if health.state_path is None:
+        return [
+            "index: no state file will ever be written for this store (it lies outside a "
+            ".memsearch tree, the store command declines state-dir, and MEMSEARCH_DIR is "
+            "unset); make the store command answer state-dir to get index health back"
+        ]
+    lines = [f"index state: {health.state_path}"]
+    state = health.state
+    if health.unreadable is not None:
+        lines.append(f"index: state unreadable ({health.unreadable})")
+    elif state is None:
+        lines.append("index: no state recorded yet (the next index run writes it)")
+    elif state.status == "ok":
+        when = f" (last indexed {state.last_completed_at})" if state.last_completed_at else ""
+        lines.append(f"index: ok{when}")
+    elif state.status == "degraded":
+        lines.append(f"index: degraded ({len(state.failed_files)} failed file(s))")
+    elif state.status == "error":
+        lines.append(f"index: error ({state.last_error})" if state.last_error else "index: error")
+    else:
+        lines.append(f"index: {state.status}")
+    if state is not None:
+        lines.extend(f"  failed: {item.path} ({item.error})" for item in state.failed_files)
+    return lines

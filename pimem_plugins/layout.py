@@ -1,0 +1,97 @@
+"""The mesh's layout rules: where memsearch and its agent plugins keep a project's memory.
+
+These are facts every memsearch agent shares, mirrored byte for byte so memories flow between
+agents: the collection name, the repository directory, ``MEMSEARCH_DIR`` resolution and where
+``.index-state.json`` lives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+STATE_FILE = ".index-state.json"
+TREE = ".memsearch"
+_UPPER_TO_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def derive_collection(path: Path | str) -> str:
+    """memsearch's collection name for a project directory: ``ms_<name>_<8 hex>``.
+
+    Mirrors ``derive-collection.sh``: the real path (symlinks resolved, the path need not
+    exist), its basename lower-cased (ASCII only, as ``tr`` does), every run of characters
+    outside ``[a-z0-9]`` made one ``_``, one leading and trailing ``_`` stripped, cut to 40
+    characters; then the first 8 hex digits of the SHA-256 of the real path.
+    """
+    real = os.path.realpath(os.path.abspath(path))
+    name = re.sub(r"[^a-z0-9]+", "_", os.path.basename(real).translate(_UPPER_TO_LOWER))
+    name = name.removeprefix("_").removesuffix("_")[:40]
+    digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"ms_{name}_{digest}"
+
+
+def find_repository_dir(cwd: Path) -> Path:
+    """The nearest directory at or above *cwd* holding ``.git`` (a directory, or a worktree's file).
+
+    Falls back to *cwd* itself. This is where memsearch runs, so a project ``.memsearch.toml``
+    applies as it would for a CLI run there.
+    """
+    start = Path(os.path.realpath(cwd))
+    for candidate in (start, *start.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return start
+
+
+def resolve_memsearch_dir(repository_dir: Path, value: str) -> Path:
+    """``MEMSEARCH_DIR`` as memsearch's children see it: relative values resolve at the repository."""
+    return Path(os.path.normpath(os.path.join(repository_dir, value)))
+
+
+def _tree_root(path: Path) -> Path | None:
+    parts = path.parts
+    if TREE not in parts:
+        return None
+    return Path(*parts[: parts.index(TREE) + 1])
+
+
+def index_state_path(
+    *,
+    memory_dir: Path,
+    repository_dir: Path,
+    memsearch_dir: str | None,
+    state_dir: Path | None,
+    store_command: bool,
+) -> Path | None:
+    """Where memsearch writes ``.index-state.json`` for this store, or ``None`` if it never will.
+
+    In order: the store command's ``state-dir`` answer; ``MEMSEARCH_DIR``; the root of the
+    ``.memsearch`` tree the store sits in (its first ``.memsearch`` component, checked on the
+    path as written and then with symlinks resolved, since memsearch truncates there); nothing
+    when a store command placed the store elsewhere; else beside the store.
+    """
+    if state_dir is not None:
+        return state_dir / STATE_FILE
+    if memsearch_dir:
+        return resolve_memsearch_dir(repository_dir, memsearch_dir) / STATE_FILE
+    lexical = Path(os.path.normpath(os.path.abspath(memory_dir)))
+    root = _tree_root(lexical) or _tree_root(Path(os.path.realpath(lexical)))
+    if root is not None:
+        return root / STATE_FILE
+    if store_command:
+        return None
+    return lexical.parent / STATE_FILE
+
+
+def discovered_store(project_dir: Path) -> tuple[Path, Path]:
+    """The memory directory and state file of a project found by scanning (no git walk).
+
+    ``<dir>/.memsearch/memory`` when it exists (state in ``<dir>/.memsearch``), else
+    ``<dir>/memory`` (the shape ``MEMSEARCH_DIR`` and store commands produce, state beside it).
+    """
+    tree = project_dir / TREE
+    if (tree / "memory").is_dir():
+        return tree / "memory", tree / STATE_FILE
+    return project_dir / "memory", project_dir / STATE_FILE

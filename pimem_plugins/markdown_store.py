@@ -1,0 +1,162 @@
+"""The default memory store: daily markdown files, appended to by every agent in the mesh.
+
+Appends are one ``O_APPEND`` write per entry, so concurrent writers (other sessions, worktrees,
+other agents' plugins) never interleave or lose entries. Whether an entry opens with a
+``## Session`` heading is decided from this session's own record, seeded by one read of the
+file at the session's first write to it: the worst a race can cost is a duplicate heading.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+from typing import TypeVar
+
+from pimem_core import hookimpl
+from pimem_core.errors import StoreError
+from pimem_core.types import DayAddress, Entry, Redaction, Scope
+from pimem_plugins.day_file import day_file_name, format_entry, list_entries, remove_entry
+
+T = TypeVar("T")
+_REWRITE_ATTEMPTS = 5
+
+
+class MarkdownStore:
+    """Daily memory files under the scope's memory directory."""
+
+    def __init__(self) -> None:
+        # (file, session id) pairs: this session has a ``## Session`` heading in that file.
+        self._headed: set[tuple[str, str]] = set()
+        self._seeded: set[tuple[str, str]] = set()
+
+    @hookimpl(trylast=True)
+    def pimem_append_entry(self, scope: Scope, entry: Entry) -> Path:
+        file = scope.memory_dir / day_file_name(entry)
+        key = (str(file), entry.anchor.session)
+        if key not in self._seeded:
+            if f"session:{entry.anchor.session} " in _read_if_exists(file):
+                self._headed.add(key)
+            self._seeded.add(key)
+        data = format_entry(entry, session_heading=key not in self._headed).encode("utf-8")
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            _append(file, data)
+        except OSError as error:
+            raise StoreError(
+                f"cannot write to the daily memory file {file}: {error.strerror or error}; "
+                "check that the memory store is a writable directory"
+            ) from None
+        # Only after the append succeeded: a failed write must still open with the heading.
+        self._headed.add(key)
+        return file
+
+    @hookimpl(trylast=True)
+    def pimem_read_day(self, scope: Scope, day: date) -> str | None:
+        text = _read_if_exists(scope.memory_dir / f"{day.isoformat()}.md")
+        return text or None
+
+    @hookimpl(trylast=True)
+    def pimem_forget_entry(self, scope: Scope, address: DayAddress) -> Redaction:
+        file = scope.memory_dir / f"{address.day.isoformat()}.md"
+        if not file.is_file():
+            raise StoreError(f"no daily memory file for {address.day.isoformat()} at {file}")
+
+        def forget(text: str) -> tuple[str, str]:
+            found = [entry for entry in list_entries(text) if entry.time == address.time]
+            if not found:
+                raise StoreError(f"no memory entry at {address.time} in {file}")
+            if len(found) > 1:
+                raise StoreError(
+                    f"{len(found)} entries at {address.time} in {file}: ambiguous; "
+                    "forget one by its chunk hash, or edit the file by hand"
+                )
+            return remove_entry(text, found[0]), found[0].text
+
+        try:
+            remaining, removed = _rewrite(file, forget)
+        except OSError as error:
+            raise StoreError(
+                f"cannot rewrite the daily memory file {file}: {error.strerror or error}; "
+                "nothing was changed"
+            ) from None
+        return Redaction(file=file, removed=removed, deleted=not remaining)
+
+
+def _read_if_exists(file: Path) -> str:
+    try:
+        return file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+    except (OSError, UnicodeDecodeError) as error:
+        raise StoreError(f"cannot read the daily memory file {file}: {error}") from None
+
+
+def _append(file: Path, data: bytes) -> None:
+    fd = os.open(file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        written = os.write(fd, data)
+    finally:
+        os.close(fd)
+    if written != len(data):
+        raise OSError(f"only {written} of {len(data)} bytes were written (is the disk full?)")
+
+
+def _rewrite(file: Path, edit: Callable[[str], tuple[str, T]]) -> tuple[str, T]:
+    """Replace *file* with ``edit(text)[0]`` (deleting it when empty) without losing appends.
+
+    Other agents append without locks, so the file is re-checked before the swap and retried if
+    it grew; an append that still lands on the old file after the swap is carried over.
+    *edit* may raise to refuse; nothing is changed then.
+    """
+    for _ in range(_REWRITE_ATTEMPTS):
+        with open(file, "rb") as old:
+            original = old.read()
+            try:
+                text = original.decode("utf-8")
+            except UnicodeDecodeError:
+                raise StoreError(f"{file} is not UTF-8 text; edit it by hand") from None
+            remaining, result = edit(text)
+            replacement = _stage(file, remaining.encode("utf-8"), os.fstat(old.fileno()).st_mode)
+            if os.fstat(old.fileno()).st_size != len(original) or not _same_file(file, old.fileno()):
+                if replacement is not None:
+                    os.unlink(replacement)
+                continue
+            if replacement is None:
+                os.unlink(file)
+            else:
+                os.replace(replacement, file)
+            late = old.read()
+        if late:
+            _append(file, late)
+        return remaining, result
+    raise StoreError(f"{file} kept changing while it was being edited; try again")
+
+
+def _stage(file: Path, data: bytes, mode: int) -> str | None:
+    if not data:
+        return None
+    fd, staged = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.", suffix=".tmp")
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fchmod(fd, mode & 0o7777)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(staged)
+        raise
+    os.close(fd)
+    return staged
+
+
+def _same_file(path: Path, fd: int) -> bool:
+    try:
+        current = os.stat(path)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(fd)
+    return (current.st_dev, current.st_ino) == (opened.st_dev, opened.st_ino)

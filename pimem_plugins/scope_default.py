@@ -1,0 +1,86 @@
+"""Default scope resolution, in memsearch's own order: ``MEMSEARCH_DIR``, else git root, else cwd."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pimem_core import Settings, hookimpl
+from pimem_core.errors import IndexStateError
+from pimem_core.types import COLLECTION_NAME, Scope
+from pimem_plugins.index_state import read_index_state
+from pimem_plugins.layout import (
+    TREE,
+    derive_collection,
+    discovered_store,
+    find_repository_dir,
+    index_state_path,
+    resolve_memsearch_dir,
+)
+
+
+def recorded_collection(state_path: Path) -> str | None:
+    """The collection a store was last indexed as, per its state file; ``None`` if unknown.
+
+    A missing, unreadable or drifted file records nothing: one bad foreign project must not
+    break a search over all the others.
+    """
+    try:
+        state = read_index_state(state_path)
+    except IndexStateError:
+        return None
+    name = state.collection if state is not None else None
+    return name if name is not None and COLLECTION_NAME.fullmatch(name) else None
+
+
+class DefaultScope:
+    """Resolves scopes from the filesystem and ``MEMSEARCH_DIR``; memoized per directory."""
+
+    def __init__(self) -> None:
+        self._scopes: dict[str, Scope] = {}
+        self._projects: dict[str, Scope] = {}
+
+    @hookimpl(trylast=True)
+    def pimem_resolve_scope(self, cwd: Path, settings: Settings) -> Scope:
+        key = os.path.realpath(cwd)
+        if key not in self._scopes:
+            self._scopes[key] = self._resolve(cwd, settings)
+        return self._scopes[key]
+
+    @staticmethod
+    def _resolve(cwd: Path, settings: Settings) -> Scope:
+        repository_dir = find_repository_dir(cwd)
+        if settings.memsearch_dir:
+            scope_dir = resolve_memsearch_dir(repository_dir, settings.memsearch_dir)
+            memory_dir = scope_dir / "memory"
+        else:
+            scope_dir = repository_dir
+            memory_dir = repository_dir / TREE / "memory"
+        return Scope(
+            repository_dir=repository_dir,
+            scope_dir=scope_dir,
+            memory_dir=memory_dir,
+            # An explicit MEMSEARCH_DIR means a shared store: the collection moves with it.
+            collection=derive_collection(scope_dir),
+            index_state_path=index_state_path(
+                memory_dir=memory_dir,
+                repository_dir=repository_dir,
+                memsearch_dir=settings.memsearch_dir,
+                state_dir=None,
+                store_command=False,
+            ),
+        )
+
+    @hookimpl(trylast=True)
+    def pimem_resolve_project(self, project_dir: Path) -> Scope:
+        key = os.path.realpath(project_dir)
+        if key not in self._projects:
+            memory_dir, state_path = discovered_store(project_dir)
+            self._projects[key] = Scope(
+                repository_dir=project_dir,
+                scope_dir=project_dir,
+                memory_dir=memory_dir,
+                collection=recorded_collection(state_path) or derive_collection(project_dir),
+                index_state_path=state_path,
+            )
+        return self._projects[key]

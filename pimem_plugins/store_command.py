@@ -1,0 +1,154 @@
+"""The store command: ``PI_MEMSEARCH_STORE_CMD`` names the store, collection and state directory.
+
+Opt-in and first in line: when set it outranks ``MEMSEARCH_DIR`` and any other resolver, and
+when it fails resolution raises instead of falling back, because a silent fallback would write
+memory to the wrong store. The command is one executable run as ``<cmd> <mode>`` (never through
+a shell) in the directory being resolved; its answers are memoized per command, mode and
+directory, so it runs at most once per directory and mode for the life of a session.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Literal
+
+from pimem_core import Settings, hookimpl
+from pimem_core.errors import ScopeError
+from pimem_core.types import COLLECTION_NAME, Scope
+from pimem_plugins.layout import discovered_store, find_repository_dir, index_state_path
+
+Mode = Literal["memory-dir", "collection", "state-dir"]
+TIMEOUT_SECONDS = 30
+_WHAT = {
+    "memory-dir": "the absolute path of the memory store",
+    "collection": "the collection name",
+    "state-dir": "the absolute path of the index-state directory, or nothing to decline",
+}
+
+
+class StoreCommand:
+    """Runs one store command and remembers its answers."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+        self._answers: dict[tuple[Mode, str], str | None] = {}
+
+    def answer(self, mode: Mode, directory: Path) -> str | None:
+        """The command's answer for *mode* in *directory*; ``None`` only when ``state-dir`` declines."""
+        key = (mode, os.path.realpath(directory))
+        if key not in self._answers:
+            self._answers[key] = self._ask(mode, key[1])
+        return self._answers[key]
+
+    def path(self, mode: Literal["memory-dir", "state-dir"], directory: Path) -> Path | None:
+        answer = self.answer(mode, directory)
+        if answer is None:
+            return None
+        if not os.path.isabs(answer):
+            raise self._error(mode, f'must print an absolute path, got "{answer}"')
+        return Path(os.path.normpath(answer))
+
+    def collection(self, directory: Path) -> str:
+        answer = self.answer("collection", directory)
+        if answer is None or not COLLECTION_NAME.fullmatch(answer):
+            raise self._error(
+                "collection",
+                f"printed {answer!r}, which is not a collection name (letters, digits and "
+                "underscores, not starting with a digit)",
+            )
+        return answer
+
+    def _error(self, mode: Mode, problem: str) -> ScopeError:
+        return ScopeError(f"PI_MEMSEARCH_STORE_CMD ({self.command} {mode}) {problem}")
+
+    def _ask(self, mode: Mode, directory: str) -> str | None:
+        try:
+            done = subprocess.run(
+                [self.command, mode],
+                cwd=directory,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=TIMEOUT_SECONDS,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise self._error(
+                mode, f"did not answer within {TIMEOUT_SECONDS} s; it must print its answer and exit"
+            ) from None
+        except OSError as error:
+            raise self._error(
+                mode,
+                f"failed to run: {error.strerror or error}; the variable must name one "
+                "executable file (arguments are not supported: wrap them in a script)",
+            ) from None
+        stderr = done.stderr.decode("utf-8", "replace").strip()[-1000:]
+        if done.returncode < 0:
+            raise self._error(mode, f"was killed by signal {-done.returncode}")
+        if done.returncode != 0:
+            raise self._error(mode, f"exited {done.returncode}: {stderr or '(nothing on stderr)'}")
+        answer = done.stdout.decode("utf-8", "replace").strip()
+        if not answer:
+            if mode == "state-dir":
+                return None  # the one optional mode: declining leaves everything as it was
+            raise self._error(mode, f"printed nothing; this mode must print {_WHAT[mode]}")
+        if "\n" in answer:
+            raise self._error(mode, f"printed several lines; this mode must print {_WHAT[mode]} only")
+        return answer
+
+
+class StoreCommandScope:
+    """Scope resolution through ``PI_MEMSEARCH_STORE_CMD``."""
+
+    def __init__(self) -> None:
+        self._commands: dict[str, StoreCommand] = {}
+        self._scopes: dict[str, Scope] = {}
+
+    @staticmethod
+    def is_active(settings: Settings) -> bool:
+        return settings.store_command is not None
+
+    def _command(self, settings: Settings) -> StoreCommand:
+        command = settings.store_command
+        assert command is not None, "registered only when PI_MEMSEARCH_STORE_CMD is set"
+        return self._commands.setdefault(command, StoreCommand(command))
+
+    @hookimpl(tryfirst=True)
+    def pimem_resolve_scope(self, cwd: Path, settings: Settings) -> Scope:
+        key = os.path.realpath(cwd)
+        if key not in self._scopes:
+            command = self._command(settings)
+            memory_dir = command.path("memory-dir", cwd)
+            assert memory_dir is not None, "memory-dir never declines"
+            state_dir = command.path("state-dir", cwd)
+            repository_dir = find_repository_dir(cwd)
+            self._scopes[key] = Scope(
+                repository_dir=repository_dir,
+                scope_dir=memory_dir.parent,
+                memory_dir=memory_dir,
+                collection=command.collection(cwd),
+                index_state_path=index_state_path(
+                    memory_dir=memory_dir,
+                    repository_dir=repository_dir,
+                    memsearch_dir=settings.memsearch_dir,
+                    state_dir=state_dir,
+                    store_command=True,
+                ),
+                store_command=command.command,
+                state_dir=state_dir,
+            )
+        return self._scopes[key]
+
+    @hookimpl(tryfirst=True)
+    def pimem_resolve_project(self, project_dir: Path, settings: Settings) -> Scope:
+        # A scanned project is a store directory: the command answers for the store it stands in.
+        memory_dir, state_path = discovered_store(project_dir)
+        return Scope(
+            repository_dir=project_dir,
+            scope_dir=project_dir,
+            memory_dir=memory_dir,
+            collection=self._command(settings).collection(project_dir),
+            index_state_path=state_path,
+            store_command=settings.store_command,
+        )
