@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import attrs
 
-from pimem_core.errors import NoProviderError
+from pimem_core.errors import NoProviderError, PluginError
 from pimem_core.manager import PimemPluginManager, build_plugin_manager
 from pimem_core.settings import Settings
 from pimem_core.types import (
@@ -60,7 +60,7 @@ class Pimem:
         settings = Settings.from_env(environ)
         return cls(settings, build_plugin_manager(settings, entry_points=entry_points))
 
-    def _require(self, hook: str, answer: T | None) -> T:
+    def _require(self, hook: str, answer: object, kind: type[T]) -> T:
         if answer is None:
             blocked = sorted(self.settings.disabled_plugins)
             hint = f" (blocked by PIMEM_DISABLE_PLUGINS: {', '.join(blocked)})" if blocked else ""
@@ -68,32 +68,39 @@ class Pimem:
                 f"no plugin answered {hook}{hint}; run `pimem plugins` to see which plugins "
                 "are loaded and which are blocked or failed"
             )
+        if not isinstance(answer, kind):
+            raise PluginError(
+                f"{hook} answered with a {type(answer).__name__}, not a {kind.__name__}; "
+                "the plugin that answers it (see `pimem plugins`) is broken"
+            )
         return answer
 
     # -- scope resolution ----------------------------------------------------------------------
 
     def resolve_scope(self, cwd: Path) -> Scope:
         scope = self.pm.hook.pimem_resolve_scope(cwd=cwd.absolute(), settings=self.settings)
-        return self._require("pimem_resolve_scope", scope)
+        return self._require("pimem_resolve_scope", scope, Scope)
 
     def resolve_project(self, project_dir: Path) -> Scope:
         scope = self.pm.hook.pimem_resolve_project(
             project_dir=project_dir.absolute(), settings=self.settings
         )
-        return self._require("pimem_resolve_project", scope)
+        return self._require("pimem_resolve_project", scope, Scope)
 
     # -- distillation --------------------------------------------------------------------------
 
     def distill_exchange(self, exchange: Exchange) -> Distillation:
         answer = self.pm.hook.pimem_distill_exchange(exchange=exchange, settings=self.settings)
-        return self._require("pimem_distill_exchange", answer)
+        return self._require("pimem_distill_exchange", answer, Distillation)
 
     # -- storage -------------------------------------------------------------------------------
 
     def append_entry(self, scope: Scope, entry: Entry) -> Path:
         """Write *entry* and announce the change (indexers schedule a re-index)."""
         file = self._require(
-            "pimem_append_entry", self.pm.hook.pimem_append_entry(scope=scope, entry=entry)
+            "pimem_append_entry",
+            self.pm.hook.pimem_append_entry(scope=scope, entry=entry),
+            Path,
         )
         self.observe_change(scope, StoreChange(kind="append", file=file))
         return file
@@ -101,7 +108,9 @@ class Pimem:
     def forget_entry(self, scope: Scope, address: DayAddress) -> Redaction:
         """Remove exactly one entry and announce the change."""
         redaction = self._require(
-            "pimem_forget_entry", self.pm.hook.pimem_forget_entry(scope=scope, address=address)
+            "pimem_forget_entry",
+            self.pm.hook.pimem_forget_entry(scope=scope, address=address),
+            Redaction,
         )
         self.observe_change(scope, StoreChange(kind="forget", file=redaction.file))
         return redaction
@@ -118,23 +127,23 @@ class Pimem:
 
     def index_memory(self, scope: Scope, reason: str) -> IndexReport:
         answer = self.pm.hook.pimem_index_memory(scope=scope, reason=reason)
-        return self._require("pimem_index_memory", answer)
+        return self._require("pimem_index_memory", answer, IndexReport)
 
     def search_memory(self, scope: Scope, query: SearchQuery) -> tuple[SearchHit, ...]:
         answer = self.pm.hook.pimem_search_memory(scope=scope, query=query)
-        return self._require("pimem_search_memory", answer)
+        return self._require("pimem_search_memory", answer, tuple)
 
     def expand_chunk(self, scope: Scope, chunk_hash: str) -> Section:
         answer = self.pm.hook.pimem_expand_chunk(scope=scope, chunk_hash=chunk_hash)
-        return self._require("pimem_expand_chunk", answer)
+        return self._require("pimem_expand_chunk", answer, Section)
 
     def compact_memory(self, scope: Scope) -> CompactResult:
         answer = self.pm.hook.pimem_compact_memory(scope=scope)
-        return self._require("pimem_compact_memory", answer)
+        return self._require("pimem_compact_memory", answer, CompactResult)
 
     def read_index_health(self, scope: Scope) -> IndexHealth:
         answer = self.pm.hook.pimem_read_index_health(scope=scope)
-        return self._require("pimem_read_index_health", answer)
+        return self._require("pimem_read_index_health", answer, IndexHealth)
 
     # -- injection -----------------------------------------------------------------------------
 
@@ -151,11 +160,14 @@ class Pimem:
     def collect_injections(self, context: PromptContext) -> tuple[Injection, ...]:
         contributions = self.pm.hook.pimem_collect_injections(context=context)
         return tuple(
-            injection for contribution in contributions if contribution for injection in contribution
+            injection
+            for contribution in contributions
+            if contribution
+            for injection in contribution
         )
 
     # -- transcripts ---------------------------------------------------------------------------
 
     def read_transcript(self, request: TranscriptRequest) -> Transcript:
         answer = self.pm.hook.pimem_read_transcript(request=request)
-        return self._require("pimem_read_transcript", answer)
+        return self._require("pimem_read_transcript", answer, Transcript)

@@ -97,7 +97,12 @@ def cmd_plugins(pimem: Pimem, args: argparse.Namespace) -> None:
             (record.name, record.distribution or "-", record.version or "-", record.status, detail)
         )
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[4] for row in rows]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+        + "  "
+        + row[4]
+        for row in rows
+    ]
     lines += ["", "single-answer hooks (the plugin asked first):"]
     lines += [f"  {hook} -> {plugin or '(none)'}" for hook, plugin in answers.items()]
     print("\n".join(line.rstrip() for line in lines))
@@ -112,12 +117,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, handler: Command, help: str, *, project: bool = True, json_output: bool = True) -> argparse.ArgumentParser:
+    def command(
+        name: str, handler: Command, help: str, *, project: bool = True, json_output: bool = True
+    ) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help, description=help)
         sub.set_defaults(handler=handler)
         if project:
             sub.add_argument(
-                "--cwd", type=_directory, default=Path.cwd(), metavar="DIR",
+                "--cwd",
+                type=_directory,
+                default=Path.cwd(),
+                metavar="DIR",
                 help="the session directory to resolve the project from (default: the current directory)",
             )
         if json_output:
@@ -127,17 +137,35 @@ def build_parser() -> argparse.ArgumentParser:
     command("scope", cmd_scope, "show the memory store and collection this directory resolves to")
 
     write = command("write", cmd_write, "append one memory entry to today's daily memory file")
-    write.add_argument("content", metavar="CONTENT", help="markdown bullets, or - to read them from stdin")
-    write.add_argument("--session", required=True, metavar="ID", help="the session id of the anchor")
+    write.add_argument(
+        "content", metavar="CONTENT", help="markdown bullets, or - to read them from stdin"
+    )
+    write.add_argument(
+        "--session", required=True, metavar="ID", help="the session id of the anchor"
+    )
     write.add_argument("--turn", required=True, metavar="ID", help="the entry id of the anchor")
-    write.add_argument("--transcript", required=True, metavar="PATH", help="the session's transcript file")
+    write.add_argument(
+        "--transcript", required=True, metavar="PATH", help="the session's transcript file"
+    )
 
-    forget = command("forget", cmd_forget, "remove exactly one memory entry, addressed by day and time")
+    forget = command(
+        "forget", cmd_forget, "remove exactly one memory entry, addressed by day and time"
+    )
     forget.add_argument("--date", required=True, metavar="YYYY-MM-DD")
     forget.add_argument("--time", required=True, metavar="HH:MM")
 
-    command("snapshot", cmd_snapshot, "print the block the agent's system prompt receives", json_output=False)
-    command("plugins", cmd_plugins, "list plugins, their status and which one answers each hook", project=False)
+    command(
+        "snapshot",
+        cmd_snapshot,
+        "print the block the agent's system prompt receives",
+        json_output=False,
+    )
+    command(
+        "plugins",
+        cmd_plugins,
+        "list plugins, their status and which one answers each hook",
+        project=False,
+    )
     return parser
 
 

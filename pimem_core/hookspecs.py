@@ -78,9 +78,7 @@ class PimemSpecs:
     # -- distillation --------------------------------------------------------------------------
 
     @_hookspec(firstresult=True)
-    def pimem_distill_exchange(
-        self, exchange: Exchange, settings: Settings
-    ) -> Distillation | None:
+    def pimem_distill_exchange(self, exchange: Exchange, settings: Settings) -> Distillation | None:
         """Distil one settled exchange into third-person markdown bullets.
 
         Stops at the first non-``None`` result. Raise to report a failure: the caller writes a
@@ -133,9 +131,7 @@ class PimemSpecs:
         """
 
     @_hookspec(firstresult=True)
-    def pimem_search_memory(
-        self, scope: Scope, query: SearchQuery
-    ) -> tuple[SearchHit, ...] | None:
+    def pimem_search_memory(self, scope: Scope, query: SearchQuery) -> tuple[SearchHit, ...] | None:
         """L1 recall: the best chunks for *query*, best first. An empty tuple means no hits."""
 
     @_hookspec(firstresult=True)

@@ -73,11 +73,15 @@ class PimemPluginManager(pluggy.PluginManager):
         except (pluggy.PluginValidationError, ValueError) as error:
             if self.has_plugin(name):  # pluggy < 1.7 leaves a half-registered plugin behind
                 self.unregister(name=name)
-            raise PluginLoadError(f"plugin {name!r} does not fit the pimem hooks: {error}") from error
+            raise PluginLoadError(
+                f"plugin {name!r} does not fit the pimem hooks: {error}"
+            ) from error
         hooks = tuple(sorted(caller.name for caller in self.get_hookcallers(plugin) or ()))
         self._record(name, distribution, version, "active", hooks=hooks)
 
-    def load_entry_point(self, entry_point: importlib.metadata.EntryPoint, settings: Settings) -> None:
+    def load_entry_point(
+        self, entry_point: importlib.metadata.EntryPoint, settings: Settings
+    ) -> None:
         """Import, activate and register one plugin; record what happened."""
         name = entry_point.name
         dist = entry_point.dist
@@ -98,7 +102,7 @@ class PimemPluginManager(pluggy.PluginManager):
             return
         try:
             plugin = entry_point.load()
-        except Exception as error:  # noqa: BLE001 - any import failure of a third-party plugin
+        except Exception as error:  # any import failure of a third-party plugin
             message = f"plugin {name!r} ({entry_point.value}) failed to import: {error!r}"
             if settings.strict_plugins:
                 raise PluginLoadError(message) from error
@@ -122,7 +126,9 @@ class PimemPluginManager(pluggy.PluginManager):
             if not caller.spec.opts.get("firstresult"):
                 continue
             # pluggy calls implementations from the end of this list to its start.
-            impls = [impl for impl in caller.get_hookimpls() if not impl.hookwrapper and not impl.wrapper]
+            impls = [
+                impl for impl in caller.get_hookimpls() if not impl.hookwrapper and not impl.wrapper
+            ]
             answers[hook_name] = impls[-1].plugin_name if impls else None
         return answers
 
@@ -181,7 +187,11 @@ def build_plugin_manager(
     pm = PimemPluginManager()
     for name in sorted(settings.disabled_plugins):
         pm.set_blocked(name)
-    found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else entry_points
+    found = (
+        importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+        if entry_points is None
+        else entry_points
+    )
     for entry_point in sorted(found, key=lambda ep: ep.name):
         pm.load_entry_point(entry_point, settings)
     return pm

@@ -72,7 +72,9 @@ class Settings:
                 env, "PI_MEMSEARCH_COMPACT_TIMEOUT_MS", DEFAULT_COMPACT_TIMEOUT_MS
             ),
             scan_roots=tuple(
-                Path(part) for part in (get("PI_MEMSEARCH_SCAN_ROOTS") or "").split(os.pathsep) if part
+                Path(part)
+                for part in (get("PI_MEMSEARCH_SCAN_ROOTS") or "").split(os.pathsep)
+                if part
             ),
             store_command=get("PI_MEMSEARCH_STORE_CMD"),
             memsearch_dir=get("MEMSEARCH_DIR"),

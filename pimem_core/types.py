@@ -53,7 +53,9 @@ class Scope:
             "scope_dir": str(self.scope_dir),
             "memory_dir": str(self.memory_dir),
             "collection": self.collection,
-            "index_state_path": None if self.index_state_path is None else str(self.index_state_path),
+            "index_state_path": None
+            if self.index_state_path is None
+            else str(self.index_state_path),
             "store_command": self.store_command,
         }
 
@@ -90,6 +92,10 @@ class Anchor:
         return f"<!-- session:{self.session} turn:{self.turn} transcript:{self.transcript} -->"
 
 
+def _strip_end(value: str) -> str:
+    return value.rstrip()
+
+
 def _entry_content(_: object, __: attrs.Attribute[str], value: str) -> None:
     if not value.strip():
         raise StoreError("a memory entry needs content: write at least one bullet")
@@ -108,7 +114,7 @@ class Entry:
 
     anchor: Anchor
     #: Markdown bullets. Trailing white space is dropped so every entry ends the same way.
-    content: str = attrs.field(converter=str.rstrip, validator=_entry_content)
+    content: str = attrs.field(converter=_strip_end, validator=_entry_content)
     written_at: datetime
 
 

@@ -120,7 +120,9 @@ def _rewrite(file: Path, edit: Callable[[str], tuple[str, T]]) -> tuple[str, T]:
                 raise StoreError(f"{file} is not UTF-8 text; edit it by hand") from None
             remaining, result = edit(text)
             replacement = _stage(file, remaining.encode("utf-8"), os.fstat(old.fileno()).st_mode)
-            if os.fstat(old.fileno()).st_size != len(original) or not _same_file(file, old.fileno()):
+            if os.fstat(old.fileno()).st_size != len(original) or not _same_file(
+                file, old.fileno()
+            ):
                 if replacement is not None:
                     os.unlink(replacement)
                 continue

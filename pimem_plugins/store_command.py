@@ -75,7 +75,8 @@ class StoreCommand:
             )
         except subprocess.TimeoutExpired:
             raise self._error(
-                mode, f"did not answer within {TIMEOUT_SECONDS} s; it must print its answer and exit"
+                mode,
+                f"did not answer within {TIMEOUT_SECONDS} s; it must print its answer and exit",
             ) from None
         except OSError as error:
             raise self._error(
@@ -94,7 +95,9 @@ class StoreCommand:
                 return None  # the one optional mode: declining leaves everything as it was
             raise self._error(mode, f"printed nothing; this mode must print {_WHAT[mode]}")
         if "\n" in answer:
-            raise self._error(mode, f"printed several lines; this mode must print {_WHAT[mode]} only")
+            raise self._error(
+                mode, f"printed several lines; this mode must print {_WHAT[mode]} only"
+            )
         return answer
 
 
