@@ -1,0 +1,121 @@
+"""Shared fixtures: an isolated environment, a git repository, and ways to run pimem."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import attrs
+import pytest
+
+from pimem_core import Pimem
+
+# Every variable pimem reads; the suite starts each test without any of them.
+PIMEM_VARIABLES = (
+    "PI_MEMSEARCH_CAPTURE",
+    "PI_MEMSEARCH_CAPTURE_MODEL",
+    "PI_MEMSEARCH_SNAPSHOT",
+    "PI_MEMSEARCH_AUTO_CONTEXT",
+    "PI_MEMSEARCH_SEARCH_TIMEOUT_MS",
+    "PI_MEMSEARCH_COMPACT_TIMEOUT_MS",
+    "PI_MEMSEARCH_SCAN_ROOTS",
+    "PI_MEMSEARCH_STORE_CMD",
+    "MEMSEARCH_DIR",
+    "PIMEM_DISABLE_PLUGINS",
+    "PIMEM_STRICT_PLUGINS",
+    "PIMEM_NOW",
+)
+
+CLOCK = "2026-08-13T22:41"
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in PIMEM_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PIMEM_STRICT_PLUGINS", "1")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A project directory that is a git root (its ``.git`` is a directory)."""
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    (root / "packages" / "core").mkdir(parents=True)
+    return root
+
+
+@attrs.frozen
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def make_pimem(env: Mapping[str, str] | None = None) -> Pimem:
+    """A facade over the installed plugins with *env* on top of the test environment."""
+    return Pimem.from_env({**os.environ, "PIMEM_NOW": CLOCK, **(env or {})})
+
+
+def run_cli(
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
+    cwd: Path | None = None,
+) -> Result:
+    """Run the real ``pimem`` command in a child process."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pimem_core", *args],
+        input=(stdin or "").encode(),
+        capture_output=True,
+        cwd=cwd,
+        env={**os.environ, "PIMEM_NOW": CLOCK, **(env or {})},
+        check=False,
+        timeout=60,
+    )
+    return Result(
+        done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
+    )
+
+
+@pytest.fixture
+def pimem() -> Iterator[Pimem]:
+    yield make_pimem()
+
+
+def write_script(path: Path, body: str) -> Path:
+    """An executable shell script (for store commands)."""
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+def make_distribution(
+    root: Path,
+    name: str,
+    entry_points: Mapping[str, str],
+    modules: Mapping[str, str],
+    *,
+    version: str = "1.0",
+) -> Path:
+    """Lay out an installed distribution (modules plus a real ``dist-info``) under *root*.
+
+    Put *root* on ``sys.path`` (or ``PYTHONPATH``) and ``importlib.metadata`` finds it exactly
+    as it finds a pip-installed plugin.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    for module, source in modules.items():
+        (root / f"{module}.py").write_text(source)
+    dist_info = root / f"{name.replace('-', '_')}-{version}.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    )
+    lines = "".join(f"{key} = {value}\n" for key, value in entry_points.items())
+    (dist_info / "entry_points.txt").write_text(f"[pimem]\n{lines}")
+    (dist_info / "RECORD").write_text("")
+    return root

@@ -1,0 +1,231 @@
+"""The plugin manager and the typed facade: loading, blocking, validation and hook coverage."""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import logging
+import re
+import subprocess
+import sys
+import types
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import make_distribution, make_pimem
+from pimem_core import Pimem, Settings
+from pimem_core.errors import NoProviderError, PluginError, PluginLoadError
+from pimem_core.hookspecs import PimemSpecs
+from pimem_core.manager import PimemPluginManager, build_plugin_manager
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLED = {"scope-default", "store-command", "markdown-store", "stable-snapshot", "index-state"}
+HOOKS = sorted(name for name in dir(PimemSpecs) if name.startswith("pimem_"))
+
+RESOLVER = '''
+from pathlib import Path
+from pimem_core import hookimpl
+from pimem_core.types import Scope
+
+@hookimpl
+def pimem_resolve_scope(cwd):
+    return Scope(
+        repository_dir=cwd, scope_dir=Path("/elsewhere"), memory_dir=Path("/elsewhere/memory"),
+        collection="ms_third_party", index_state_path=None,
+    )
+'''
+
+
+def entry_point(name: str, value: str) -> importlib.metadata.EntryPoint:
+    return importlib.metadata.EntryPoint(name=name, value=value, group="pimem")
+
+
+def manager_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, **env: str) -> Pimem:
+    """The installed plugins plus one third-party plugin module holding *source*."""
+    module = f"pimem_extra_{uuid.uuid4().hex}"  # a fresh import for every test
+    make_distribution(tmp_path / "site", "pimem-extra", {"extra": module}, {module: source})
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    return make_pimem(env)
+
+
+def test_bundled_plugins_are_loaded_from_the_entry_point_group() -> None:
+    records = {record.name: record for record in make_pimem().pm.records}
+    assert set(records) == BUNDLED
+    assert {record.distribution for record in records.values()} == {"pimem"}
+    assert records["store-command"].status == "inactive-by-setting"
+    assert all(records[name].status == "active" for name in BUNDLED - {"store-command"})
+    assert records["markdown-store"].hooks == (
+        "pimem_append_entry",
+        "pimem_forget_entry",
+        "pimem_read_day",
+    )
+
+
+def test_defaults_answer_every_implemented_single_answer_hook() -> None:
+    answers = make_pimem().pm.answering_plugins()
+    assert answers["pimem_resolve_scope"] == "scope-default"
+    assert answers["pimem_append_entry"] == "markdown-store"
+    assert answers["pimem_build_snapshot"] == "stable-snapshot"
+    assert answers["pimem_search_memory"] is None
+    assert "pimem_observe_change" not in answers  # a collecting hook
+
+
+def test_store_command_is_asked_before_the_default(tmp_path: Path) -> None:
+    pimem = make_pimem({"PI_MEMSEARCH_STORE_CMD": str(tmp_path / "resolver")})
+    assert pimem.pm.answering_plugins()["pimem_resolve_scope"] == "store-command"
+
+
+def test_third_party_resolver_replaces_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: Path
+) -> None:
+    pimem = manager_with(tmp_path, monkeypatch, RESOLVER)
+    assert pimem.pm.answering_plugins()["pimem_resolve_scope"] == "extra"
+    assert pimem.resolve_scope(repo).collection == "ms_third_party"
+    record = next(record for record in pimem.pm.records if record.name == "extra")
+    assert (record.distribution, record.version, record.status) == ("pimem-extra", "1.0", "active")
+
+
+def test_blocking_a_plugin_restores_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: Path
+) -> None:
+    pimem = manager_with(tmp_path, monkeypatch, RESOLVER, PIMEM_DISABLE_PLUGINS="extra")
+    assert pimem.pm.answering_plugins()["pimem_resolve_scope"] == "scope-default"
+    assert pimem.resolve_scope(repo).scope_dir == repo
+    statuses = {record.name: record.status for record in pimem.pm.records}
+    assert statuses["extra"] == "blocked"
+
+
+def test_a_plugin_that_fails_to_import_is_reported_and_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        pimem = manager_with(
+            tmp_path, monkeypatch, "raise ImportError('needs a GPU')", PIMEM_STRICT_PLUGINS="0"
+        )
+    record = next(record for record in pimem.pm.records if record.name == "extra")
+    assert record.status == "failed"
+    assert "needs a GPU" in (record.error or "")
+    assert "extra" in caplog.text
+    assert "PIMEM_STRICT_PLUGINS" in caplog.text
+    assert {r.name for r in pimem.pm.records if r.status == "active"} == BUNDLED - {"store-command"}
+
+
+def test_strict_mode_makes_an_import_failure_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(PluginLoadError, match=r"'extra'.*needs a GPU"):
+        manager_with(tmp_path, monkeypatch, "raise ImportError('needs a GPU')")
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (
+            "from pimem_core import hookimpl\n@hookimpl\ndef pimem_resolve_scop(cwd):\n    pass\n",
+            r"pimem_resolve_scop, which is not a pimem hook \(misspelled\?\)",
+        ),
+        (
+            "def pimem_resolve_scope(cwd):\n    pass\n",
+            r"without @pimem_core\.hookimpl",
+        ),
+        (
+            "from pimem_core import hookimpl\n@hookimpl\ndef pimem_resolve_scope(directory):\n"
+            "    pass\n",
+            r"(?s)does not fit the pimem hooks.*directory",
+        ),
+    ],
+    ids=["misspelled", "unmarked", "unknown-argument"],
+)
+def test_a_hook_implementation_that_does_not_fit_fails_at_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, message: str
+) -> None:
+    with pytest.raises(PluginLoadError, match=message) as raised:
+        manager_with(tmp_path, monkeypatch, source, PIMEM_STRICT_PLUGINS="0")
+    assert "PIMEM_DISABLE_PLUGINS=extra" in str(raised.value) or "does not fit" in str(raised.value)
+
+
+def test_a_rejected_plugin_is_not_left_half_registered() -> None:
+    plugin = types.ModuleType("broken")
+    exec(
+        "from pimem_core import hookimpl\n@hookimpl\ndef pimem_read_day(nonsense):\n    pass\n",
+        plugin.__dict__,
+    )
+    pm = PimemPluginManager()
+    with pytest.raises(PluginLoadError, match="nonsense"):
+        pm.add_plugin(plugin, "broken")
+    assert not pm.has_plugin("broken")
+
+
+def test_inactive_plugins_are_recorded_but_not_registered(tmp_path: Path) -> None:
+    pm = build_plugin_manager(
+        Settings(snapshot=False),
+        entry_points=[entry_point("stable-snapshot", "pimem_plugins.snapshot")],
+    )
+    assert [record.status for record in pm.records] == ["inactive-by-setting"]
+    assert pm.get_plugins() == set()
+
+
+def test_plugin_classes_are_instantiated_once_per_manager() -> None:
+    points = [entry_point("markdown-store", "pimem_plugins.markdown_store:MarkdownStore")]
+    first = build_plugin_manager(Settings(), entry_points=points).get_plugin("markdown-store")
+    second = build_plugin_manager(Settings(), entry_points=points).get_plugin("markdown-store")
+    assert type(first).__name__ == "MarkdownStore"
+    assert first is not second
+
+
+def test_two_distributions_cannot_share_a_plugin_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for dist in ("pimem-one", "pimem-two"):
+        module = f"{dist.replace('-', '_')}_{uuid.uuid4().hex}"
+        make_distribution(tmp_path / dist, dist, {"twin": module}, {module: ""})
+        monkeypatch.syspath_prepend(str(tmp_path / dist))
+    records = {record.name: record for record in make_pimem().pm.records}
+    assert records["twin"].status == "active"
+    duplicate = next(record for name, record in records.items() if name.startswith("twin ("))
+    assert duplicate.status == "failed"
+    assert "already taken" in (duplicate.error or "")
+
+
+def test_no_answer_names_the_hook_and_the_blocked_plugins(repo: Path) -> None:
+    pimem = make_pimem({"PIMEM_DISABLE_PLUGINS": "scope-default"})
+    with pytest.raises(NoProviderError, match=r"pimem_resolve_scope.*scope-default"):
+        pimem.resolve_scope(repo)
+
+
+def test_an_answer_of_the_wrong_type_is_reported(repo: Path) -> None:
+    pimem = make_pimem()
+
+    class Wrong:
+        from pimem_core import hookimpl
+
+        @hookimpl
+        def pimem_resolve_scope(self) -> str:
+            return "not a scope"
+
+    pimem.pm.add_plugin(Wrong(), "wrong")
+    with pytest.raises(PluginError, match=r"pimem_resolve_scope answered with a str, not a Scope"):
+        pimem.resolve_scope(repo)
+
+
+def test_the_facade_is_the_only_caller_of_pm_hook_and_covers_every_hook() -> None:
+    called: set[str] = set()
+    for path in [*ROOT.joinpath("pimem_core").rglob("*.py"), *ROOT.joinpath("pimem_plugins").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Attribute)
+                and node.value.attr == "hook"
+                and node.attr.startswith("pimem_")
+            ):
+                assert path.name == "api.py", f"{path} calls pm.hook.{node.attr} directly"
+                called.add(node.attr)
+    assert called == set(HOOKS)
+
+
+def test_importing_pimem_loads_no_plugin() -> None:
+    probe = "import sys, pimem_core; print(any(m.startswith('pimem_plugins') for m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
