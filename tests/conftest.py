@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
@@ -83,8 +83,8 @@ def run_cli(
 
 
 @pytest.fixture
-def pimem() -> Iterator[Pimem]:
-    yield make_pimem()
+def pimem() -> Pimem:
+    return make_pimem()
 
 
 def write_script(path: Path, body: str) -> Path:

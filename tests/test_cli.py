@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli, write_script
 from pimem_plugins.layout import derive_collection
+
+from conftest import run_cli, write_script
 
 ANCHOR = ("--session", "s1", "--turn", "t1", "--transcript", "/home/user/a.jsonl")
 
@@ -34,7 +35,9 @@ def test_scope_reports_the_store_command_and_a_state_file_that_will_never_exist(
         tmp_path / "resolver",
         f'case "$1" in memory-dir) echo {store};; collection) echo ms_central;; *) exit 0;; esac\n',
     )
-    result = run_cli("scope", "--json", "--cwd", str(repo), env={"PI_MEMSEARCH_STORE_CMD": str(command)})
+    result = run_cli(
+        "scope", "--json", "--cwd", str(repo), env={"PI_MEMSEARCH_STORE_CMD": str(command)}
+    )
     fields = json.loads(result.stdout)
     assert fields["store_command"] == str(command)
     assert fields["index_state_path"] is None
@@ -44,7 +47,12 @@ def test_scope_reports_the_store_command_and_a_state_file_that_will_never_exist(
 def test_scope_text_lists_every_field(repo: Path) -> None:
     lines = run_cli("scope", "--cwd", str(repo)).stdout.splitlines()
     assert [line.split(":", 1)[0] for line in lines] == [
-        "repository_dir", "scope_dir", "memory_dir", "collection", "index_state_path", "store_command",
+        "repository_dir",
+        "scope_dir",
+        "memory_dir",
+        "collection",
+        "index_state_path",
+        "store_command",
     ]
 
 
@@ -65,8 +73,9 @@ def test_forget_prints_the_removed_markdown(repo: Path) -> None:
     run_cli("write", "- to be forgotten", "--cwd", str(repo), *ANCHOR)
     result = run_cli("forget", "--cwd", str(repo), "--date", "2026-08-13", "--time", "22:41")
     assert result.code == 0
-    assert "### 22:41\n<!-- session:s1 turn:t1 transcript:/home/user/a.jsonl -->\n- to be forgotten" in (
-        result.stdout
+    assert (
+        "### 22:41\n<!-- session:s1 turn:t1 transcript:/home/user/a.jsonl -->\n- to be forgotten"
+        in (result.stdout)
     )
     assert "deleted" in result.stdout
     assert not (repo / ".memsearch/memory/2026-08-13.md").exists()
@@ -87,7 +96,9 @@ def test_usage_errors_exit_2(args: tuple[str, ...]) -> None:
 
 
 def test_user_errors_exit_1_with_one_line_and_no_traceback(repo: Path) -> None:
-    result = run_cli("write", "- x", "--cwd", str(repo), "--session", "s1", "--turn", "", "--transcript", "/t")
+    result = run_cli(
+        "write", "- x", "--cwd", str(repo), "--session", "s1", "--turn", "", "--transcript", "/t"
+    )
     assert result.code == 1
     assert result.stderr.count("\n") == 1
     assert result.stderr.startswith("pimem: error: ")

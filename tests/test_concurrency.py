@@ -71,8 +71,16 @@ def test_one_session_in_two_processes_may_only_duplicate_its_heading(repo: Path)
     def writer(process: int) -> list[int]:
         return [
             run_cli(
-                "write", f"- process {process} entry {i}", "--cwd", str(repo),
-                "--session", "shared", "--turn", f"p{process}-{i}", "--transcript", "/t.jsonl",
+                "write",
+                f"- process {process} entry {i}",
+                "--cwd",
+                str(repo),
+                "--session",
+                "shared",
+                "--turn",
+                f"p{process}-{i}",
+                "--transcript",
+                "/t.jsonl",
             ).code
             for i in range(10)
         ]

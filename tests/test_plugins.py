@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import logging
-import re
 import subprocess
 import sys
 import types
@@ -14,17 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_distribution, make_pimem
 from pimem_core import Pimem, Settings
 from pimem_core.errors import NoProviderError, PluginError, PluginLoadError
 from pimem_core.hookspecs import PimemSpecs
 from pimem_core.manager import PimemPluginManager, build_plugin_manager
 
+from conftest import make_distribution, make_pimem
+
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = {"scope-default", "store-command", "markdown-store", "stable-snapshot", "index-state"}
 HOOKS = sorted(name for name in dir(PimemSpecs) if name.startswith("pimem_"))
 
-RESOLVER = '''
+RESOLVER = """
 from pathlib import Path
 from pimem_core import hookimpl
 from pimem_core.types import Scope
@@ -35,7 +35,7 @@ def pimem_resolve_scope(cwd):
         repository_dir=cwd, scope_dir=Path("/elsewhere"), memory_dir=Path("/elsewhere/memory"),
         collection="ms_third_party", index_state_path=None,
     )
-'''
+"""
 
 
 def entry_point(name: str, value: str) -> importlib.metadata.EntryPoint:
@@ -212,7 +212,10 @@ def test_an_answer_of_the_wrong_type_is_reported(repo: Path) -> None:
 
 def test_the_facade_is_the_only_caller_of_pm_hook_and_covers_every_hook() -> None:
     called: set[str] = set()
-    for path in [*ROOT.joinpath("pimem_core").rglob("*.py"), *ROOT.joinpath("pimem_plugins").rglob("*.py")]:
+    for path in [
+        *ROOT.joinpath("pimem_core").rglob("*.py"),
+        *ROOT.joinpath("pimem_plugins").rglob("*.py"),
+    ]:
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Attribute)

@@ -68,8 +68,18 @@ def test_an_installed_resolver_replaces_the_default(tmp_path: Path, repo: Path) 
     assert scope["memory_dir"] == str(tmp_path / "site" / "central" / "repo" / "memory")
 
     written = run_cli(
-        "write", "- kept centrally", "--cwd", str(repo),
-        "--session", "s1", "--turn", "t1", "--transcript", "/t.jsonl", "--json", env=env,
+        "write",
+        "- kept centrally",
+        "--cwd",
+        str(repo),
+        "--session",
+        "s1",
+        "--turn",
+        "t1",
+        "--transcript",
+        "/t.jsonl",
+        "--json",
+        env=env,
     )
     assert written.code == 0, written.stderr
     assert Path(json.loads(written.stdout)["file"]).parent == tmp_path / "site/central/repo/memory"
