@@ -17,7 +17,6 @@ _ENTRY_HEADING = re.compile(r"^###\s+(\d{2}:\d{2})\s*$")
 _ENTRY_BOUNDARY = re.compile(r"^#{1,3}\s")
 _GROUP_HEADING = re.compile(r"^#{1,2}\s")
 _SECTION_HEADING = re.compile(r"^##\s")
-_DATE_TITLE = re.compile(r"^#\s+\d{4}-\d{2}-\d{2}\s*$")
 
 
 def day_file_name(entry: Entry) -> str:
@@ -76,6 +75,6 @@ def remove_entry(text: str, entry: DayEntry) -> str:
             after += 1
         if after == len(lines) or _GROUP_HEADING.match(lines[after]):
             del lines[owner:after]
-    if all(not line.strip() or _DATE_TITLE.match(line) for line in lines):
+    if not any(line.strip() for line in lines):
         return ""
     return "\n".join(lines)

@@ -25,7 +25,7 @@ def derive_collection(path: Path | str) -> str:
     outside ``[a-z0-9]`` made one ``_``, one leading and trailing ``_`` stripped, cut to 40
     characters; then the first 8 hex digits of the SHA-256 of the real path.
     """
-    real = os.path.realpath(os.path.abspath(path))
+    real = os.path.realpath(path)
     name = re.sub(r"[^a-z0-9]+", "_", os.path.basename(real).translate(_UPPER_TO_LOWER))
     name = name.removeprefix("_").removesuffix("_")[:40]
     digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:8]

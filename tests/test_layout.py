@@ -140,9 +140,7 @@ def test_symlinked_ancestor_of_a_missing_leaf_is_resolved(tmp_path: Path) -> Non
     target = tmp_path / "real"
     target.mkdir()
     (tmp_path / "link").symlink_to(target)
-    assert derive_collection(tmp_path / "link" / "missing") == derive_collection(
-        target / "missing"
-    )
+    assert derive_collection(tmp_path / "link" / "missing") == derive_collection(target / "missing")
 
 
 # -- property: the code equals the shell algorithm ---------------------------------------------
@@ -212,6 +210,14 @@ def test_shell_pipeline_agrees_with_derive_collection(name: str) -> None:
 
 
 @needs_shell
+def test_shell_pipeline_agrees_for_a_name_that_is_not_utf8() -> None:
+    path = os.fsdecode(f"{ABSENT}/".encode() + b"caf\xe9-Bar")
+    expected = f"ms_caf_bar_{hashlib.sha256(os.fsencode(path)).hexdigest()[:8]}"
+    assert derive_collection(path) == expected
+    assert run_pipeline(path) == expected
+
+
+@needs_shell
 def test_shell_pipeline_agrees_for_a_symlink_and_a_trailing_slash(tmp_path: Path) -> None:
     target = tmp_path / "Some.Target"
     target.mkdir()
@@ -220,10 +226,8 @@ def test_shell_pipeline_agrees_for_a_symlink_and_a_trailing_slash(tmp_path: Path
 
 
 @needs_shell
-def test_reference_disagreement_dotdot_after_a_symlink_follows_realpath(tmp_path: Path) -> None:
-    # REFERENCE DISAGREEMENT (reported): derive-collection.sh runs `realpath -m`, which resolves
-    # the symlink before `..`; derive_collection normalises `..` lexically first (os.path.abspath)
-    # and so names the symlink's parent instead of the target's parent.
+def test_dotdot_after_a_symlink_is_resolved_physically_like_realpath_m(tmp_path: Path) -> None:
+    # `realpath -m` resolves the symlink before applying `..`: the parent is the target's.
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "link").symlink_to(tmp_path / "a" / "b")
     path = f"{tmp_path}/link/.."

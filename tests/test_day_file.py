@@ -1,0 +1,225 @@
+"""Day-file surgery: listing entries and removing exactly one, on text and through forget_entry."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pimem_core.types import Anchor, DayAddress, Entry, Redaction
+from pimem_plugins.day_file import format_entry, list_entries, remove_entry
+
+from conftest import make_pimem
+
+A1 = "<!-- session:s1 turn:t1 transcript:/home/user/a.jsonl -->"
+A2 = "<!-- session:s1 turn:t2 transcript:/home/user/a.jsonl -->"
+A3 = "<!-- session:s2 turn:t3 transcript:/home/user/b.jsonl -->"
+E1 = f"### 22:41\n{A1}\n- decided to use redis for the hot cache"
+E2 = f"### 22:55\n{A2}\n- dropped the varnish layer"
+E3 = f"### 23:10\n{A3}\n- fixed the login redirect bug"
+D = f"\n## Session 22:41\n\n{E1}\n\n{E2}\n\n\n## Session 23:10\n\n{E3}\n\n"
+
+WITHOUT_2255 = f"\n## Session 22:41\n\n{E1}\n\n## Session 23:10\n\n{E3}\n\n"
+WITHOUT_2310 = f"\n## Session 22:41\n\n{E1}\n\n{E2}\n\n"
+SINGLE = f"\n## Session 22:41\n\n{E1}\n\n"
+TITLED = "# 2026-08-13\n\n## Session 09:00\n\n### 09:00\n- first\n\n### 09:30\n- second\n"
+TITLED_WITHOUT_0930 = "# 2026-08-13\n\n## Session 09:00\n\n### 09:00\n- first\n"
+FREEFORM = "\n## Session 09:00\n\n- handwritten note\n\n### 09:12\n- a real entry\n"
+FREEFORM_WITHOUT_0912 = "\n## Session 09:00\n\n- handwritten note\n"
+
+
+def remove_at(text: str, time: str) -> str:
+    (found,) = [entry for entry in list_entries(text) if entry.time == time]
+    return remove_entry(text, found)
+
+
+# -- TC-31 on text -----------------------------------------------------------------------------
+
+
+def test_list_entries_of_the_reference_file() -> None:
+    entries = list_entries(D)
+    assert [e.time for e in entries] == ["22:41", "22:55", "23:10"]
+    # 0-based line indexes; the reference counts starts from 1 (4, 8, 15).
+    assert [e.start for e in entries] == [3, 7, 14]
+    assert [e.end for e in entries] == [7, 12, 19]
+    assert [e.text for e in entries] == [E1, E2, E3]
+
+
+def test_remove_a_middle_entry() -> None:
+    assert remove_at(D, "22:55") == WITHOUT_2255
+
+
+def test_remove_the_last_entry_of_a_session_drops_its_heading() -> None:
+    result = remove_at(D, "23:10")
+    assert result == WITHOUT_2310
+    assert result.endswith("- dropped the varnish layer\n\n")
+    assert "## Session 23:10" not in result
+
+
+def test_remove_the_only_entry_empties_the_file() -> None:
+    assert remove_at(SINGLE, "22:41") == ""
+
+
+def test_remove_keeps_a_date_title() -> None:
+    assert remove_at(TITLED, "09:30") == TITLED_WITHOUT_0930
+
+
+def test_a_date_title_keeps_the_file_after_removing_its_last_entry() -> None:
+    text = "# 2026-08-13\n\n## Session 09:00\n\n### 09:00\n- only\n"
+    assert remove_at(text, "09:00") == "# 2026-08-13\n"
+
+
+def test_a_hand_written_title_keeps_the_file() -> None:
+    text = "# TODO list\n\n### 09:00\n- only\n"
+    assert remove_at(text, "09:00") == "# TODO list\n"
+
+
+def test_remove_keeps_free_form_notes_and_their_heading() -> None:
+    assert remove_at(FREEFORM, "09:12") == FREEFORM_WITHOUT_0912
+
+
+def test_non_time_level_3_headings_are_not_entries() -> None:
+    text = "### Notes\n- x\n\n### 10:00\n- y\n\n### 10:00 draft\n- z\n"
+    assert [e.time for e in list_entries(text)] == ["10:00"]
+    assert [e.text for e in list_entries(text)] == ["### 10:00\n- y"]
+
+
+def test_entry_heading_tolerates_extra_spaces() -> None:
+    assert [e.time for e in list_entries("###   07:05  \n- x\n")] == ["07:05"]
+
+
+def test_entry_ends_at_a_level_4_heading_only_when_it_is_level_1_to_3() -> None:
+    text = "### 10:00\n- a\n#### detail\n- b\n## Other\n"
+    assert list_entries(text)[0].text == "### 10:00\n- a\n#### detail\n- b"
+
+
+def test_an_unrelated_empty_session_heading_is_kept() -> None:
+    # A deliberate choice: only the removed entry's own heading is pruned, unlike the
+    # reference's "drop every empty ## heading".
+    text = (
+        "\n## Session 08:00\n\n"
+        "## Session 09:00\n\n### 09:00\n<!-- session:a turn:1 transcript:/a -->\n- one\n\n"
+        "## Session 10:00\n\n### 10:00\n<!-- session:b turn:2 transcript:/b -->\n- two\n"
+    )
+    assert remove_at(text, "10:00") == (
+        "\n## Session 08:00\n\n"
+        "## Session 09:00\n\n### 09:00\n<!-- session:a turn:1 transcript:/a -->\n- one\n"
+    )
+
+
+# -- TC-31 through forget_entry ------------------------------------------------------------------
+
+
+def forget(repo: Path, text: str, time: str, day: str = "2026-08-13") -> tuple[Redaction, Path]:
+    file = repo / ".memsearch" / "memory" / f"{day}.md"
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(text)
+    pimem = make_pimem()
+    redaction = pimem.forget_entry(pimem.resolve_scope(repo), DayAddress.parse(day, time))
+    return redaction, file
+
+
+@pytest.mark.parametrize(
+    ("text", "time", "expected", "removed"),
+    [
+        (D, "22:55", WITHOUT_2255, E2),
+        (D, "23:10", WITHOUT_2310, E3),
+        (D, "22:41", f"\n## Session 22:41\n\n{E2}\n\n\n## Session 23:10\n\n{E3}\n\n", E1),
+        (TITLED, "09:30", TITLED_WITHOUT_0930, "### 09:30\n- second"),
+        (FREEFORM, "09:12", FREEFORM_WITHOUT_0912, "### 09:12\n- a real entry"),
+    ],
+)
+def test_forget_entry_rewrites_the_file(
+    repo: Path, text: str, time: str, expected: str, removed: str
+) -> None:
+    redaction, file = forget(repo, text, time)
+    assert file.read_bytes() == expected.encode()
+    assert redaction == Redaction(file=file, removed=removed, deleted=False)
+
+
+def test_forget_the_only_entry_deletes_the_file(repo: Path) -> None:
+    redaction, file = forget(repo, SINGLE, "22:41")
+    assert not file.exists()
+    assert redaction == Redaction(file=file, removed=E1, deleted=True)
+
+
+def test_forget_leaves_no_temporary_files(repo: Path) -> None:
+    _, file = forget(repo, D, "22:55")
+    assert sorted(p.name for p in file.parent.iterdir()) == ["2026-08-13.md"]
+
+
+def test_forget_keeps_the_file_mode(repo: Path) -> None:
+    file = repo / ".memsearch" / "memory" / "2026-08-13.md"
+    file.parent.mkdir(parents=True)
+    file.write_text(D)
+    file.chmod(0o640)
+    pimem = make_pimem()
+    pimem.forget_entry(pimem.resolve_scope(repo), DayAddress.parse("2026-08-13", "22:55"))
+    assert file.stat().st_mode & 0o777 == 0o640
+
+
+# -- property: removing one entry leaves every other entry intact -------------------------------
+
+bullet_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"),
+    min_size=0,
+    max_size=30,
+)
+bullets = st.lists(bullet_text.map(lambda s: f"- {s}"), min_size=1, max_size=3).map("\n".join)
+note = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n#"),
+    min_size=1,
+    max_size=30,
+).filter(lambda s: s.strip() != "")
+
+
+@st.composite
+def day_files(draw: st.DrawFn) -> tuple[str, list[str], list[str]]:
+    """A day file, the texts of its entries (in order) and its free-form notes."""
+    minutes = draw(st.lists(st.integers(0, 24 * 60 - 1), min_size=1, max_size=8, unique=True))
+    text = draw(st.sampled_from(["", "# 2026-08-13\n"]))
+    entries: list[str] = []
+    notes: list[str] = []
+    previous: str | None = None
+    for minute in sorted(minutes):
+        session = draw(st.sampled_from(["s1", "s2", "s3"]))
+        entry = Entry(
+            anchor=Anchor(session=session, turn=f"t{minute}", transcript="/t.jsonl"),
+            content=draw(bullets),
+            written_at=datetime(2026, 8, 13, minute // 60, minute % 60),
+        )
+        heading = session != previous
+        block = format_entry(entry, session_heading=heading)
+        if heading and draw(st.booleans()):
+            free = draw(note)
+            notes.append(free)
+            block = block.replace("\n\n###", f"\n\n{free}\n\n###", 1)
+        previous = session
+        text += block
+        entries.append(block[block.index("###") :].rstrip("\n"))
+    return text, entries, notes
+
+
+@given(day_files(), st.data())
+def test_removing_one_entry_keeps_all_others_byte_identical(
+    generated: tuple[str, list[str], list[str]], data: st.DataObject
+) -> None:
+    text, entries, notes = generated
+    assert [e.text for e in list_entries(text)] == entries
+    index = data.draw(st.integers(0, len(entries) - 1))
+    result = remove_entry(text, list_entries(text)[index])
+    remaining = entries[:index] + entries[index + 1 :]
+    if result == "":
+        assert remaining == []
+        assert notes == []
+        return
+    assert [e.text for e in list_entries(result)] == remaining
+    for free in notes:
+        assert free in result
+    headings = text.count("\n## Session ")
+    assert result.count("\n## Session ") in (headings, headings - 1)
+    if text.startswith("# 2026-08-13\n"):
+        assert result.startswith("# 2026-08-13\n")

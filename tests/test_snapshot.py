@@ -1,0 +1,276 @@
+"""The stable snapshot: layout, truncation arithmetic, checkpoints and the off switch."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from pimem_core import Pimem
+from pimem_core.snapshot_cache import StableSnapshot
+from pimem_core.types import Anchor, Entry
+from pimem_plugins.snapshot import INSTRUCTIONS, TODAY_BUDGET, TRUNCATED, YESTERDAY_BUDGET, tail
+
+from conftest import make_pimem, run_cli
+
+NOW = datetime(2026, 8, 14, 10, 0)
+
+
+@pytest.fixture
+def pimem() -> Pimem:
+    """Overrides conftest's ``pimem``: the clock of TC-22, 2026-08-14 10:00."""
+    return make_pimem({"PIMEM_NOW": "2026-08-14T10:00"})
+
+
+@pytest.fixture
+def memory(repo: Path) -> Path:
+    path = repo / ".memsearch" / "memory"
+    path.mkdir(parents=True)
+    return path
+
+
+# -- TC-22 -------------------------------------------------------------------------------------
+
+
+def test_no_files_gives_the_instructions_only(pimem: Pimem, repo: Path) -> None:
+    snapshot = pimem.build_snapshot(pimem.resolve_scope(repo))
+    assert snapshot == INSTRUCTIONS
+    assert len(snapshot) <= 1100
+    assert "memory_write" in snapshot
+    assert "### Today" not in snapshot
+    assert "### Yesterday" not in snapshot
+
+
+def test_today_and_yesterday_sections(pimem: Pimem, repo: Path, memory: Path) -> None:
+    (memory / "2026-08-14.md").write_text("- decided today\n")
+    (memory / "2026-08-13.md").write_text("- decided yesterday\n")
+    snapshot = pimem.build_snapshot(pimem.resolve_scope(repo))
+    assert snapshot == (
+        f"{INSTRUCTIONS}\n\n"
+        "### Today (2026-08-14)\n\n- decided today\n\n"
+        "### Yesterday (2026-08-13)\n\n- decided yesterday"
+    )
+
+
+def test_whitespace_only_today_file_has_no_section(pimem: Pimem, repo: Path, memory: Path) -> None:
+    (memory / "2026-08-14.md").write_text("\n\n")
+    (memory / "2026-08-13.md").write_text("- decided yesterday\n")
+    snapshot = pimem.build_snapshot(pimem.resolve_scope(repo))
+    assert snapshot is not None
+    assert "### Today" not in snapshot
+    assert snapshot.endswith("### Yesterday (2026-08-13)\n\n- decided yesterday")
+
+
+def test_only_yesterday_and_today_are_read(pimem: Pimem, repo: Path, memory: Path) -> None:
+    (memory / "2026-08-12.md").write_text("- two days ago\n")
+    (memory / "2026-08-15.md").write_text("- tomorrow\n")
+    assert pimem.build_snapshot(pimem.resolve_scope(repo)) == INSTRUCTIONS
+
+
+def test_day_file_text_is_trimmed(pimem: Pimem, repo: Path, memory: Path) -> None:
+    (memory / "2026-08-14.md").write_text("\n## Session 09:00\n\n### 09:00\n- x\n\n")
+    snapshot = pimem.build_snapshot(pimem.resolve_scope(repo))
+    assert (
+        snapshot
+        == f"{INSTRUCTIONS}\n\n### Today (2026-08-14)\n\n## Session 09:00\n\n### 09:00\n- x"
+    )
+
+
+def test_yesterday_across_a_month_boundary(repo: Path, memory: Path) -> None:
+    (memory / "2026-08-31.md").write_text("- end of august\n")
+    pimem = make_pimem({"PIMEM_NOW": "2026-09-01T08:00"})
+    snapshot = pimem.build_snapshot(pimem.resolve_scope(repo))
+    assert snapshot is not None
+    assert snapshot.endswith("### Yesterday (2026-08-31)\n\n- end of august")
+
+
+# -- TC-23 -------------------------------------------------------------------------------------
+
+
+def test_tail_keeps_text_at_the_exact_budget() -> None:
+    assert tail("a" * 10, 10) == ("a" * 10, False)
+
+
+def test_tail_keeps_short_text() -> None:
+    assert tail("abc\ndef", 100) == ("abc\ndef", False)
+
+
+def test_tail_cuts_at_a_line_start() -> None:
+    assert tail("one\ntwo\nthree", 8) == ("three", True)
+    assert tail("one\ntwo\nthree", 10) == ("two\nthree", True)
+
+
+def test_tail_drops_the_first_line_even_when_the_cut_lands_on_a_line_start() -> None:
+    assert tail("one\ntwo\nthree", 9) == ("three", True)
+
+
+def test_tail_one_over_the_budget_drops_the_partial_first_line() -> None:
+    assert tail("x\nabc", 4) == ("abc", True)
+
+
+def test_tail_without_a_newline_is_a_hard_cut() -> None:
+    assert tail("abcdefghij", 4) == ("ghij", True)
+
+
+def test_tail_with_only_a_trailing_newline_keeps_the_hard_cut() -> None:
+    assert tail("abcdefgh\n", 4) == ("fgh\n", True)
+
+
+def test_tail_newline_at_the_cut_start() -> None:
+    assert tail("abc\ndefg", 5) == ("defg", True)
+
+
+def long_day(lines: int, width: int = 49) -> str:
+    return "\n".join(f"- {i:04d} " + "x" * (width - 7) for i in range(lines))
+
+
+def test_today_section_is_truncated_within_its_budget(
+    pimem: Pimem, repo: Path, memory: Path
+) -> None:
+    body = long_day(200)
+    (memory / "2026-08-14.md").write_text(body + "\n")
+    snapshot = pimem.build_snapshot(pimem.resolve_scope(repo))
+    assert snapshot is not None
+    header = f"\n\n### Today (2026-08-14)\n\n{TRUNCATED}\n"
+    assert header in snapshot
+    kept = snapshot.split(header, 1)[1]
+    assert kept == tail(body, TODAY_BUDGET)[0]
+    assert len(kept) <= TODAY_BUDGET
+    assert kept.endswith("- 0199 " + "x" * 42)
+    assert kept.startswith("- ")
+
+
+def test_yesterday_section_has_its_own_budget(pimem: Pimem, repo: Path, memory: Path) -> None:
+    body = long_day(200)
+    (memory / "2026-08-13.md").write_text(body)
+    snapshot = pimem.build_snapshot(pimem.resolve_scope(repo))
+    assert snapshot is not None
+    header = f"### Yesterday (2026-08-13)\n\n{TRUNCATED}\n"
+    kept = snapshot.split(header, 1)[1]
+    assert kept == tail(body, YESTERDAY_BUDGET)[0]
+    assert len(kept) <= YESTERDAY_BUDGET
+    assert len(kept) > YESTERDAY_BUDGET - 50
+
+
+def test_budgets_are_three_and_two_thousand() -> None:
+    assert (TODAY_BUDGET, YESTERDAY_BUDGET) == (3000, 2000)
+
+
+def test_text_at_the_budget_has_no_marker(pimem: Pimem, repo: Path, memory: Path) -> None:
+    (memory / "2026-08-14.md").write_text("y" * TODAY_BUDGET)
+    snapshot = pimem.build_snapshot(pimem.resolve_scope(repo))
+    assert snapshot is not None
+    assert TRUNCATED not in snapshot
+    assert snapshot.endswith("\n\n" + "y" * TODAY_BUDGET)
+
+
+def test_one_long_line_is_hard_cut_with_a_marker(pimem: Pimem, repo: Path, memory: Path) -> None:
+    (memory / "2026-08-14.md").write_text("z" * (TODAY_BUDGET + 1))
+    snapshot = pimem.build_snapshot(pimem.resolve_scope(repo))
+    assert snapshot is not None
+    assert snapshot.endswith(f"### Today (2026-08-14)\n\n{TRUNCATED}\n" + "z" * TODAY_BUDGET)
+
+
+# -- TC-24 -------------------------------------------------------------------------------------
+
+
+def stable(pimem: Pimem, repo: Path) -> StableSnapshot:
+    return StableSnapshot(pimem, pimem.resolve_scope(repo))
+
+
+def test_appending_to_today_keeps_the_snapshot(pimem: Pimem, repo: Path, memory: Path) -> None:
+    (memory / "2026-08-14.md").write_text("- first\n")
+    snapshot = stable(pimem, repo)
+    built = snapshot.refresh(NOW)
+    with (memory / "2026-08-14.md").open("a") as file:
+        file.write("- appended by another agent\n")
+    assert snapshot.current(NOW) == built
+    assert built is not None
+    assert "another agent" not in built
+
+
+def test_writing_an_entry_keeps_the_snapshot(pimem: Pimem, repo: Path) -> None:
+    snapshot = stable(pimem, repo)
+    built = snapshot.refresh(NOW)
+    pimem.append_entry(
+        pimem.resolve_scope(repo),
+        Entry(
+            anchor=Anchor(session="s1", turn="t1", transcript="/t.jsonl"),
+            content="- written mid-session",
+            written_at=datetime(2026, 8, 14, 10, 5),
+        ),
+    )
+    later = datetime(2026, 8, 14, 10, 6)
+    assert snapshot.current(later) == built
+    refreshed = snapshot.refresh(later)
+    assert refreshed is not None
+    assert "- written mid-session" in refreshed
+
+
+def test_refresh_picks_up_the_new_line(pimem: Pimem, repo: Path, memory: Path) -> None:
+    snapshot = stable(pimem, repo)
+    snapshot.refresh(NOW)
+    (memory / "2026-08-14.md").write_text("- appended later\n")
+    assert snapshot.current(NOW) == INSTRUCTIONS
+    refreshed = snapshot.refresh(NOW)
+    assert refreshed is not None
+    assert "### Today (2026-08-14)\n\n- appended later" in refreshed
+    assert snapshot.current(NOW) == refreshed
+
+
+def test_a_new_day_rebuilds_the_snapshot(pimem: Pimem, repo: Path, memory: Path) -> None:
+    (memory / "2026-08-14.md").write_text("- decided today\n")
+    snapshot = stable(pimem, repo)
+    snapshot.refresh(NOW)
+    next_day = snapshot.current(datetime(2026, 8, 15, 0, 1))
+    assert next_day is not None
+    assert "### Today" not in next_day
+    assert next_day.endswith("### Yesterday (2026-08-14)\n\n- decided today")
+
+
+def test_first_current_builds_the_snapshot(pimem: Pimem, repo: Path, memory: Path) -> None:
+    (memory / "2026-08-14.md").write_text("- decided today\n")
+    snapshot = stable(pimem, repo)
+    assert snapshot.current() == pimem.build_snapshot(pimem.resolve_scope(repo))
+
+
+def test_current_defaults_to_the_settings_clock(pimem: Pimem, repo: Path, memory: Path) -> None:
+    (memory / "2026-08-14.md").write_text("- decided today\n")
+    built = stable(pimem, repo).current()
+    assert built is not None
+    assert "### Today (2026-08-14)" in built
+
+
+# -- the off switch and the CLI ------------------------------------------------------------------
+
+
+def test_snapshot_off_builds_nothing(repo: Path, memory: Path) -> None:
+    (memory / "2026-08-13.md").write_text("- decided\n")
+    pimem = make_pimem({"PI_MEMSEARCH_SNAPSHOT": "off"})
+    assert pimem.build_snapshot(pimem.resolve_scope(repo)) is None
+    assert StableSnapshot(pimem, pimem.resolve_scope(repo)).current() is None
+
+
+def test_snapshot_off_marks_the_plugin_inactive() -> None:
+    records = {r.name: r for r in make_pimem({"PI_MEMSEARCH_SNAPSHOT": "off"}).pm.records}
+    assert records["stable-snapshot"].status == "inactive-by-setting"
+    assert {r.name: r for r in make_pimem().pm.records}["stable-snapshot"].status == "active"
+
+
+def test_cli_snapshot_off_prints_nothing_on_stdout(repo: Path, memory: Path) -> None:
+    (memory / "2026-08-13.md").write_text("- decided\n")
+    result = run_cli("snapshot", "--cwd", str(repo), env={"PI_MEMSEARCH_SNAPSHOT": "off"})
+    assert result.code == 0
+    assert result.stdout == ""
+    assert "PI_MEMSEARCH_SNAPSHOT" in result.stderr
+
+
+def test_cli_snapshot_equals_build_snapshot(repo: Path, memory: Path) -> None:
+    (memory / "2026-08-13.md").write_text("- decided today ✓\n")
+    (memory / "2026-08-12.md").write_text("- decided yesterday\n")
+    result = run_cli("snapshot", "--cwd", str(repo / "packages" / "core"))
+    pimem = make_pimem()
+    assert result.code == 0, result.stderr
+    assert result.stdout == pimem.build_snapshot(pimem.resolve_scope(repo))
+    assert "### Today (2026-08-13)\n\n- decided today ✓" in result.stdout
