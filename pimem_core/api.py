@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import logging
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime
 from pathlib import Path
@@ -40,6 +41,7 @@ from pimem_core.types import (
 )
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @attrs.define
@@ -121,7 +123,12 @@ class Pimem:
         return text
 
     def observe_change(self, scope: Scope, change: StoreChange) -> None:
-        self.pm.hook.pimem_observe_change(scope=scope, change=change)
+        """Announce *change*. The change is already on disk, so an observer's failure is logged
+        rather than raised: it must not make a successful write look failed."""
+        try:
+            self.pm.hook.pimem_observe_change(scope=scope, change=change)
+        except Exception:
+            log.exception("a plugin failed while observing a %s of %s", change.kind, change.file)
 
     # -- indexing ------------------------------------------------------------------------------
 

@@ -73,7 +73,11 @@ def cmd_forget(pimem: Pimem, args: argparse.Namespace) -> None:
 def cmd_snapshot(pimem: Pimem, args: argparse.Namespace) -> None:
     snapshot = pimem.build_snapshot(pimem.resolve_scope(args.cwd))
     if snapshot is None:
-        print("the stable snapshot is off (PI_MEMSEARCH_SNAPSHOT=off)", file=sys.stderr)
+        print(
+            "no stable snapshot: no plugin builds one (PI_MEMSEARCH_SNAPSHOT=off, or the "
+            "plugin is blocked; see `pimem plugins`)",
+            file=sys.stderr,
+        )
         return
     sys.stdout.write(snapshot)
     sys.stdout.flush()

@@ -102,18 +102,19 @@ class PimemPluginManager(pluggy.PluginManager):
             return
         try:
             plugin = entry_point.load()
-        except Exception as error:  # any import failure of a third-party plugin
-            message = f"plugin {name!r} ({entry_point.value}) failed to import: {error!r}"
+            is_active = getattr(plugin, "is_active", None)
+            active = bool(is_active(settings)) if callable(is_active) else True
+            instance = plugin() if active and isinstance(plugin, type) else plugin
+        except Exception as error:  # whatever a third-party plugin raises while starting up
+            message = f"plugin {name!r} ({entry_point.value}) failed to load: {error!r}"
             if settings.strict_plugins:
                 raise PluginLoadError(message) from error
             log.warning("%s; skipped (set PIMEM_STRICT_PLUGINS=1 to make this an error)", message)
             self._record(name, distribution, version, "failed", error=repr(error))
             return
-        is_active = getattr(plugin, "is_active", None)
-        if callable(is_active) and not is_active(settings):
+        if not active:
             self._record(name, distribution, version, "inactive-by-setting")
             return
-        instance = plugin() if isinstance(plugin, type) else plugin
         self.add_plugin(instance, name, distribution=distribution, version=version)
 
     def answering_plugins(self) -> dict[str, str | None]:
@@ -156,12 +157,10 @@ def _check_hook_names(plugin: object, name: str) -> None:
     """Refuse hook implementations pluggy would otherwise ignore or defer: typos fail at load."""
     specs = {attr for attr in dir(PimemSpecs) if attr.startswith(HOOK_PREFIX)}
     for attr in dir(plugin):
-        if not attr.startswith(HOOK_PREFIX):
-            continue
         function = getattr(plugin, attr, None)
-        if not callable(function):
-            continue
         marked = hasattr(function, f"{PROJECT}_impl")
+        if not callable(function) or not (marked or attr.startswith(HOOK_PREFIX)):
+            continue
         if attr not in specs:
             raise PluginLoadError(
                 f"plugin {name!r} defines {attr}, which is not a pimem hook (misspelled?); "

@@ -76,7 +76,7 @@ class Settings:
                 for part in (get("PI_MEMSEARCH_SCAN_ROOTS") or "").split(os.pathsep)
                 if part
             ),
-            store_command=get("PI_MEMSEARCH_STORE_CMD"),
+            store_command=_command(get("PI_MEMSEARCH_STORE_CMD")),
             memsearch_dir=get("MEMSEARCH_DIR"),
             disabled_plugins=frozenset(
                 name.strip()
@@ -113,6 +113,14 @@ def _milliseconds(env: Mapping[str, str], name: str, default: int) -> int:
         f"{name} must be a positive whole number of milliseconds, got {raw!r}; "
         f"unset it for the default of {default}."
     )
+
+
+def _command(raw: str | None) -> str | None:
+    # A relative path is anchored where pimem started: the command later runs in other
+    # directories. A bare name is left to the PATH search.
+    if raw and os.sep in raw and not os.path.isabs(raw):
+        return os.path.abspath(raw)
+    return raw
 
 
 def _local_time(env: Mapping[str, str], name: str) -> datetime | None:

@@ -57,6 +57,7 @@ class Scope:
             if self.index_state_path is None
             else str(self.index_state_path),
             "store_command": self.store_command,
+            "state_dir": None if self.state_dir is None else str(self.state_dir),
         }
 
 

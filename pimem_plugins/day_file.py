@@ -77,4 +77,8 @@ def remove_entry(text: str, entry: DayEntry) -> str:
             del lines[owner:after]
     if not any(line.strip() for line in lines):
         return ""
-    return "\n".join(lines)
+    remaining = "\n".join(lines)
+    if text.endswith("\n\n") and not remaining.endswith("\n\n"):
+        # The last entry went: keep the blank line that separates the next append from the rest.
+        remaining += "\n"
+    return remaining

@@ -8,6 +8,7 @@ file at the session's first write to it: the worst a race can cost is a duplicat
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
 from collections.abc import Callable
@@ -71,18 +72,17 @@ class MarkdownStore:
             if len(found) > 1:
                 raise StoreError(
                     f"{len(found)} entries at {address.time} in {file}: ambiguous; "
-                    "forget one by its chunk hash, or edit the file by hand"
+                    "edit the daily memory file by hand to remove the one you mean"
                 )
             return remove_entry(text, found[0]), found[0].text
 
         try:
-            remaining, removed = _rewrite(file, forget)
+            removed = _rewrite(file, forget)
         except OSError as error:
             raise StoreError(
-                f"cannot rewrite the daily memory file {file}: {error.strerror or error}; "
-                "nothing was changed"
+                f"cannot rewrite the daily memory file {file}: {error.strerror or error}"
             ) from None
-        return Redaction(file=file, removed=removed, deleted=not remaining)
+        return Redaction(file=file, removed=removed, deleted=not file.exists())
 
 
 def _read_if_exists(file: Path) -> str:
@@ -104,37 +104,52 @@ def _append(file: Path, data: bytes) -> None:
         raise OSError(f"only {written} of {len(data)} bytes were written (is the disk full?)")
 
 
-def _rewrite(file: Path, edit: Callable[[str], tuple[str, T]]) -> tuple[str, T]:
+def _rewrite(file: Path, edit: Callable[[str], tuple[str, T]]) -> T:
     """Replace *file* with ``edit(text)[0]`` (deleting it when empty) without losing appends.
 
-    Other agents append without locks, so the file is re-checked before the swap and retried if
-    it grew; an append that still lands on the old file after the swap is carried over.
-    *edit* may raise to refuse; nothing is changed then.
+    Other agents append without locks, so the file is compared with what was read just before
+    the swap, and the edit is redone if it changed; an append that still lands on the old file
+    after the swap is carried over. pimem's own rewrites take an exclusive lock on the file, so
+    two forgets never undo each other. *edit* may raise to refuse; nothing changes then.
     """
     for _ in range(_REWRITE_ATTEMPTS):
         with open(file, "rb") as old:
+            fcntl.flock(old.fileno(), fcntl.LOCK_EX)
             original = old.read()
             try:
                 text = original.decode("utf-8")
             except UnicodeDecodeError:
                 raise StoreError(f"{file} is not UTF-8 text; edit it by hand") from None
             remaining, result = edit(text)
-            replacement = _stage(file, remaining.encode("utf-8"), os.fstat(old.fileno()).st_mode)
-            if os.fstat(old.fileno()).st_size != len(original) or not _same_file(
-                file, old.fileno()
-            ):
-                if replacement is not None:
-                    os.unlink(replacement)
-                continue
-            if replacement is None:
-                os.unlink(file)
-            else:
-                os.replace(replacement, file)
+            staged = _stage(file, remaining.encode("utf-8"), os.fstat(old.fileno()).st_mode)
+            try:
+                if not _unchanged(file, old.fileno(), original):
+                    continue
+                if staged is None:
+                    os.unlink(file)
+                else:
+                    os.replace(staged, file)
+                    staged = None
+            finally:
+                if staged is not None:
+                    os.unlink(staged)
             late = old.read()
         if late:
             _append(file, late)
-        return remaining, result
+        return result
     raise StoreError(f"{file} kept changing while it was being edited; try again")
+
+
+def _unchanged(path: Path, fd: int, original: bytes) -> bool:
+    """*path* is still the file open at *fd*, holding exactly *original*."""
+    try:
+        current = os.stat(path)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(fd)
+    if (current.st_dev, current.st_ino) != (opened.st_dev, opened.st_ino):
+        return False
+    return opened.st_size == len(original) and os.pread(fd, len(original) + 1, 0) == original
 
 
 def _stage(file: Path, data: bytes, mode: int) -> str | None:
@@ -153,12 +168,3 @@ def _stage(file: Path, data: bytes, mode: int) -> str | None:
         raise
     os.close(fd)
     return staged
-
-
-def _same_file(path: Path, fd: int) -> bool:
-    try:
-        current = os.stat(path)
-    except FileNotFoundError:
-        return False
-    opened = os.fstat(fd)
-    return (current.st_dev, current.st_ino) == (opened.st_dev, opened.st_ino)

@@ -24,6 +24,7 @@ def test_scope_json_has_the_contract_fields(repo: Path) -> None:
         "collection": derive_collection(repo),
         "index_state_path": str(repo / ".memsearch" / ".index-state.json"),
         "store_command": None,
+        "state_dir": None,
     }
 
 
@@ -53,6 +54,7 @@ def test_scope_text_lists_every_field(repo: Path) -> None:
         "collection",
         "index_state_path",
         "store_command",
+        "state_dir",
     ]
 
 

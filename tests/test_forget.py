@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from pimem_core.errors import StoreError
-from pimem_core.types import DayAddress
+from pimem_core.types import Anchor, DayAddress, Entry
 from pimem_plugins import markdown_store
 from pimem_plugins.day_file import list_entries, remove_entry
 
@@ -216,11 +217,11 @@ def test_an_append_during_the_edit_survives(day: Path) -> None:
             append(day, LATE)
         return forget_2255(text)
 
-    remaining, removed = markdown_store._rewrite(day, edit)
+    removed = markdown_store._rewrite(day, edit)
     assert len(calls) == 2
     assert calls[1] == D + LATE
     text = day.read_text()
-    assert text == remaining
+    assert text == forget_2255(D + LATE)[0]
     assert "- late news" in text
     assert "- dropped the varnish layer" not in text
     assert removed == f"### 22:55\n{A2}\n- dropped the varnish layer"
@@ -289,3 +290,51 @@ def test_deleting_the_file_keeps_a_late_append(day: Path, monkeypatch: pytest.Mo
     markdown_store._rewrite(day, forget_only)
     monkeypatch.undo()
     assert day.read_text() == LATE
+
+
+def test_forgetting_the_last_entry_keeps_the_blank_line_before_the_next_append(
+    repo: Path,
+) -> None:
+    pimem = make_pimem()
+    scope = pimem.resolve_scope(repo)
+    for turn, minute in (("t1", 41), ("t2", 55)):
+        anchor = Anchor(session="s1", turn=turn, transcript="/t")
+        at = datetime(2026, 8, 13, 22, minute)
+        pimem.append_entry(scope, Entry(anchor=anchor, content=f"- {turn}", written_at=at))
+    pimem.forget_entry(scope, DayAddress.parse("2026-08-13", "22:55"))
+    anchor = Anchor(session="s1", turn="t3", transcript="/t")
+    pimem.append_entry(
+        scope, Entry(anchor=anchor, content="- t3", written_at=datetime(2026, 8, 13, 23, 0))
+    )
+    text = (repo / ".memsearch/memory/2026-08-13.md").read_text()
+    assert "- t1\n\n### 23:00\n" in text
+    assert [entry.time for entry in list_entries(text)] == ["22:41", "23:00"]
+
+
+def test_two_forgets_at_once_both_take_effect(day: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def forget(time: str) -> None:
+        def edit(text: str) -> tuple[str, str]:
+            (found,) = [entry for entry in list_entries(text) if entry.time == time]
+            return remove_entry(text, found), found.text
+
+        markdown_store._rewrite(day, edit)
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(forget, ["22:41", "22:55"]))
+    assert [entry.time for entry in list_entries(day.read_text())] == ["23:10"]
+
+
+def test_a_same_size_edit_in_place_is_noticed(day: Path) -> None:
+    calls: list[str] = []
+
+    def edit(text: str) -> tuple[str, str]:
+        calls.append(text)
+        if len(calls) == 1:  # someone rewrites a bullet in place, keeping the length
+            day.write_text(text.replace("redis", "REDIS"))
+        return forget_2255(text)
+
+    markdown_store._rewrite(day, edit)
+    assert len(calls) == 2
+    assert "- decided to use REDIS for the hot cache" in day.read_text()

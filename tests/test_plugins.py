@@ -232,3 +232,59 @@ def test_importing_pimem_loads_no_plugin() -> None:
     probe = "import sys, pimem_core; print(any(m.startswith('pimem_plugins') for m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def is_active(settings):\n    raise RuntimeError('cannot decide')\n",
+        "class Plugin:\n    def __init__(self):\n        raise RuntimeError('cannot start')\n",
+    ],
+    ids=["is-active-raises", "constructor-raises"],
+)
+def test_a_plugin_that_fails_while_starting_is_reported_and_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    module = f"pimem_starting_{uuid.uuid4().hex}"
+    target = f"{module}:Plugin" if source.startswith("class") else module
+    make_distribution(tmp_path / "site", "pimem-starting", {"starting": target}, {module: source})
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    records = {r.name: r for r in make_pimem({"PIMEM_STRICT_PLUGINS": "0"}).pm.records}
+    assert records["starting"].status == "failed"
+    assert "cannot" in (records["starting"].error or "")
+    with pytest.raises(PluginLoadError, match="cannot"):
+        make_pimem()
+
+
+def test_a_marked_function_without_the_hook_prefix_fails_at_load() -> None:
+    plugin = types.ModuleType("unprefixed")
+    exec(
+        "from pimem_core import hookimpl\n@hookimpl\ndef resolve_scope(cwd):\n    pass\n",
+        plugin.__dict__,
+    )
+    with pytest.raises(PluginLoadError, match="resolve_scope, which is not a pimem hook"):
+        PimemPluginManager().add_plugin(plugin, "unprefixed")
+
+
+def test_an_observer_failure_does_not_undo_a_successful_write(
+    repo: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from pimem_core import hookimpl
+    from pimem_core.types import Anchor, Entry
+
+    class Failing:
+        @hookimpl
+        def pimem_observe_change(self) -> None:
+            raise RuntimeError("indexer exploded")
+
+    pimem = make_pimem()
+    pimem.pm.add_plugin(Failing(), "failing")
+    entry = Entry(
+        anchor=Anchor(session="s", turn="t", transcript="/t"),
+        content="- kept",
+        written_at=pimem.settings.now(),
+    )
+    with caplog.at_level(logging.ERROR):
+        file = pimem.append_entry(pimem.resolve_scope(repo), entry)
+    assert file.read_text().endswith("- kept\n\n")
+    assert "indexer exploded" in caplog.text

@@ -228,3 +228,12 @@ def test_cli_exits_1_with_one_line_naming_the_variable(repo: Path, name: str, ra
     assert lines[0].startswith("pimem: error:")
     assert name in lines[0]
     assert "Traceback" not in result.stderr
+
+
+def test_a_relative_store_command_is_anchored_where_pimem_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = Settings.from_env({"PI_MEMSEARCH_STORE_CMD": "bin/resolver"})
+    assert settings.store_command == str(tmp_path / "bin" / "resolver")
+    assert Settings.from_env({"PI_MEMSEARCH_STORE_CMD": "resolver"}).store_command == "resolver"
