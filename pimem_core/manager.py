@@ -90,7 +90,7 @@ class PimemPluginManager(pluggy.PluginManager):
         if self.is_blocked(name):
             self._record(name, distribution, version, "blocked")
             return
-        if any(record.name == name for record in self.records):
+        if name in self._records:
             # Two distributions claim one name: the first keeps it, so blocking stays unambiguous.
             self._record(
                 f"{name} ({distribution})",
