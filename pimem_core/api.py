@@ -21,6 +21,7 @@ from pimem_core.errors import NoProviderError, PluginError
 from pimem_core.manager import PimemPluginManager, build_plugin_manager
 from pimem_core.settings import Settings
 from pimem_core.types import (
+    ChunkAddress,
     CompactResult,
     DayAddress,
     Distillation,
@@ -107,7 +108,7 @@ class Pimem:
         self.observe_change(scope, StoreChange(kind="append", file=file))
         return file
 
-    def forget_entry(self, scope: Scope, address: DayAddress) -> Redaction:
+    def forget_entry(self, scope: Scope, address: DayAddress | ChunkAddress) -> Redaction:
         """Remove exactly one entry and announce the change."""
         redaction = self._require(
             "pimem_forget_entry",

@@ -21,6 +21,7 @@ import pluggy
 if TYPE_CHECKING:
     from pimem_core.settings import Settings
     from pimem_core.types import (
+        ChunkAddress,
         CompactResult,
         DayAddress,
         Distillation,
@@ -100,11 +101,15 @@ class PimemSpecs:
         """
 
     @_hookspec(firstresult=True)
-    def pimem_forget_entry(self, scope: Scope, address: DayAddress) -> Redaction | None:
+    def pimem_forget_entry(
+        self, scope: Scope, address: DayAddress | ChunkAddress
+    ) -> Redaction | None:
         """Remove exactly one entry, leaving every other byte of the store as it was.
 
-        Stops at the first non-``None`` result. Raise :class:`~pimem_core.errors.StoreError`
-        when the address matches no entry or more than one; nothing may change in that case.
+        Stops at the first non-``None`` result. An entry is addressed by its day and time, or
+        through an indexed chunk (which may also name a ``## Memory Compact`` block). Raise
+        :class:`~pimem_core.errors.StoreError` when the address matches nothing or more than
+        one thing; nothing may change in that case.
         """
 
     @_hookspec(firstresult=True)

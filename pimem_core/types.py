@@ -145,6 +145,17 @@ class DayAddress:
 
 
 @attrs.frozen(kw_only=True)
+class ChunkAddress:
+    """An entry (or a ``## Memory Compact`` block) addressed through an indexed chunk.
+
+    ``section`` is what expanding the chunk returned: its source file, heading, the line
+    window around it and its session anchor, which together pick out exactly one entry.
+    """
+
+    section: Section
+
+
+@attrs.frozen(kw_only=True)
 class Redaction:
     """What a forget removed. ``removed`` is the only copy of the text that survives."""
 
@@ -152,6 +163,8 @@ class Redaction:
     removed: str
     #: The daily memory file held nothing else and was deleted.
     deleted: bool
+    #: What was removed: one entry, or a memsearch ``## Memory Compact`` block.
+    kind: Literal["entry", "compact block"] = "entry"
 
 
 @attrs.frozen(kw_only=True)

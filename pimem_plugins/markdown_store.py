@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from pimem_core import hookimpl
 from pimem_core.errors import StoreError
-from pimem_core.types import DayAddress, Entry, Redaction, Scope
+from pimem_core.types import ChunkAddress, DayAddress, Entry, Redaction, Scope
 from pimem_plugins.day_file import day_file_name, format_entry, list_entries, remove_entry
 
 T = TypeVar("T")
@@ -60,7 +60,9 @@ class MarkdownStore:
         return text or None
 
     @hookimpl(trylast=True)
-    def pimem_forget_entry(self, scope: Scope, address: DayAddress) -> Redaction:
+    def pimem_forget_entry(self, scope: Scope, address: DayAddress | ChunkAddress) -> Redaction:
+        if isinstance(address, ChunkAddress):
+            raise StoreError("forgetting by chunk hash is not supported by this store yet")
         file = scope.memory_dir / f"{address.day.isoformat()}.md"
         if not file.is_file():
             raise StoreError(f"no daily memory file for {address.day.isoformat()} at {file}")
