@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import date, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -21,6 +21,7 @@ from pimem_core.errors import NoProviderError, PluginError
 from pimem_core.manager import PimemPluginManager, build_plugin_manager
 from pimem_core.settings import Settings
 from pimem_core.types import (
+    BackendCall,
     ChunkAddress,
     CompactResult,
     DayAddress,
@@ -36,6 +37,7 @@ from pimem_core.types import (
     SearchHit,
     SearchQuery,
     Section,
+    StatusSection,
     StoreChange,
     Transcript,
     TranscriptRequest,
@@ -133,25 +135,68 @@ class Pimem:
 
     # -- indexing ------------------------------------------------------------------------------
 
-    def index_memory(self, scope: Scope, reason: str) -> IndexReport:
-        answer = self.pm.hook.pimem_index_memory(scope=scope, reason=reason)
+    def _call(
+        self,
+        on_wait: Callable[[str], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> BackendCall:
+        return BackendCall(settings=self.settings, on_wait=on_wait, progress=progress)
+
+    def index_memory(
+        self,
+        scope: Scope,
+        reason: str,
+        *,
+        on_wait: Callable[[str], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> IndexReport:
+        answer = self.pm.hook.pimem_index_memory(
+            scope=scope, reason=reason, call=self._call(on_wait, progress)
+        )
         return self._require("pimem_index_memory", answer, IndexReport)
 
-    def search_memory(self, scope: Scope, query: SearchQuery) -> tuple[SearchHit, ...]:
-        answer = self.pm.hook.pimem_search_memory(scope=scope, query=query)
+    def search_memory(
+        self,
+        scope: Scope,
+        query: SearchQuery,
+        *,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> tuple[SearchHit, ...]:
+        answer = self.pm.hook.pimem_search_memory(
+            scope=scope, query=query, call=self._call(on_wait)
+        )
         return self._require("pimem_search_memory", answer, tuple)
 
-    def expand_chunk(self, scope: Scope, chunk_hash: str) -> Section:
-        answer = self.pm.hook.pimem_expand_chunk(scope=scope, chunk_hash=chunk_hash)
+    def expand_chunk(
+        self, scope: Scope, chunk_hash: str, *, on_wait: Callable[[str], None] | None = None
+    ) -> Section:
+        answer = self.pm.hook.pimem_expand_chunk(
+            scope=scope, chunk_hash=chunk_hash, call=self._call(on_wait)
+        )
         return self._require("pimem_expand_chunk", answer, Section)
 
-    def compact_memory(self, scope: Scope) -> CompactResult:
-        answer = self.pm.hook.pimem_compact_memory(scope=scope)
+    def forget_chunk(
+        self, scope: Scope, chunk_hash: str, *, on_wait: Callable[[str], None] | None = None
+    ) -> Redaction:
+        """Forget the one entry (or compact block) an indexed chunk points at."""
+        section = self.expand_chunk(scope, chunk_hash, on_wait=on_wait)
+        return self.forget_entry(scope, ChunkAddress(section=section))
+
+    def compact_memory(
+        self, scope: Scope, *, on_wait: Callable[[str], None] | None = None
+    ) -> CompactResult:
+        answer = self.pm.hook.pimem_compact_memory(scope=scope, call=self._call(on_wait))
         return self._require("pimem_compact_memory", answer, CompactResult)
 
     def read_index_health(self, scope: Scope) -> IndexHealth:
         answer = self.pm.hook.pimem_read_index_health(scope=scope)
         return self._require("pimem_read_index_health", answer, IndexHealth)
+
+    def collect_status(self, scope: Scope) -> tuple[StatusSection, ...]:
+        """Every plugin's status sections, in rank order."""
+        contributions = self.pm.hook.pimem_collect_status(scope=scope)
+        sections = [section for part in contributions if part for section in part]
+        return tuple(sorted(sections, key=lambda section: (section.rank, section.name)))
 
     # -- injection -----------------------------------------------------------------------------
 

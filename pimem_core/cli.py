@@ -14,9 +14,25 @@ from pathlib import Path
 
 from pimem_core.api import Pimem
 from pimem_core.errors import PimemError, StoreError
-from pimem_core.types import Anchor, DayAddress, Entry
+from pimem_core.render import (
+    hit_to_json,
+    redaction_to_json,
+    render_hits,
+    render_redaction,
+    render_section,
+    render_status,
+    section_to_json,
+    status_to_json,
+)
+from pimem_core.types import Anchor, DayAddress, Entry, SearchQuery
 
 Command = Callable[[Pimem, argparse.Namespace], None]
+
+
+def _positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {value!r}")
+    return int(value)
 
 
 def _directory(value: str) -> Path:
@@ -59,14 +75,91 @@ def cmd_write(pimem: Pimem, args: argparse.Namespace) -> None:
 
 
 def cmd_forget(pimem: Pimem, args: argparse.Namespace) -> None:
-    address = DayAddress.parse(args.date, args.time)
-    redaction = pimem.forget_entry(pimem.resolve_scope(args.cwd), address)
-    gone = " (it held nothing else, so the file was deleted)" if redaction.deleted else ""
+    scope = pimem.resolve_scope(args.cwd)
+    if args.chunk is not None:
+        redaction = pimem.forget_chunk(scope, args.chunk, on_wait=_waiting)
+    else:
+        redaction = pimem.forget_entry(scope, DayAddress.parse(args.date, args.time))
+    _emit(args, redaction_to_json(redaction), render_redaction(redaction))
+
+
+def _waiting(holder: str) -> None:
+    print(f"pimem: waiting on {holder}...", file=sys.stderr)
+
+
+def cmd_index(pimem: Pimem, args: argparse.Namespace) -> None:
+    scope = pimem.resolve_scope(args.cwd)
+    progress = _progress_bar if sys.stderr.isatty() and not args.json else None
+    report = pimem.index_memory(scope, "cli", on_wait=_waiting, progress=progress)
+    if progress is not None:
+        print(file=sys.stderr)
+    failed = "".join(f"\n  failed: {f.path} ({f.error})" for f in report.failed_files)
     _emit(
         args,
-        {"file": str(redaction.file), "removed": redaction.removed, "deleted": redaction.deleted},
-        f"Forgot the entry at {address.time} in {redaction.file}{gone}. "
-        f"No other copy is kept; this was it:\n\n{redaction.removed}",
+        {
+            "collection": scope.collection,
+            "indexed_chunks": report.indexed_chunks,
+            "total_files": report.total_files,
+            "failed_files": [{"path": f.path, "error": f.error} for f in report.failed_files],
+        },
+        f"Indexed {report.indexed_chunks} new chunk(s) from {report.total_files} file(s) "
+        f"of {scope.memory_dir} into {scope.collection}{failed}",
+    )
+
+
+def _progress_bar(done: int, total: int) -> None:
+    width = 30
+    filled = width * done // max(total, 1)
+    bar = "#" * filled + "-" * (width - filled)
+    print(f"\rindexing [{bar}] {done}/{total} files", end="", file=sys.stderr, flush=True)
+
+
+def cmd_search(pimem: Pimem, args: argparse.Namespace) -> None:
+    scope = pimem.resolve_scope(args.cwd)
+    hits = pimem.search_memory(scope, SearchQuery(text=args.query, top_k=args.k), on_wait=_waiting)
+    _emit(args, [hit_to_json(hit) for hit in hits], render_hits(args.query, hits))
+
+
+def cmd_expand(pimem: Pimem, args: argparse.Namespace) -> None:
+    scope = pimem.resolve_scope(args.cwd)
+    if args.project is not None and args.project != scope.scope_dir:
+        scope = pimem.resolve_project(args.project)
+    section = pimem.expand_chunk(scope, args.chunk_hash, on_wait=_waiting)
+    _emit(args, section_to_json(section), render_section(section))
+
+
+def cmd_compact(pimem: Pimem, args: argparse.Namespace) -> None:
+    scope = pimem.resolve_scope(args.cwd)
+    result = pimem.compact_memory(scope, on_wait=_waiting)
+    text = result.summary or "Nothing to compact: the collection has no indexed chunks."
+    _emit(args, {"collection": scope.collection, "summary": result.summary}, text)
+
+
+def cmd_status(pimem: Pimem, args: argparse.Namespace) -> None:
+    scope = pimem.resolve_scope(args.cwd)
+    sections = pimem.collect_status(scope)
+    _emit(args, status_to_json(scope, sections), render_status(scope, sections))
+
+
+def cmd_model_install(pimem: Pimem, args: argparse.Namespace) -> None:
+    from pimem_core.offline_model import install_offline_model
+
+    model = install_offline_model(
+        args.hf_home, progress=lambda line: print(f"pimem: {line}", file=sys.stderr)
+    )
+    data = model.to_json()
+    _emit(
+        args,
+        data,
+        "\n".join(
+            [
+                f"The offline embedding model is ready in {data['hf_home']}.",
+                "memsearch uses it with this configuration and environment:",
+                f"  memsearch config set embedding.provider {data['provider']}",
+                f"  memsearch config set embedding.model {data['model']}",
+                f"  export HF_HOME={data['hf_home']} HF_HUB_OFFLINE=1",
+            ]
+        ),
     )
 
 
@@ -153,10 +246,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     forget = command(
-        "forget", cmd_forget, "remove exactly one memory entry, addressed by day and time"
+        "forget", cmd_forget, "remove exactly one memory entry, by day and time or by chunk hash"
     )
-    forget.add_argument("--date", required=True, metavar="YYYY-MM-DD")
-    forget.add_argument("--time", required=True, metavar="HH:MM")
+    forget.add_argument("--date", metavar="YYYY-MM-DD")
+    forget.add_argument("--time", metavar="HH:MM")
+    forget.add_argument("--chunk", metavar="HASH", help="a chunk hash from `pimem search`")
+
+    command("index", cmd_index, "index the memory store into its collection")
+
+    search = command("search", cmd_search, "search memory (L1): the best chunks for a query")
+    search.add_argument("query", metavar="QUERY")
+    search.add_argument("-k", "--top-k", dest="k", type=_positive, default=5, metavar="N")
+
+    expand = command("expand", cmd_expand, "show the whole section behind a chunk hash (L2)")
+    expand.add_argument("chunk_hash", metavar="HASH")
+    expand.add_argument(
+        "--project",
+        type=_directory,
+        metavar="DIR",
+        help="the project a cross-repo hit came from, as labelled",
+    )
+
+    command("compact", cmd_compact, "condense the memory store with memsearch's LLM settings")
+    command("status", cmd_status, "show the store, collection, backend and index health")
+
+    model = commands.add_parser("model", help="manage the offline embedding model")
+    model_commands = model.add_subparsers(dest="model_command", required=True, metavar="COMMAND")
+    install = model_commands.add_parser(
+        "install-offline",
+        help="provision all-MiniLM-L6-v2 as an ONNX model memsearch loads with no network",
+    )
+    install.set_defaults(handler=cmd_model_install)
+    install.add_argument("--hf-home", type=Path, metavar="DIR", help="where to put the model")
+    install.add_argument("--json", action="store_true", help="print JSON")
 
     command(
         "snapshot",
@@ -174,7 +296,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.handler is cmd_forget:
+        by_day = args.date is not None or args.time is not None
+        if by_day == (args.chunk is not None):
+            parser.error("forget takes exactly one address: --chunk HASH, or --date and --time")
+        if by_day and (args.date is None or args.time is None):
+            parser.error("forget by day needs --date and --time together")
     if hasattr(sys.stdout, "reconfigure"):
         # Memory text is UTF-8; a narrower terminal encoding must not crash the command.
         sys.stdout.reconfigure(errors="backslashreplace")

@@ -21,6 +21,7 @@ import pluggy
 if TYPE_CHECKING:
     from pimem_core.settings import Settings
     from pimem_core.types import (
+        BackendCall,
         ChunkAddress,
         CompactResult,
         DayAddress,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
         SearchHit,
         SearchQuery,
         Section,
+        StatusSection,
         StoreChange,
         Transcript,
         TranscriptRequest,
@@ -127,29 +129,44 @@ class PimemSpecs:
     # -- indexing ------------------------------------------------------------------------------
 
     @_hookspec(firstresult=True)
-    def pimem_index_memory(self, scope: Scope, reason: str) -> IndexReport | None:
+    def pimem_index_memory(
+        self, scope: Scope, reason: str, call: BackendCall
+    ) -> IndexReport | None:
         """Bring *scope*'s collection up to date with its memory store.
 
         Stops at the first non-``None`` result.
 
         :param reason: why the index runs (``catch-up``, ``write``, ``shutdown``...), for logs.
+        :param call: timeouts, and callbacks for queueing and progress.
         """
 
     @_hookspec(firstresult=True)
-    def pimem_search_memory(self, scope: Scope, query: SearchQuery) -> tuple[SearchHit, ...] | None:
+    def pimem_search_memory(
+        self, scope: Scope, query: SearchQuery, call: BackendCall
+    ) -> tuple[SearchHit, ...] | None:
         """L1 recall: the best chunks for *query*, best first. An empty tuple means no hits."""
 
     @_hookspec(firstresult=True)
-    def pimem_expand_chunk(self, scope: Scope, chunk_hash: str) -> Section | None:
+    def pimem_expand_chunk(
+        self, scope: Scope, chunk_hash: str, call: BackendCall
+    ) -> Section | None:
         """L2 recall: the whole section behind *chunk_hash*, with its session anchor."""
 
     @_hookspec(firstresult=True)
-    def pimem_compact_memory(self, scope: Scope) -> CompactResult | None:
+    def pimem_compact_memory(self, scope: Scope, call: BackendCall) -> CompactResult | None:
         """Condense the whole memory store into a summary appended to today's file."""
 
     @_hookspec(firstresult=True)
     def pimem_read_index_health(self, scope: Scope) -> IndexHealth | None:
         """Report what is known about *scope*'s index without opening the database."""
+
+    @_hookspec
+    def pimem_collect_status(self, scope: Scope) -> Iterable[StatusSection] | None:
+        """Contribute sections to ``pimem status`` (backend, index health, counters...).
+
+        Every implementation is called. Report problems as lines rather than raising: status
+        is what a user reads when something is wrong.
+        """
 
     # -- injection -----------------------------------------------------------------------------
 

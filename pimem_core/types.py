@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import date, datetime
 from pathlib import Path
 from typing import Literal
@@ -11,6 +11,7 @@ from typing import Literal
 import attrs
 
 from pimem_core.errors import StoreError
+from pimem_core.settings import Settings
 
 # A collection name Milvus accepts: a letter or underscore, then letters, digits, underscores.
 COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
@@ -260,8 +261,41 @@ class Section:
 
 
 @attrs.frozen(kw_only=True)
+class BackendCall:
+    """How the caller wants one backend operation run."""
+
+    #: Timeouts and the clock come from here.
+    settings: Settings
+    #: Told once what the call is queued behind (``search``, ``index``...), if it has to wait.
+    on_wait: Callable[[str], None] | None = attrs.field(default=None, eq=False)
+    #: Told ``(done, total)`` as an index run works through the store's files.
+    progress: Callable[[int, int], None] | None = attrs.field(default=None, eq=False)
+
+
+@attrs.frozen(kw_only=True)
 class IndexReport:
+    """What an index run did: chunks newly embedded, and files that could not be indexed."""
+
     indexed_chunks: int
+    total_files: int = 0
+    failed_files: tuple[FailedFile, ...] = ()
+
+
+def _text_lines(lines: Iterable[str]) -> tuple[str, ...]:
+    return tuple(lines)
+
+
+@attrs.frozen(kw_only=True)
+class StatusSection:
+    """One part of ``pimem status``, contributed by a plugin.
+
+    Sections are shown in ``rank`` order; ``data`` is the section's part of ``--json``.
+    """
+
+    name: str
+    rank: int
+    lines: tuple[str, ...] = attrs.field(converter=_text_lines)
+    data: Mapping[str, object] = attrs.field(factory=dict, eq=False)
 
 
 @attrs.frozen(kw_only=True)

@@ -7,11 +7,12 @@ the collection a foreign store was last indexed as.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 from pimem_core import hookimpl
 from pimem_core.errors import IndexStateError
-from pimem_core.types import FailedFile, IndexHealth, IndexState, Scope
+from pimem_core.types import FailedFile, IndexHealth, IndexState, Scope, StatusSection
 
 SCHEMA_VERSION = 1
 
@@ -110,3 +111,24 @@ def describe_index_health(health: IndexHealth) -> list[str]:
     if state is not None:
         lines.extend(f"  failed: {item.path} ({item.error})" for item in state.failed_files)
     return lines
+
+
+@hookimpl
+def pimem_collect_status(scope: Scope) -> Iterator[StatusSection]:
+    health = pimem_read_index_health(scope)
+    state = health.state
+    yield StatusSection(
+        name="index",
+        rank=40,
+        lines=describe_index_health(health),
+        data={
+            "state_path": None if health.state_path is None else str(health.state_path),
+            "status": None if state is None else state.status,
+            "unreadable": health.unreadable,
+            "last_completed_at": None if state is None else state.last_completed_at,
+            "last_error": None if state is None else state.last_error,
+            "failed_files": []
+            if state is None
+            else [{"path": f.path, "error": f.error} for f in state.failed_files],
+        },
+    )

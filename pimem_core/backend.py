@@ -1,0 +1,138 @@
+"""One serialized queue for every backend operation of the process.
+
+Milvus Lite lets one client at a time open a database, and closing a client releases it for
+the whole process, so backend operations never overlap: they run one after another, first in,
+first out, on one worker thread. A caller queued behind another operation can learn what it is
+waiting on. An operation that fails because another process holds the database is retried
+after 200, 500, 1000 and 2000 ms; any other failure is returned at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+import attrs
+
+from pimem_core.errors import PimemError
+
+T = TypeVar("T")
+
+BACKOFF_SECONDS = (0.2, 0.5, 1.0, 2.0)
+
+
+class BackendTimeout(PimemError):
+    """A backend operation took longer than its time limit."""
+
+
+@attrs.define
+class _Job:
+    label: str
+    operation: Callable[[], Any]
+    is_contention: Callable[[BaseException], bool]
+    result: Future[Any] = attrs.Factory(Future)
+    started: threading.Event = attrs.Factory(threading.Event)
+
+
+class BackendQueue:
+    """Runs operations one at a time on a worker thread, in the order they were submitted."""
+
+    def __init__(
+        self,
+        *,
+        backoff: tuple[float, ...] = BACKOFF_SECONDS,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._backoff = backoff
+        self._sleep = sleep
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._holder: str | None = None
+        self._pending = 0
+        self._state = threading.Lock()
+        self._worker: threading.Thread | None = None
+
+    @property
+    def pending(self) -> int:
+        """Operations submitted and not finished yet, the running one included."""
+        return self._pending
+
+    @property
+    def holder(self) -> str | None:
+        """The label of the operation running now, if any."""
+        return self._holder
+
+    def run(
+        self,
+        label: str,
+        operation: Callable[[], T],
+        *,
+        is_contention: Callable[[BaseException], bool] = lambda _: False,
+        on_wait: Callable[[str], None] | None = None,
+        timeout: float | None = None,
+    ) -> T:
+        """Run *operation* in turn and return its result (or raise its exception).
+
+        :param label: what the operation is, for callers queued behind it (``search``...).
+        :param is_contention: whether a failure means another process holds the database.
+        :param on_wait: called once with the holder's label when this call has to queue.
+        :param timeout: seconds the operation may run once started; time spent queued does
+            not count. On expiry the caller gets :class:`BackendTimeout`; the operation itself
+            finishes in the background, since a running database call cannot be interrupted.
+        """
+        job = _Job(label=label, operation=operation, is_contention=is_contention)
+        with self._state:
+            busy = self._pending > 0
+            holder = self._holder
+            self._pending += 1
+            self._jobs.put(job)
+            self._ensure_worker()
+        if busy and on_wait is not None:
+            on_wait(holder or "another memory operation")
+        job.started.wait()
+        try:
+            result: T = job.result.result(timeout=timeout)
+        except TimeoutError:
+            raise BackendTimeout(
+                f"memory {label} timed out after {timeout:g} s; it finishes in the background"
+            ) from None
+        return result
+
+    def _ensure_worker(self) -> None:
+        if self._worker is None or not self._worker.is_alive():
+            self._worker = threading.Thread(target=self._work, name="pimem-backend", daemon=True)
+            self._worker.start()
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            self._holder = job.label
+            job.started.set()
+            try:
+                job.result.set_result(self._attempt(job))
+            except BaseException as error:  # noqa: BLE001 - handed to the caller, who decides
+                job.result.set_exception(error)
+            finally:
+                with self._state:
+                    self._holder = None
+                    self._pending -= 1
+
+    def _attempt(self, job: _Job) -> Any:
+        for delay in (*self._backoff, None):
+            try:
+                return job.operation()
+            except Exception as error:
+                if delay is None or not job.is_contention(error):
+                    raise
+                self._sleep(delay)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+@functools.cache
+def process_queue() -> BackendQueue:
+    """The process's queue, created on first use (Milvus Lite's lock is per process)."""
+    return BackendQueue()

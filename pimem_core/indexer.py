@@ -1,0 +1,89 @@
+"""When a session's memory store gets indexed: caught up at start, soon after writes, at shutdown.
+
+Indexing never runs on the agent's path: every run happens on a background thread. A write
+schedules a run five seconds later, and every further write during the wait restarts it, so a
+burst of captures costs one run. Shutdown starts a pending run at once and waits for it up to a
+cap; what is not indexed by then is caught up at the next session start. memsearch's watcher is
+never used: it would hold the database lock for the whole session.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+DEBOUNCE_SECONDS = 5.0
+SHUTDOWN_CAP_SECONDS = 15.0
+
+
+class Indexer:
+    """Schedules index runs for one session's store; ``run(reason)`` does one run."""
+
+    def __init__(self, run: Callable[[str], object], *, debounce: float = DEBOUNCE_SECONDS) -> None:
+        self._run = run
+        self._debounce = debounce
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._worker: threading.Thread | None = None
+        self._again: str | None = None
+        self._due = False
+        #: Why the last run failed, or ``None`` when it succeeded (or none ran yet).
+        self.last_failure: str | None = None
+        self.runs = 0
+
+    def catch_up(self) -> None:
+        """Index whatever was written since the last run, in the background."""
+        self._start("catch-up")
+
+    def note_write(self) -> None:
+        """A write happened: (re)start the wait before the next run."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._due = True
+            self._timer = threading.Timer(self._debounce, self._start, args=("write",))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def shutdown(self, cap: float = SHUTDOWN_CAP_SECONDS) -> bool:
+        """Run a pending index now and wait for it at most *cap* seconds; ``True`` if settled."""
+        with self._lock:
+            timer, self._timer, due = self._timer, None, self._due
+        if timer is not None:
+            timer.cancel()
+        if due:
+            self._start("shutdown")
+        worker = self._worker
+        if worker is not None:
+            worker.join(cap)
+            return not worker.is_alive()
+        return True
+
+    def _start(self, reason: str) -> None:
+        with self._lock:
+            self._due = False
+            if self._worker is not None and self._worker.is_alive():
+                self._again = reason  # the running pass may have missed this write
+                return
+            self._worker = threading.Thread(
+                target=self._work, args=(reason,), name="pimem-indexer", daemon=True
+            )
+            self._worker.start()
+
+    def _work(self, reason: str) -> None:
+        while True:
+            try:
+                self._run(reason)
+                self.last_failure = None
+            except Exception as error:  # noqa: BLE001 - remembered for status, never raised
+                log.warning("index run (%s) failed: %s", reason, error)
+                self.last_failure = str(error)
+            self.runs += 1
+            with self._lock:
+                reason, self._again = self._again or "", None
+                if not reason:
+                    self._worker = None
+                    return

@@ -1,0 +1,103 @@
+"""Recall results as agents and people read them, shared by the CLI and host adapters."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pimem_core.types import Redaction, Scope, SearchHit, Section, StatusSection
+
+
+def render_hits(query: str, hits: Sequence[SearchHit]) -> str:
+    """L1 hits, best first. Scores are memsearch's normalised rank fusion, not a confidence."""
+    if not hits:
+        return f'No memories found for "{query}".'
+    blocks = []
+    for number, hit in enumerate(hits, 1):
+        origin = f" | {hit.project}" if hit.project is not None else ""
+        blocks.append(
+            f"{number}. score {hit.score:.3f} | chunk {hit.chunk_hash}{origin} | "
+            f"{hit.source}:{hit.start_line}-{hit.end_line}\n{hit.content}"
+        )
+    return f"{len(hits)} memory chunk(s), best first:\n\n" + "\n\n".join(blocks)
+
+
+def hit_to_json(hit: SearchHit) -> dict[str, object]:
+    data: dict[str, object] = {
+        "chunk_hash": hit.chunk_hash,
+        "score": hit.score,
+        "source": hit.source,
+        "start_line": hit.start_line,
+        "end_line": hit.end_line,
+        "heading": hit.heading,
+        "content": hit.content,
+    }
+    if hit.project is not None:
+        data["project"] = str(hit.project)
+    return data
+
+
+def render_section(section: Section) -> str:
+    """L2: the section behind a chunk, and where it came from when it is anchored."""
+    text = f"{section.source}:{section.start_line}-{section.end_line} | {section.heading}\n\n"
+    text += section.content
+    if section.anchor is not None:
+        text += (
+            f"\n\norigin: session {section.anchor.session} entry {section.anchor.turn}"
+            f"\ntranscript: {section.anchor.transcript}"
+        )
+    return text
+
+
+def section_to_json(section: Section) -> dict[str, object]:
+    anchor = section.anchor
+    return {
+        "chunk_hash": section.chunk_hash,
+        "source": section.source,
+        "heading": section.heading,
+        "start_line": section.start_line,
+        "end_line": section.end_line,
+        "content": section.content,
+        "anchor": None
+        if anchor is None
+        else {"session": anchor.session, "turn": anchor.turn, "transcript": anchor.transcript},
+    }
+
+
+def render_redaction(redaction: Redaction) -> str:
+    gone = " (it held nothing else, so the file was deleted)" if redaction.deleted else ""
+    return (
+        f"Forgot a memory {redaction.kind} in {redaction.file}{gone}. "
+        f"No other copy is kept; this was it:\n\n{redaction.removed}"
+    )
+
+
+def redaction_to_json(redaction: Redaction) -> dict[str, object]:
+    return {
+        "file": str(redaction.file),
+        "removed": redaction.removed,
+        "deleted": redaction.deleted,
+        "kind": redaction.kind,
+    }
+
+
+def render_status(scope: Scope, sections: Sequence[StatusSection]) -> str:
+    lines = [
+        f"scope: {scope.scope_dir}",
+        f"store: {scope.memory_dir}",
+        f"collection: {scope.collection}",
+    ]
+    if scope.store_command is not None:
+        lines.append(f"store command: {scope.store_command}")
+    before = [s for s in sections if s.rank < 20]
+    after = [s for s in sections if s.rank >= 20]
+    return "\n".join(
+        [
+            *(line for s in before for line in s.lines),
+            *lines,
+            *(line for s in after for line in s.lines),
+        ]
+    )
+
+
+def status_to_json(scope: Scope, sections: Sequence[StatusSection]) -> dict[str, object]:
+    return {"scope": scope.to_json(), **{section.name: dict(section.data) for section in sections}}

@@ -1,0 +1,476 @@
+"""memsearch in-process: its own configuration, a warm embedder, the database opened per call.
+
+Every agent of the mesh runs memsearch with the configuration memsearch resolves (the global
+``~/.memsearch/config.toml``, then the project's ``.memsearch.toml`` at the repository
+directory), so pimem resolves it the same way and embeds with the same provider and model.
+Loading an embedder costs about a second, so each one is kept for the life of the process.
+The Milvus Lite database, by contrast, is opened for one operation and closed right after: its
+file lock is machine-wide, and holding it while idle would block every other agent.
+
+Everything here runs on the backend queue's single worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import functools
+import importlib.metadata
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from pimem_core.errors import PimemError
+from pimem_core.types import Anchor, FailedFile, IndexReport, Scope, SearchHit, Section
+
+REQUIREMENT = "memsearch[onnx]>=0.4.23,<0.5"
+NEGATIVE_PROBE_SECONDS = 30.0
+CHUNK_HASH = re.compile(r"[0-9a-f]{16}")
+_ANCHOR = re.compile(r"<!--\s*session:(\S+)\s+turn:(\S+)\s+transcript:(\S+)\s*-->")
+_HEADING = re.compile(r"^(#{1,6})\s+(.+)$")
+
+
+class BackendUnavailable(PimemError):
+    """memsearch cannot be used in this environment; the message says how to install it."""
+
+
+class CollectionMissing(PimemError):
+    """The collection has never been indexed on this machine."""
+
+
+class DatabaseLocked(PimemError):
+    """Another process kept the Milvus Lite database open through every retry."""
+
+
+@attrs.frozen
+class Availability:
+    version: str | None
+    reason: str | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.reason is None
+
+
+def install_instructions(reason: str) -> str:
+    return (
+        f"The memory backend is unavailable: {reason}. pimem needs {REQUIREMENT} in its own "
+        f'Python environment: run `pip install "{REQUIREMENT}"` there (or `make venv` in a '
+        "pimem checkout), then retry. Writing memory keeps working meanwhile."
+    )
+
+
+def global_config_path() -> Path:
+    """memsearch's global configuration, looked up now (not when memsearch was imported)."""
+    return Path.home() / ".memsearch" / "config.toml"
+
+
+def project_config_path(scope: Scope) -> Path:
+    return scope.repository_dir / ".memsearch.toml"
+
+
+@contextlib.contextmanager
+def _config_files(scope: Scope) -> Iterator[None]:
+    """Point memsearch's config lookup at this scope's files for one call.
+
+    memsearch reads the project file relative to the working directory and fixes the global
+    path at import; an agent's process has neither in the right place, so both are set for
+    the duration of the call (the backend worker is the only thread using memsearch).
+    """
+    import memsearch.config as config
+
+    saved = config.GLOBAL_CONFIG_PATH, config.PROJECT_CONFIG_PATH
+    config.GLOBAL_CONFIG_PATH = global_config_path()
+    config.PROJECT_CONFIG_PATH = project_config_path(scope)
+    try:
+        yield
+    finally:
+        config.GLOBAL_CONFIG_PATH, config.PROJECT_CONFIG_PATH = saved
+
+
+def is_contention(error: BaseException) -> bool:
+    """Whether *error* means another process holds the Milvus Lite database.
+
+    memsearch wraps every failed local open in one generic message, and the lock error
+    itself is only logged by Milvus Lite, so a generic open failure is checked against the
+    database's lock file. An incompatible database is never contention.
+    """
+    seen: BaseException | None = error
+    while seen is not None:
+        text = str(seen)
+        if type(seen).__name__ == "DataDirLockedError" or "another process holds the lock" in text:
+            return True
+        if "Could not open the local Milvus database at " in text and "is a file" not in text:
+            path = text.removeprefix("Could not open the local Milvus database at ").split(":")[0]
+            return _lock_held_elsewhere(Path(path))
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _lock_held_elsewhere(database: Path) -> bool:
+    try:
+        fd = os.open(database / "LOCK", os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        return error.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES)
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def extract_section(lines: list[str], start_line: int, level: int) -> tuple[str, int, int]:
+    """The section around a chunk, as memsearch's expand shows it: from the chunk's heading
+    to the next heading of the same or a higher level. Lines are 1-based in the result."""
+    start = start_line - 1
+    end = len(lines)
+    if level > 0:
+        for i in range(min(start_line, len(lines)) - 1, -1, -1):
+            match = _HEADING.match(lines[i])
+            if match and len(match.group(1)) <= level:
+                start = i
+                break
+        for i in range(start_line, len(lines)):
+            match = _HEADING.match(lines[i])
+            if match and len(match.group(1)) <= level:
+                end = i
+                break
+    return "\n".join(lines[start:end]), start + 1, end
+
+
+def parse_anchor(text: str) -> Anchor | None:
+    match = _ANCHOR.search(text)
+    if match is None:
+        return None
+    return Anchor(session=match.group(1), turn=match.group(2), transcript=match.group(3))
+
+
+class MemsearchEngine:
+    """The process's memsearch: configuration per project, embedders kept warm."""
+
+    def __init__(self) -> None:
+        self._embedders: dict[tuple[object, ...], Any] = {}
+        self._loop = asyncio.new_event_loop()
+        self._probe: Availability | None = None
+        self._probed_at = 0.0
+        self.bootstrap_note = "not checked yet"
+
+    # -- availability and configuration ---------------------------------------------------
+
+    def availability(self) -> Availability:
+        """Whether memsearch can be imported; a failure is re-checked after 30 s."""
+        fresh = time.monotonic() - self._probed_at < NEGATIVE_PROBE_SECONDS
+        if self._probe is not None and (self._probe.available or fresh):
+            return self._probe
+        try:
+            import memsearch.core  # the import is the probe
+            import memsearch.store  # noqa: F401
+
+            self._probe = Availability(version=importlib.metadata.version("memsearch"))
+        except Exception as error:  # noqa: BLE001 - any import failure: the backend cannot run
+            self._probe = Availability(version=None, reason=f"memsearch failed to import ({error})")
+        self._probed_at = time.monotonic()
+        return self._probe
+
+    def require(self) -> None:
+        availability = self.availability()
+        if availability.reason is not None:
+            raise BackendUnavailable(install_instructions(availability.reason))
+
+    def bootstrap(self, scope: Scope) -> None:
+        """Zero-config start: with no memsearch configuration at all, choose the onnx provider,
+        as memsearch's own agent plugins do. An existing configuration is never changed."""
+        if global_config_path().exists():
+            self.bootstrap_note = f"not needed (existing config: {global_config_path()})"
+            return
+        if project_config_path(scope).exists():
+            self.bootstrap_note = f"not needed (existing config: {project_config_path(scope)})"
+            return
+        from memsearch.config import set_config_value
+
+        try:
+            with _config_files(scope):
+                set_config_value("embedding.provider", "onnx")
+        except OSError as error:
+            self.bootstrap_note = f"failed ({error})"
+            return
+        self.bootstrap_note = f"set embedding.provider = onnx in {global_config_path()}"
+
+    def config(self, scope: Scope) -> Any:
+        """memsearch's resolved configuration for *scope*."""
+        self.require()
+        self.bootstrap(scope)
+        from memsearch.config import ConfigEnvVarError, resolve_config
+
+        try:
+            with _config_files(scope):
+                return resolve_config()
+        except ConfigEnvVarError as error:
+            raise PimemError(f"memsearch configuration error: {error}") from None
+        except (OSError, ValueError) as error:
+            raise PimemError(f"cannot read memsearch's configuration: {error}") from None
+
+    def _embedder(self, config: Any) -> Any:
+        embedding = config.embedding
+        key = (
+            embedding.provider,
+            embedding.model,
+            embedding.batch_size,
+            embedding.base_url,
+            embedding.api_key,
+        )
+        if key not in self._embedders:
+            from memsearch.embeddings import get_provider
+
+            try:
+                self._embedders[key] = get_provider(
+                    embedding.provider,
+                    model=embedding.model or None,
+                    batch_size=embedding.batch_size,
+                    base_url=embedding.base_url or None,
+                    api_key=embedding.api_key or None,
+                )
+            except Exception as error:  # the provider's own failure, reported with the fix
+                raise PimemError(
+                    f"memsearch could not load the embedding provider {embedding.provider!r} "
+                    f"(model {embedding.model!r}): {error}. Check `embedding` in "
+                    f"{global_config_path()}"
+                ) from error
+        return self._embedders[key]
+
+    def _memsearch(self, scope: Scope, config: Any, *, paths: tuple[str, ...] = ()) -> Any:
+        """A ``MemSearch`` for *scope*'s collection that reuses the warm embedder."""
+        from memsearch import core
+
+        embedder = self._embedder(config)
+        load = core.get_provider
+        core.get_provider = lambda *_, **__: embedder
+        try:
+            return core.MemSearch(
+                list(paths),
+                embedding_provider=config.embedding.provider,
+                embedding_model=config.embedding.model or None,
+                milvus_uri=config.milvus.uri,
+                milvus_token=config.milvus.token or None,
+                collection=scope.collection,
+                max_chunk_size=config.chunking.max_chunk_size,
+                overlap_lines=config.chunking.overlap_lines,
+                ignore_files=list(config.indexing.ignore_files),
+                exclude=list(config.indexing.exclude),
+                reranker_model=config.reranker.model,
+            )
+        finally:
+            core.get_provider = load
+
+    def _missing(self, scope: Scope, error: Exception) -> CollectionMissing:
+        return CollectionMissing(
+            f"collection {scope.collection} was never indexed on this machine; "
+            f"`pimem index` builds it from {scope.memory_dir} ({error})"
+        )
+
+    # -- operations ---------------------------------------------------------------------
+
+    def index(self, scope: Scope, progress: Callable[[int, int], None] | None) -> IndexReport:
+        from memsearch.index_report import IndexFailure
+        from memsearch.index_state import (
+            record_index_error,
+            record_index_report,
+            record_index_started,
+        )
+
+        config = self.config(scope)
+        paths = (str(scope.memory_dir),)
+        state = {
+            "operation": "index",
+            "paths": paths,
+            "collection": scope.collection,
+            "milvus_uri": config.milvus.uri,
+        }
+        state_path = scope.index_state_path
+        if state_path is not None:
+            record_index_started(state_path, **state)
+        memsearch = self._memsearch(scope, config, paths=paths)
+        try:
+            report = self._loop.run_until_complete(
+                _index_with_progress(memsearch, progress)
+                if progress
+                else memsearch.index_with_report()
+            )
+        except Exception as error:
+            if state_path is not None:
+                record_index_error(state_path, error, **state)
+            raise
+        finally:
+            memsearch.close()
+        if state_path is not None:
+            record_index_report(state_path, report, **state)
+        failures: tuple[IndexFailure, ...] = report.failed_files
+        return IndexReport(
+            indexed_chunks=report.indexed_chunks,
+            total_files=report.total_files,
+            failed_files=tuple(FailedFile(path=f.path, error=f.error) for f in failures),
+        )
+
+    def search(self, scope: Scope, text: str, top_k: int) -> tuple[SearchHit, ...]:
+        from memsearch.store import CollectionNotFoundError
+
+        memsearch = self._memsearch(scope, self.config(scope))
+        try:
+            results = self._loop.run_until_complete(memsearch.search(text, top_k=top_k))
+        except CollectionNotFoundError as error:
+            raise self._missing(scope, error) from None
+        finally:
+            memsearch.close()
+        return tuple(
+            SearchHit(
+                chunk_hash=str(hit["chunk_hash"]),
+                content=str(hit["content"]),
+                source=str(hit["source"]),
+                heading=str(hit.get("heading", "")),
+                heading_level=int(hit.get("heading_level", 0)),
+                start_line=int(hit["start_line"]),
+                end_line=int(hit["end_line"]),
+                score=float(hit["score"]),
+            )
+            for hit in results
+        )
+
+    def expand(self, scope: Scope, chunk_hash: str) -> Section:
+        if not CHUNK_HASH.fullmatch(chunk_hash):
+            raise PimemError(f"chunk hash must be 16 lowercase hex digits, got {chunk_hash!r}")
+        from memsearch.store import CollectionNotFoundError, MilvusStore
+
+        config = self.config(scope)
+        store = MilvusStore(
+            uri=config.milvus.uri,
+            token=config.milvus.token or None,
+            collection=scope.collection,
+            dimension=None,
+        )
+        try:
+            chunks = store.query(filter_expr=f'chunk_hash == "{chunk_hash}"')
+        except CollectionNotFoundError as error:
+            raise self._missing(scope, error) from None
+        finally:
+            store.close()
+        if not chunks:
+            raise PimemError(
+                f"chunk {chunk_hash} is not in collection {scope.collection}; "
+                "it may have been re-indexed under a new hash: search again"
+            )
+        chunk = chunks[0]
+        source = Path(str(chunk["source"]))
+        try:
+            text = source.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            raise PimemError(
+                f"chunk {chunk_hash} points at {source}, which no longer exists (reindex pending)"
+            ) from None
+        content, start, end = extract_section(
+            text.splitlines(), int(chunk["start_line"]), int(chunk.get("heading_level", 0))
+        )
+        return Section(
+            chunk_hash=chunk_hash,
+            source=str(source),
+            heading=str(chunk.get("heading", "")),
+            start_line=start,
+            end_line=end,
+            content=content,
+            anchor=parse_anchor(content),
+        )
+
+    def compact(self, scope: Scope) -> str:
+        from memsearch.store import CollectionNotFoundError
+
+        config = self.config(scope)
+        llm, legacy = config.llm, config.compact
+        prompt = None
+        if config.prompts.compact:
+            prompt = Path(config.prompts.compact).expanduser().read_text(encoding="utf-8")
+        elif legacy.prompt_file:
+            prompt = Path(legacy.prompt_file).read_text(encoding="utf-8")
+        memsearch = self._memsearch(scope, config)
+        try:
+            summary = self._loop.run_until_complete(
+                memsearch.compact(
+                    llm_provider=llm.provider or legacy.llm_provider,
+                    llm_model=llm.model or legacy.llm_model or None,
+                    prompt_template=prompt,
+                    output_dir=scope.memory_dir.parent,
+                    llm_base_url=llm.base_url or legacy.base_url or None,
+                    llm_api_key=llm.api_key or legacy.api_key or None,
+                )
+            )
+        except CollectionNotFoundError as error:
+            raise self._missing(scope, error) from None
+        finally:
+            memsearch.close()
+        return str(summary)
+
+    def count(self, scope: Scope) -> int | None:
+        """Chunks in *scope*'s collection; ``None`` when it was never created."""
+        from memsearch.store import CollectionNotFoundError, MilvusStore
+
+        config = self.config(scope)
+        store = MilvusStore(
+            uri=config.milvus.uri,
+            token=config.milvus.token or None,
+            collection=scope.collection,
+            dimension=None,
+        )
+        try:
+            return int(store.count())
+        except CollectionNotFoundError:
+            return None
+        finally:
+            store.close()
+
+    def describe(self, scope: Scope) -> dict[str, str]:
+        """Provider, model and database, as resolved for *scope*."""
+        config = self.config(scope)
+        return {
+            "provider": str(config.embedding.provider),
+            "model": str(config.embedding.model),
+            "milvus_uri": str(config.milvus.uri),
+        }
+
+
+async def _index_with_progress(memsearch: Any, progress: Callable[[int, int], None]) -> Any:
+    """memsearch's own index run, reporting each file as it is done."""
+    from memsearch.scanner import scan_paths
+
+    total = len(
+        scan_paths(
+            memsearch._paths, ignore_files=memsearch._ignore_files, exclude=memsearch._exclude
+        )
+    )
+    done = 0
+    index_file = memsearch._index_file
+
+    async def counted(scanned: Any, *, force: bool = False) -> int:
+        nonlocal done
+        try:
+            return int(await index_file(scanned, force=force))
+        finally:
+            done += 1
+            progress(done, total)
+
+    memsearch._index_file = counted
+    return await memsearch.index_with_report()
+
+
+@functools.cache
+def shared_engine() -> MemsearchEngine:
+    """The process's engine, created on first use: one warm embedder per configuration."""
+    return MemsearchEngine()

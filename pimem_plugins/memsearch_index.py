@@ -1,0 +1,158 @@
+"""The default indexing plugin: index, L1 search, L2 expand, compaction and status on memsearch.
+
+Every operation goes through the process's backend queue, so operations never overlap and a
+database held by another process is waited out with backoff. Without a usable memsearch the
+store still takes writes; search, expand and compact answer with install instructions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+from pimem_core import hookimpl
+from pimem_core.backend import process_queue
+from pimem_core.errors import PimemError
+from pimem_core.types import (
+    BackendCall,
+    CompactResult,
+    IndexReport,
+    Scope,
+    SearchHit,
+    SearchQuery,
+    Section,
+    StatusSection,
+)
+from pimem_plugins.memsearch_engine import (
+    DatabaseLocked,
+    install_instructions,
+    is_contention,
+    shared_engine,
+)
+
+T = TypeVar("T")
+
+
+def _run(label: str, operation: Callable[[], T], call: BackendCall, timeout_ms: int | None) -> T:
+    try:
+        return process_queue().run(
+            label,
+            operation,
+            is_contention=is_contention,
+            on_wait=call.on_wait,
+            timeout=None if timeout_ms is None else timeout_ms / 1000,
+        )
+    except Exception as error:
+        if is_contention(error):
+            raise DatabaseLocked(
+                f"memory {label} failed: another process kept the Milvus Lite database open "
+                "through every retry (about 4 s). Another agent is probably indexing; retry in a "
+                "moment, or point memsearch at a Milvus server (milvus.uri) to share it."
+            ) from None
+        raise
+
+
+class MemsearchIndex:
+    """Indexing hooks on the shared in-process memsearch engine."""
+
+    @hookimpl(trylast=True)
+    def pimem_index_memory(self, scope: Scope, call: BackendCall) -> IndexReport:
+        if not scope.memory_dir.is_dir():
+            return IndexReport(indexed_chunks=0)
+        engine = shared_engine()
+        return _run("index", lambda: engine.index(scope, call.progress), call, None)
+
+    @hookimpl(trylast=True)
+    def pimem_search_memory(
+        self, scope: Scope, query: SearchQuery, call: BackendCall
+    ) -> tuple[SearchHit, ...]:
+        engine = shared_engine()
+        return _run(
+            "search",
+            lambda: engine.search(scope, query.text, query.top_k),
+            call,
+            call.settings.search_timeout_ms,
+        )
+
+    @hookimpl(trylast=True)
+    def pimem_expand_chunk(self, scope: Scope, chunk_hash: str, call: BackendCall) -> Section:
+        engine = shared_engine()
+        return _run(
+            "expand",
+            lambda: engine.expand(scope, chunk_hash),
+            call,
+            call.settings.search_timeout_ms,
+        )
+
+    @hookimpl(trylast=True)
+    def pimem_compact_memory(self, scope: Scope, call: BackendCall) -> CompactResult:
+        if scope.memory_dir.name != "memory":
+            # memsearch appends the summary to <output dir>/memory/<date>.md.
+            raise PimemError(
+                f'memory compaction needs a store directory named "memory": the summary would '
+                f"land in {scope.memory_dir.parent / 'memory'}, outside the store "
+                f"{scope.memory_dir} it summarizes, shared with its siblings"
+            )
+        engine = shared_engine()
+        summary = _run(
+            "memory compaction",
+            lambda: engine.compact(scope),
+            call,
+            call.settings.compact_timeout_ms,
+        )
+        return CompactResult(summary=summary.strip() or None)
+
+    @hookimpl
+    def pimem_collect_status(self, scope: Scope) -> Iterator[StatusSection]:
+        engine = shared_engine()
+        availability = engine.availability()
+        if availability.reason is not None:
+            yield StatusSection(
+                name="backend",
+                rank=10,
+                lines=(
+                    f"backend: unavailable ({availability.reason})",
+                    install_instructions(availability.reason),
+                ),
+                data={"available": False, "reason": availability.reason},
+            )
+            return
+        try:
+            described = process_queue().run(
+                "status", lambda: engine.describe(scope), is_contention=is_contention
+            )
+        except PimemError as error:
+            described = {"error": str(error)}
+        yield StatusSection(
+            name="backend",
+            rank=10,
+            lines=(
+                f"backend: available (memsearch {availability.version}, in-process)",
+                *(f"{key}: {value}" for key, value in described.items()),
+            ),
+            data={"available": True, "version": availability.version, **described},
+        )
+        yield StatusSection(
+            name="bootstrap",
+            rank=30,
+            lines=(f"bootstrap: {engine.bootstrap_note}",),
+            data={"note": engine.bootstrap_note},
+        )
+        try:
+            count = process_queue().run(
+                "stats", lambda: engine.count(scope), is_contention=is_contention
+            )
+        except Exception as error:  # noqa: BLE001 - reported: status must always answer
+            yield StatusSection(
+                name="chunks",
+                rank=60,
+                lines=(f"indexed chunks: unavailable ({error})",),
+                data={"indexed_chunks": None, "error": str(error)},
+            )
+            return
+        line = (
+            "indexed chunks: 0 (collection not created yet)"
+            if count is None
+            else f"indexed chunks: {count}"
+        )
+        yield StatusSection(name="chunks", rank=60, lines=(line,), data={"indexed_chunks": count})
