@@ -2,7 +2,9 @@
 
 A daily memory file is ``<memory dir>/YYYY-MM-DD.md``. An entry is a ``### HH:MM`` heading up to
 the next ``#``, ``##`` or ``###`` heading; ``## Session HH:MM`` headings group a session's
-entries. The functions here are pure: text in, text out.
+entries. memsearch's compaction appends a ``## Memory Compact`` block (its summary, which may
+have its own ``###`` sub-headings) that can be removed as a whole. The functions here are pure:
+text in, text out.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ _ENTRY_HEADING = re.compile(r"^###\s+(\d{2}:\d{2})\s*$")
 _ENTRY_BOUNDARY = re.compile(r"^#{1,3}\s")
 _GROUP_HEADING = re.compile(r"^#{1,2}\s")
 _SECTION_HEADING = re.compile(r"^##\s")
+# memsearch >= 0.4.23 writes ``## Memory Compact HH:MM``; older versions ``## Memory Compact``.
+_COMPACT_HEADING = re.compile(r"^##\s+Memory Compact(?:\s+\d{2}:\d{2})?\s*$")
+_SUB_HEADING = re.compile(r"^#{2,}\s+(.+?)\s*$")
+_DATE_TITLE = re.compile(r"^#\s+\d{4}-\d{2}-\d{2}\s*$")
 
 
 def day_file_name(entry: Entry) -> str:
@@ -80,5 +86,68 @@ def remove_entry(text: str, entry: DayEntry) -> str:
     remaining = "\n".join(lines)
     if text.endswith("\n\n") and not remaining.endswith("\n\n"):
         # The last entry went: keep the blank line that separates the next append from the rest.
+        remaining += "\n"
+    return remaining
+
+
+@attrs.frozen(kw_only=True)
+class CompactBlock:
+    """A ``## Memory Compact`` block: lines ``start`` (its heading) to ``end`` (exclusive)."""
+
+    start: int
+    end: int
+    #: The block's lines without the blank lines that trail it.
+    text: str
+    #: The text of every heading of level 2 or deeper in the block, its own heading first.
+    headings: tuple[str, ...]
+
+    @property
+    def last(self) -> int:
+        """The 0-based index of the block's last non-blank line."""
+        return self.start + self.text.count("\n")
+
+
+def list_compact_blocks(text: str) -> list[CompactBlock]:
+    """Every ``## Memory Compact`` block of *text*, in order.
+
+    A block ends at the next ``#`` or ``##`` heading, or at a bare ``### HH:MM`` entry heading: an
+    entry of the same session appended after a compaction opens no ``## Session`` heading.
+    """
+    lines = text.split("\n")
+    blocks = []
+    for start, line in enumerate(lines):
+        if _COMPACT_HEADING.match(line) is None:
+            continue
+        end = next(
+            (
+                i
+                for i in range(start + 1, len(lines))
+                if _GROUP_HEADING.match(lines[i]) or _ENTRY_HEADING.match(lines[i])
+            ),
+            len(lines),
+        )
+        body = lines[start:end]
+        while body and not body[-1].strip():
+            body.pop()
+        headings = tuple(
+            match.group(1) for match in map(_SUB_HEADING.match, body) if match is not None
+        )
+        blocks.append(CompactBlock(start=start, end=end, text="\n".join(body), headings=headings))
+    return blocks
+
+
+def remove_compact_block(text: str, block: CompactBlock) -> str:
+    """*text* without *block*; ``""`` when nothing worth keeping remains (delete the file).
+
+    Unlike :func:`remove_entry`, a ``# YYYY-MM-DD`` date title (memsearch's compaction writes one
+    into a new file) does not keep the file alive; any other title or line does.
+    """
+    lines = text.split("\n")
+    del lines[block.start : block.end]
+    if all(not line.strip() or _DATE_TITLE.match(line) for line in lines):
+        return ""
+    remaining = "\n".join(lines)
+    if text.endswith("\n\n") and not remaining.endswith("\n\n"):
+        # The block was last: keep the blank line that separates the next append from the rest.
         remaining += "\n"
     return remaining

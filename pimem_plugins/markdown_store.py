@@ -14,14 +14,22 @@ import tempfile
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from pimem_core import hookimpl
 from pimem_core.errors import StoreError
-from pimem_core.types import ChunkAddress, DayAddress, Entry, Redaction, Scope
-from pimem_plugins.day_file import day_file_name, format_entry, list_entries, remove_entry
+from pimem_core.types import ChunkAddress, DayAddress, Entry, Redaction, Scope, Section
+from pimem_plugins.day_file import (
+    day_file_name,
+    format_entry,
+    list_compact_blocks,
+    list_entries,
+    remove_compact_block,
+    remove_entry,
+)
 
 T = TypeVar("T")
+RedactionKind = Literal["entry", "compact block"]
 _REWRITE_ATTEMPTS = 5
 
 
@@ -62,12 +70,12 @@ class MarkdownStore:
     @hookimpl(trylast=True)
     def pimem_forget_entry(self, scope: Scope, address: DayAddress | ChunkAddress) -> Redaction:
         if isinstance(address, ChunkAddress):
-            raise StoreError("forgetting by chunk hash is not supported by this store yet")
+            return _forget_chunk(scope, address.section)
         file = scope.memory_dir / f"{address.day.isoformat()}.md"
         if not file.is_file():
             raise StoreError(f"no daily memory file for {address.day.isoformat()} at {file}")
 
-        def forget(text: str) -> tuple[str, str]:
+        def forget(text: str) -> tuple[str, tuple[str, RedactionKind]]:
             found = [entry for entry in list_entries(text) if entry.time == address.time]
             if not found:
                 raise StoreError(f"no memory entry at {address.time} in {file}")
@@ -76,15 +84,100 @@ class MarkdownStore:
                     f"{len(found)} entries at {address.time} in {file}: ambiguous; "
                     "edit the daily memory file by hand to remove the one you mean"
                 )
-            return remove_entry(text, found[0]), found[0].text
+            return remove_entry(text, found[0]), (found[0].text, "entry")
 
         try:
-            removed = _rewrite(file, forget)
-        except OSError as error:
+            return _redact(file, forget)
+        except FileNotFoundError:
             raise StoreError(
-                f"cannot rewrite the daily memory file {file}: {error.strerror or error}"
+                f"no daily memory file for {address.day.isoformat()} at {file}"
             ) from None
-        return Redaction(file=file, removed=removed, deleted=not file.exists())
+
+
+def _forget_chunk(scope: Scope, section: Section) -> Redaction:
+    """Remove the entry, or the ``## Memory Compact`` block, an expanded chunk points at.
+
+    The chunk's heading and line window come from the index, which may lag behind the file: the
+    window is padded into neighbouring entries, and other writers may have moved lines since.
+    So the entry must carry the chunk's heading with its heading line inside the window, and
+    its session anchor when the chunk has one; anything but exactly one match is refused.
+    """
+    chunk = section.chunk_hash
+    file = Path(os.path.normpath(os.path.join(scope.scope_dir, section.source)))
+    if not _inside(file, scope.memory_dir):
+        raise StoreError(
+            f"chunk {chunk} lives in {section.source}, outside the memory store "
+            f"{scope.memory_dir}; only daily memory files can be forgotten"
+        )
+    gone = StoreError(
+        f"chunk {chunk} points at {file}, which no longer exists; "
+        "the index has not caught up with it yet (a reindex is pending)"
+    )
+    if not file.is_file():
+        raise gone
+    heading = section.heading.strip()
+    first, last = section.start_line, section.end_line
+
+    def forget(text: str) -> tuple[str, tuple[str, RedactionKind]]:
+        entries = [
+            entry
+            for entry in list_entries(text)
+            if entry.time == heading and first <= entry.start + 1 <= last
+        ]
+        if section.anchor is not None:
+            marker = f"session:{section.anchor.session} turn:{section.anchor.turn} "
+            entries = [entry for entry in entries if marker in entry.text]
+        if len(entries) > 1:
+            raise StoreError(
+                f"chunk {chunk} matches {len(entries)} entries at {heading} in {file}: "
+                "ambiguous; edit the daily memory file by hand to remove the one you mean"
+            )
+        if entries:
+            return remove_entry(text, entries[0]), (entries[0].text, "entry")
+        blocks = [
+            block
+            for block in list_compact_blocks(text)
+            if block.start + 1 <= last and first <= block.last + 1 and heading in block.headings
+        ]
+        if not blocks:
+            raise StoreError(
+                f"chunk {chunk} (heading {heading!r}, lines {first}-{last}) does not resolve "
+                f"to a memory entry or compact block in {file}; the file may have changed "
+                "since it was indexed"
+            )
+        if len(blocks) > 1:
+            raise StoreError(
+                f"chunk {chunk} spans {len(blocks)} compact blocks in {file}: ambiguous; "
+                "edit the daily memory file by hand to remove the one you mean"
+            )
+        return remove_compact_block(text, blocks[0]), (blocks[0].text, "compact block")
+
+    try:
+        return _redact(file, forget)
+    except FileNotFoundError:
+        raise gone from None
+
+
+def _inside(file: Path, directory: Path) -> bool:
+    """*file* lies below *directory*, once both are resolved through symbolic links."""
+    real, root = os.path.realpath(file), os.path.realpath(directory)
+    return real != root and os.path.commonpath([real, root]) == root
+
+
+def _redact(file: Path, edit: Callable[[str], tuple[str, tuple[str, RedactionKind]]]) -> Redaction:
+    """Rewrite *file* with *edit*, which also answers the removed text and what it was.
+
+    Raises :class:`FileNotFoundError` when *file* disappears before it could be opened.
+    """
+    try:
+        removed, kind = _rewrite(file, edit)
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise StoreError(
+            f"cannot rewrite the daily memory file {file}: {error.strerror or error}"
+        ) from None
+    return Redaction(file=file, removed=removed, deleted=not file.exists(), kind=kind)
 
 
 def _read_if_exists(file: Path) -> str:

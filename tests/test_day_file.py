@@ -10,7 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pimem_core.types import Anchor, DayAddress, Entry, Redaction
-from pimem_plugins.day_file import format_entry, list_entries, remove_entry
+from pimem_plugins.day_file import (
+    format_entry,
+    list_compact_blocks,
+    list_entries,
+    remove_compact_block,
+    remove_entry,
+)
 
 from conftest import make_pimem
 
@@ -223,3 +229,173 @@ def test_removing_one_entry_keeps_all_others_byte_identical(
     assert result.count("\n## Session ") in (headings, headings - 1)
     if text.startswith("# 2026-08-13\n"):
         assert result.startswith("# 2026-08-13\n")
+
+
+# -- compact blocks on text ----------------------------------------------------------------------
+
+ENTRY_0900 = "### 09:00\n<!-- session:s1 turn:t1 transcript:/a -->\n- before compaction"
+ENTRY_0930 = "### 09:30\n<!-- session:s1 turn:t2 transcript:/a -->\n- after compaction"
+BLOCK = "## Memory Compact 09:12\n\n- summary line\n\n### Decisions\n\n- use redis"
+COMPACTED = f"# 2026-08-13\n\n## Session 09:00\n\n{ENTRY_0900}\n\n\n\n{BLOCK}\n\n{ENTRY_0930}\n\n"
+
+
+def test_list_compact_blocks_ends_at_a_bare_entry_heading() -> None:
+    (block,) = list_compact_blocks(COMPACTED)
+    assert block.text == BLOCK
+    assert block.headings == ("Memory Compact 09:12", "Decisions")
+    lines = COMPACTED.split("\n")
+    assert lines[block.start] == "## Memory Compact 09:12"
+    assert lines[block.last] == "- use redis"
+    assert lines[block.end] == "### 09:30"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("## Memory Compact\n\n- s\n", "## Memory Compact\n\n- s"),  # memsearch < 0.4.23
+        ("##  Memory Compact  23:59  \n- s\n", "##  Memory Compact  23:59  \n- s"),
+        ("## Memory Compact\n- s\n### Notes\n- n\n#### 10:00\n- m\n", None),
+        ("## Memory Compact\n- s\n### 10:00 draft\n- d\n", None),
+        ("## Memory Compact\n- s\n\n# Later title\n- t\n", "## Memory Compact\n- s"),
+        ("## Memory Compact\n- s\n\n## Session 10:00\n", "## Memory Compact\n- s"),
+        ("## Memory Compact\n- s\n###   10:00 \n- e\n", "## Memory Compact\n- s"),
+    ],
+)
+def test_compact_block_extent(text: str, expected: str | None) -> None:
+    (block,) = list_compact_blocks(text)
+    assert block.text == (text.rstrip("\n") if expected is None else expected)
+    assert block.start == 0
+
+
+@pytest.mark.parametrize(
+    "heading",
+    [
+        "## Memory Compacted",
+        "## Memory Compact notes",
+        "### Memory Compact",
+        "## Memory Compact 9:12",
+    ],
+)
+def test_other_headings_are_not_compact_blocks(heading: str) -> None:
+    assert list_compact_blocks(f"{heading}\n- s\n") == []
+
+
+def test_remove_a_compact_block_between_entries() -> None:
+    (block,) = list_compact_blocks(COMPACTED)
+    result = remove_compact_block(COMPACTED, block)
+    assert result == f"# 2026-08-13\n\n## Session 09:00\n\n{ENTRY_0900}\n\n\n\n{ENTRY_0930}\n\n"
+    assert [e.text for e in list_entries(result)] == [ENTRY_0900, ENTRY_0930]
+
+
+def test_remove_the_last_compact_block_keeps_the_blank_line_before_the_next_append() -> None:
+    text = f"\n## Session 09:00\n\n{ENTRY_0900}\n\n\n\n{BLOCK}\n\n"
+    (block,) = list_compact_blocks(text)
+    assert remove_compact_block(text, block) == f"\n## Session 09:00\n\n{ENTRY_0900}\n\n\n"
+
+
+def test_remove_a_compact_block_ending_in_one_newline() -> None:
+    text = f"{ENTRY_0900}\n\n## Memory Compact\n\n- s\n"
+    (block,) = list_compact_blocks(text)
+    assert remove_compact_block(text, block) == f"{ENTRY_0900}\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# 2026-08-13\n\n\n## Memory Compact\n\n- summary\n",
+        "# 2026-08-13\n\n## Memory Compact 09:12\n\n- summary\n\n# 2026-08-13\n\n",
+        "\n\n## Memory Compact\n\n- summary\n",
+    ],
+)
+def test_a_date_title_alone_does_not_keep_the_file(text: str) -> None:
+    (block,) = list_compact_blocks(text)
+    assert remove_compact_block(text, block) == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("# TODO notes\n\n## Memory Compact\n\n- summary\n", "# TODO notes\n"),
+        ("# 2026-08-13 notes\n\n## Memory Compact\n\n- s\n", "# 2026-08-13 notes\n"),
+        (
+            "# 2026-08-13\n- a stray line\n\n## Memory Compact\n- s\n",
+            "# 2026-08-13\n- a stray line\n",
+        ),
+        (
+            "# 2026-08-13\n\n## Session 09:00\n\n## Memory Compact\n- s\n",
+            "# 2026-08-13\n\n## Session 09:00\n",
+        ),
+    ],
+)
+def test_anything_else_keeps_the_file(text: str, expected: str) -> None:
+    (block,) = list_compact_blocks(text)
+    assert remove_compact_block(text, block) == expected
+
+
+# -- property: removing a compact block leaves every entry intact --------------------------------
+
+sub_heading = st.sampled_from(["Decisions", "Open questions", "Memory Compact", "Notes 09:12"])
+
+
+@st.composite
+def compact_blocks(draw: st.DrawFn) -> str:
+    """A ``## Memory Compact`` block as memsearch writes it, ending in one newline."""
+    stamp = draw(st.sampled_from(["", " 09:12", " 23:59"]))
+    parts = [f"## Memory Compact{stamp}", "", draw(bullets)]
+    for _ in range(draw(st.integers(0, 2))):
+        level = draw(st.sampled_from(["###", "####"]))
+        parts += ["", f"{level} {draw(sub_heading)}", "", draw(bullets)]
+    return "\n".join(parts) + "\n"
+
+
+@st.composite
+def compacted_day_files(draw: st.DrawFn) -> tuple[str, list[str], list[str]]:
+    """A day file of entries and compact blocks, its entries' texts and its blocks' texts."""
+    minutes = draw(st.lists(st.integers(0, 24 * 60 - 1), min_size=0, max_size=6, unique=True))
+    text = draw(st.sampled_from(["", "# 2026-08-13\n"]))
+    entries: list[str] = []
+    blocks: list[str] = []
+    previous: str | None = None
+
+    def add_block() -> None:
+        nonlocal text
+        block = draw(compact_blocks())
+        blocks.append(block.rstrip("\n"))
+        text += draw(st.sampled_from(["\n\n", "\n", ""])) + block
+
+    for minute in sorted(minutes):
+        if draw(st.booleans()):
+            add_block()
+        session = draw(st.sampled_from(["s1", "s2"]))
+        entry = Entry(
+            anchor=Anchor(session=session, turn=f"t{minute}", transcript="/t.jsonl"),
+            content=draw(bullets),
+            written_at=datetime(2026, 8, 13, minute // 60, minute % 60),
+        )
+        formatted = format_entry(entry, session_heading=session != previous)
+        previous = session
+        text += formatted
+        entries.append(formatted[formatted.index("###") :].rstrip("\n"))
+    if not blocks or draw(st.booleans()):
+        add_block()
+    return text, entries, blocks
+
+
+@given(compacted_day_files(), st.data())
+def test_removing_a_compact_block_keeps_every_entry_byte_identical(
+    generated: tuple[str, list[str], list[str]], data: st.DataObject
+) -> None:
+    text, entries, blocks = generated
+    assert [e.text for e in list_entries(text)] == entries
+    found = list_compact_blocks(text)
+    assert [b.text for b in found] == blocks
+    index = data.draw(st.integers(0, len(found) - 1))
+    result = remove_compact_block(text, found[index])
+    if result == "":
+        assert entries == []
+        assert len(blocks) == 1
+        return
+    assert [e.text for e in list_entries(result)] == entries
+    assert [b.text for b in list_compact_blocks(result)] == blocks[:index] + blocks[index + 1 :]
+    if text.endswith("\n\n"):
+        assert result.endswith("\n\n")

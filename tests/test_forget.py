@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -15,6 +17,8 @@ from pimem_plugins import markdown_store
 from pimem_plugins.day_file import list_entries, remove_entry
 
 from conftest import make_pimem, run_cli
+
+T = TypeVar("T")
 
 A1 = "<!-- session:s1 turn:t1 transcript:/home/user/a.jsonl -->"
 A2 = "<!-- session:s1 turn:t2 transcript:/home/user/a.jsonl -->"
@@ -169,6 +173,7 @@ def test_cli_json_output(repo: Path, day: Path) -> None:
         "file": str(day),
         "removed": f"### 22:55\n{A2}\n- dropped the varnish layer",
         "deleted": False,
+        "kind": "entry",
     }
     assert "- dropped the varnish layer" not in day.read_text()
 
@@ -181,6 +186,7 @@ def test_cli_json_output_when_the_file_is_deleted(repo: Path, day: Path) -> None
         "file": str(day),
         "removed": f"### 22:41\n{A1}\n- only",
         "deleted": True,
+        "kind": "entry",
     }
     assert not day.exists()
 
@@ -338,3 +344,27 @@ def test_a_same_size_edit_in_place_is_noticed(day: Path) -> None:
     markdown_store._rewrite(day, edit)
     assert len(calls) == 2
     assert "- decided to use REDIS for the hot cache" in day.read_text()
+
+
+def test_a_day_file_deleted_after_the_check_is_reported_as_missing(
+    repo: Path, day: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_rewrite = markdown_store._rewrite
+
+    def rewrite_after_another_forget(path: Path, edit: Callable[[str], tuple[str, T]]) -> T:
+        day.unlink()
+        return real_rewrite(path, edit)
+
+    monkeypatch.setattr(markdown_store, "_rewrite", rewrite_after_another_forget)
+    with pytest.raises(StoreError, match="no daily memory file for 2026-08-13"):
+        forget(repo, "2026-08-13", "22:55")
+    assert not day.exists()
+
+
+def test_a_day_forget_reports_an_entry(repo: Path, day: Path) -> None:
+    pimem = make_pimem()
+    redaction = pimem.forget_entry(
+        pimem.resolve_scope(repo), DayAddress.parse("2026-08-13", "22:55")
+    )
+    assert redaction.kind == "entry"
+    assert redaction.removed == f"### 22:55\n{A2}\n- dropped the varnish layer"
