@@ -21,7 +21,14 @@ from pimem_core.manager import PimemPluginManager, build_plugin_manager
 from conftest import make_distribution, make_pimem
 
 ROOT = Path(__file__).resolve().parents[1]
-BUNDLED = {"scope-default", "store-command", "markdown-store", "stable-snapshot", "index-state"}
+BUNDLED = {
+    "scope-default",
+    "store-command",
+    "markdown-store",
+    "stable-snapshot",
+    "index-state",
+    "memsearch-index",
+}
 HOOKS = sorted(name for name in dir(PimemSpecs) if name.startswith("pimem_"))
 
 RESOLVER = """
@@ -68,7 +75,8 @@ def test_defaults_answer_every_implemented_single_answer_hook() -> None:
     assert answers["pimem_resolve_scope"] == "scope-default"
     assert answers["pimem_append_entry"] == "markdown-store"
     assert answers["pimem_build_snapshot"] == "stable-snapshot"
-    assert answers["pimem_search_memory"] is None
+    assert answers["pimem_search_memory"] == "memsearch-index"
+    assert answers["pimem_distill_exchange"] is None
     assert "pimem_observe_change" not in answers  # a collecting hook
 
 

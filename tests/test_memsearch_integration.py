@@ -1,0 +1,436 @@
+"""Index and recall on real memsearch, Milvus Lite and the offline MiniLM model, through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from pimem_core.offline_model import OfflineModel
+from pimem_plugins.layout import derive_collection
+
+from conftest import CLOCK, Result, run_cli
+
+MEMSEARCH = str(Path(sys.executable).with_name("memsearch"))
+ENTRIES = [
+    ("22:41", "t1", "- the user and the agent chose Redis for the hot cache with 5 minute TTLs"),
+    ("22:50", "t2", "- the agent fixed the login redirect loop by escaping the return URL"),
+    ("22:55", "t3", "- the user prefers pytest fixtures over unittest setUp methods"),
+]
+
+
+@pytest.fixture
+def memsearch_env(tmp_path: Path, offline_model: OfflineModel) -> dict[str, str]:
+    """An isolated memsearch home (its own config and database) using the offline model."""
+    home = tmp_path / "home"
+    (home / ".memsearch").mkdir(parents=True)
+    (home / ".memsearch" / "config.toml").write_text(
+        "[embedding]\n"
+        f'provider = "{offline_model.provider}"\n'
+        f'model = "{offline_model.model}"\n\n'
+        "[milvus]\n"
+        f'uri = "{tmp_path / "milvus.db"}"\n'
+    )
+    return {"HOME": str(home), "HF_HOME": str(offline_model.hf_home), "HF_HUB_OFFLINE": "1"}
+
+
+def pimem(env: dict[str, str], *args: str, clock: str = CLOCK) -> Result:
+    return run_cli(*args, env={**env, "PIMEM_NOW": clock})
+
+
+def ok(result: Result) -> str:
+    assert result.code == 0, result.stderr
+    return result.stdout
+
+
+def write_entries(env: dict[str, str], repo: Path) -> None:
+    for time_, turn, content in ENTRIES:
+        ok(
+            pimem(
+                env,
+                "write",
+                content,
+                "--cwd",
+                str(repo),
+                "--session",
+                "s1",
+                "--turn",
+                turn,
+                "--transcript",
+                "/home/user/s1.jsonl",
+                clock=f"2026-08-13T{time_}",
+            )
+        )
+
+
+def search(env: dict[str, str], repo: Path, query: str, k: int = 3) -> list[dict[str, object]]:
+    hits: list[dict[str, object]] = json.loads(
+        ok(pimem(env, "search", query, "-k", str(k), "--json", "--cwd", str(repo)))
+    )
+    return hits
+
+
+def test_write_index_search_expand_forget_round_trip(
+    memsearch_env: dict[str, str], repo: Path
+) -> None:
+    write_entries(memsearch_env, repo)
+    indexed = json.loads(ok(pimem(memsearch_env, "index", "--json", "--cwd", str(repo))))
+    assert indexed["indexed_chunks"] == 3
+    assert indexed["collection"] == derive_collection(repo)
+
+    hits = search(memsearch_env, repo, "which cache did we pick for hot data")
+    best = hits[0]
+    assert "Redis for the hot cache" in str(best["content"])
+    assert set(best) == {
+        "chunk_hash",
+        "score",
+        "source",
+        "start_line",
+        "end_line",
+        "heading",
+        "content",
+    }
+    assert best["source"] == str(repo / ".memsearch" / "memory" / "2026-08-13.md")
+
+    section = json.loads(
+        ok(pimem(memsearch_env, "expand", str(best["chunk_hash"]), "--json", "--cwd", str(repo)))
+    )
+    assert section["heading"] == "22:41"
+    assert section["anchor"] == {"session": "s1", "turn": "t1", "transcript": "/home/user/s1.jsonl"}
+    assert "Redis" in section["content"]
+
+    forgotten = json.loads(
+        ok(
+            pimem(
+                memsearch_env,
+                "forget",
+                "--chunk",
+                str(best["chunk_hash"]),
+                "--json",
+                "--cwd",
+                str(repo),
+            )
+        )
+    )
+    assert "Redis" in forgotten["removed"]
+    day = (repo / ".memsearch" / "memory" / "2026-08-13.md").read_text()
+    assert "Redis" not in day
+    assert "login redirect loop" in day
+    assert "pytest fixtures" in day
+
+    ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
+    after = search(memsearch_env, repo, "which cache did we pick for hot data")
+    assert all("Redis" not in str(hit["content"]) for hit in after)
+    assert len(after) == 2
+
+
+def test_search_text_is_the_block_format(memsearch_env: dict[str, str], repo: Path) -> None:
+    write_entries(memsearch_env, repo)
+    ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
+    text = ok(pimem(memsearch_env, "search", "login redirect", "-k", "2", "--cwd", str(repo)))
+    assert text.startswith("2 memory chunk(s), best first:\n\n1. score ")
+    first = text.split("\n\n")[1]
+    assert re.match(
+        r"1\. score \d\.\d{3} \| chunk [0-9a-f]{16} \| .*/2026-08-13\.md:\d+-\d+\n### 22:50\n",
+        first,
+    )
+    none = ok(pimem(memsearch_env, "search", "-k weird query", "--cwd", str(repo)))
+    assert none.strip() in {'No memories found for "-k weird query".'} or "memory chunk(s)" in none
+
+
+def test_memory_indexed_by_pimem_is_found_by_the_memsearch_cli(
+    memsearch_env: dict[str, str], repo: Path
+) -> None:
+    write_entries(memsearch_env, repo)
+    ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
+    done = subprocess.run(
+        [
+            MEMSEARCH,
+            "search",
+            "login redirect loop",
+            "-j",
+            "-k",
+            "1",
+            "-c",
+            derive_collection(repo),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        env={**os.environ, **memsearch_env},
+        check=True,
+    )
+    assert "login redirect loop" in json.loads(done.stdout)[0]["content"]
+
+
+def test_memory_indexed_by_the_memsearch_cli_is_found_by_pimem(
+    memsearch_env: dict[str, str], repo: Path
+) -> None:
+    memory = repo / ".memsearch" / "memory"
+    memory.mkdir(parents=True)
+    (memory / "2026-08-12.md").write_text(
+        "\n## Session 09:00\n\n### 09:00\n<!-- session:cc1 turn:u1 transcript:/home/user/cc.jsonl -->\n"
+        "- Claude Code moved the nightly backup to a systemd timer\n\n"
+    )
+    subprocess.run(
+        [MEMSEARCH, "index", str(memory), "-c", derive_collection(repo)],
+        capture_output=True,
+        cwd=repo,
+        env={**os.environ, **memsearch_env},
+        check=True,
+    )
+    hits = search(memsearch_env, repo, "nightly backup timer", k=1)
+    assert "systemd timer" in str(hits[0]["content"])
+    state = json.loads((repo / ".memsearch" / ".index-state.json").read_text())
+    assert state["collection"] == derive_collection(repo)
+
+
+HOLDER = """
+import sys, time
+from memsearch.store import MilvusStore
+store = MilvusStore(uri=sys.argv[1], collection=sys.argv[2], dimension=None)
+print("holding", flush=True)
+time.sleep(float(sys.argv[3]))
+store.close()
+"""
+
+
+def hold_database(
+    env: dict[str, str], tmp_path: Path, repo: Path, seconds: float
+) -> subprocess.Popen[str]:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            HOLDER,
+            str(tmp_path / "milvus.db"),
+            derive_collection(repo),
+            str(seconds),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+    )
+    assert holder.stdout is not None
+    assert holder.stdout.readline().strip() == "holding"
+    return holder
+
+
+def test_a_search_waits_out_another_process_holding_the_database(
+    memsearch_env: dict[str, str], repo: Path, tmp_path: Path
+) -> None:
+    write_entries(memsearch_env, repo)
+    ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
+    holder = hold_database(memsearch_env, tmp_path, repo, seconds=1.0)
+    hits = search(memsearch_env, repo, "login redirect", k=1)
+    holder.wait(10)
+    assert "login redirect loop" in str(hits[0]["content"])
+
+
+def test_a_database_never_released_fails_with_the_lock_message(
+    memsearch_env: dict[str, str], repo: Path, tmp_path: Path
+) -> None:
+    write_entries(memsearch_env, repo)
+    ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
+    holder = hold_database(memsearch_env, tmp_path, repo, seconds=30)
+    try:
+        started = time.monotonic()
+        result = pimem(memsearch_env, "search", "login redirect", "--cwd", str(repo))
+        elapsed = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.code == 1
+    assert "another process kept the Milvus Lite database open" in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert elapsed < 25  # the backoff schedule, not the holder's 30 s
+
+
+def test_a_collection_never_indexed_is_a_clear_message(
+    memsearch_env: dict[str, str], repo: Path
+) -> None:
+    status = json.loads(ok(pimem(memsearch_env, "status", "--json", "--cwd", str(repo))))
+    assert status["chunks"]["indexed_chunks"] is None
+    text = ok(pimem(memsearch_env, "status", "--cwd", str(repo)))
+    assert "indexed chunks: 0 (collection not created yet)" in text
+    assert "index: no state recorded yet" in text
+    result = pimem(memsearch_env, "search", "anything", "--cwd", str(repo))
+    assert result.code == 1
+    assert "never indexed on this machine" in result.stderr
+    result = pimem(memsearch_env, "expand", "0123456789abcdef", "--cwd", str(repo))
+    assert "never indexed on this machine" in result.stderr
+
+
+def test_status_reports_backend_store_and_health(memsearch_env: dict[str, str], repo: Path) -> None:
+    write_entries(memsearch_env, repo)
+    ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
+    text = ok(pimem(memsearch_env, "status", "--cwd", str(repo)))
+    lines = text.splitlines()
+    assert lines[0].startswith("backend: available (memsearch 0.4.")
+    assert f"collection: {derive_collection(repo)}" in lines
+    assert f"store: {repo / '.memsearch' / 'memory'}" in lines
+    assert "bootstrap: not needed" in text
+    assert re.search(r"^index: ok \(last indexed \S+\)$", text, re.MULTILINE)
+    assert "indexed chunks: 3" in lines
+
+
+def test_a_search_timeout_names_the_limit(memsearch_env: dict[str, str], repo: Path) -> None:
+    write_entries(memsearch_env, repo)
+    ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
+    result = run_cli(
+        "search",
+        "login",
+        "--cwd",
+        str(repo),
+        env={**memsearch_env, "PI_MEMSEARCH_SEARCH_TIMEOUT_MS": "1"},
+    )
+    assert result.code == 1
+    assert "timed out after 0.001 s" in result.stderr
+
+
+def test_zero_config_bootstrap_chooses_onnx_and_never_overwrites(
+    tmp_path: Path, repo: Path, offline_model: OfflineModel
+) -> None:
+    env = {
+        "HOME": str(tmp_path / "empty-home"),
+        "HF_HOME": str(offline_model.hf_home),
+        "HF_HUB_OFFLINE": "1",
+    }
+    (tmp_path / "empty-home").mkdir()
+    text = ok(pimem(env, "status", "--cwd", str(repo)))
+    config = tmp_path / "empty-home" / ".memsearch" / "config.toml"
+    assert 'provider = "onnx"' in config.read_text()
+    assert f"bootstrap: set embedding.provider = onnx in {config}" in text
+    config.write_text('[embedding]\nprovider = "openai"\n')
+    ok(pimem(env, "status", "--cwd", str(repo)))
+    assert config.read_text() == '[embedding]\nprovider = "openai"\n'
+
+
+def test_without_a_usable_memsearch_writes_work_and_recall_explains(
+    memsearch_env: dict[str, str], repo: Path, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken"
+    (broken / "memsearch").mkdir(parents=True)
+    (broken / "memsearch" / "__init__.py").write_text(
+        "raise ImportError('simulated broken install')\n"
+    )
+    env = {**memsearch_env, "PYTHONPATH": str(broken)}
+    ok(
+        pimem(
+            env,
+            "write",
+            "- still written",
+            "--cwd",
+            str(repo),
+            "--session",
+            "s",
+            "--turn",
+            "t",
+            "--transcript",
+            "/t",
+        )
+    )
+    assert "- still written" in ok(pimem(env, "snapshot", "--cwd", str(repo)))
+    result = pimem(env, "search", "anything", "--cwd", str(repo))
+    assert result.code == 1
+    assert "memory backend is unavailable" in result.stderr
+    assert "pip install" in result.stderr
+    status = ok(pimem(env, "status", "--cwd", str(repo)))
+    assert status.startswith("backend: unavailable (memsearch failed to import")
+    assert "index state:" in status
+
+
+def test_compaction_refuses_a_store_not_named_memory_before_touching_the_backend(
+    memsearch_env: dict[str, str], repo: Path, tmp_path: Path
+) -> None:
+    store = tmp_path / "central" / "pi-memsearch"
+    script = tmp_path / "resolver"
+    script.write_text(
+        f'#!/bin/sh\ncase "$1" in memory-dir) echo {store};; collection) echo ms_central;; esac\n'
+    )
+    script.chmod(0o755)
+    env = {
+        **memsearch_env,
+        "PI_MEMSEARCH_STORE_CMD": str(script),
+        "PYTHONPATH": str(tmp_path / "none"),
+    }
+    result = pimem(env, "compact", "--cwd", str(repo))
+    assert result.code == 1
+    assert 'needs a store directory named "memory"' in result.stderr
+    assert str(store) in result.stderr
+
+
+class ScriptedLLM(BaseHTTPRequestHandler):
+    """An OpenAI-compatible chat endpoint that always answers with the same summary."""
+
+    summary = "- The team uses Redis for the hot cache.\n- Login redirects are escaped."
+    requests: ClassVar[list[dict[str, object]]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        ScriptedLLM.requests.append(body)
+        reply = json.dumps(
+            {
+                "id": "c1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": self.summary},
+                    }
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def llm_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedLLM)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_compaction_appends_memsearchs_summary_block(
+    memsearch_env: dict[str, str], repo: Path, llm_server: str
+) -> None:
+    config = Path(memsearch_env["HOME"]) / ".memsearch" / "config.toml"
+    config.write_text(
+        config.read_text()
+        + f'\n[llm]\nprovider = "openai"\nmodel = "scripted"\nbase_url = "{llm_server}"\napi_key = "k"\n'
+    )
+    empty = ok(pimem(memsearch_env, "compact", "--cwd", str(repo)))
+    assert "Nothing to compact" in empty or "never indexed" in empty
+    write_entries(memsearch_env, repo)
+    ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
+    summary = ok(pimem(memsearch_env, "compact", "--cwd", str(repo)))
+    assert summary.strip() == ScriptedLLM.summary
+    today = (repo / ".memsearch" / "memory" / f"{time.strftime('%Y-%m-%d')}.md").read_text()
+    assert "## Memory Compact" in today
+    assert ScriptedLLM.summary in today
