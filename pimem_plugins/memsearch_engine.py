@@ -18,6 +18,7 @@ import errno
 import fcntl
 import functools
 import importlib.metadata
+import logging
 import os
 import re
 import time
@@ -160,6 +161,9 @@ class MemsearchEngine:
     """The process's memsearch: configuration per project, embedders kept warm."""
 
     def __init__(self) -> None:
+        # Milvus Lite logs a traceback when another process holds the database; pimem
+        # retries and reports that itself, in one line.
+        logging.getLogger("milvus_lite").setLevel(logging.CRITICAL)
         self._embedders: dict[tuple[object, ...], Any] = {}
         self._loop = asyncio.new_event_loop()
         self._probe: Availability | None = None
@@ -282,6 +286,7 @@ class MemsearchEngine:
     # -- operations ---------------------------------------------------------------------
 
     def index(self, scope: Scope, progress: Callable[[int, int], None] | None) -> IndexReport:
+        config = self.config(scope)
         from memsearch.index_report import IndexFailure
         from memsearch.index_state import (
             record_index_error,
@@ -289,7 +294,6 @@ class MemsearchEngine:
             record_index_started,
         )
 
-        config = self.config(scope)
         paths = (str(scope.memory_dir),)
         state = {
             "operation": "index",
@@ -323,9 +327,10 @@ class MemsearchEngine:
         )
 
     def search(self, scope: Scope, text: str, top_k: int) -> tuple[SearchHit, ...]:
+        config = self.config(scope)
         from memsearch.store import CollectionNotFoundError
 
-        memsearch = self._memsearch(scope, self.config(scope))
+        memsearch = self._memsearch(scope, config)
         try:
             results = self._loop.run_until_complete(memsearch.search(text, top_k=top_k))
         except CollectionNotFoundError as error:
@@ -349,9 +354,9 @@ class MemsearchEngine:
     def expand(self, scope: Scope, chunk_hash: str) -> Section:
         if not CHUNK_HASH.fullmatch(chunk_hash):
             raise PimemError(f"chunk hash must be 16 lowercase hex digits, got {chunk_hash!r}")
+        config = self.config(scope)
         from memsearch.store import CollectionNotFoundError, MilvusStore
 
-        config = self.config(scope)
         store = MilvusStore(
             uri=config.milvus.uri,
             token=config.milvus.token or None,
@@ -391,9 +396,9 @@ class MemsearchEngine:
         )
 
     def compact(self, scope: Scope) -> str:
+        config = self.config(scope)
         from memsearch.store import CollectionNotFoundError
 
-        config = self.config(scope)
         llm, legacy = config.llm, config.compact
         prompt = None
         if config.prompts.compact:
@@ -412,17 +417,17 @@ class MemsearchEngine:
                     llm_api_key=llm.api_key or legacy.api_key or None,
                 )
             )
-        except CollectionNotFoundError as error:
-            raise self._missing(scope, error) from None
+        except CollectionNotFoundError:
+            return ""  # never indexed: there is nothing to compact
         finally:
             memsearch.close()
         return str(summary)
 
     def count(self, scope: Scope) -> int | None:
         """Chunks in *scope*'s collection; ``None`` when it was never created."""
+        config = self.config(scope)
         from memsearch.store import CollectionNotFoundError, MilvusStore
 
-        config = self.config(scope)
         store = MilvusStore(
             uri=config.milvus.uri,
             token=config.milvus.token or None,

@@ -144,8 +144,9 @@ def test_search_text_is_the_block_format(memsearch_env: dict[str, str], repo: Pa
         r"1\. score \d\.\d{3} \| chunk [0-9a-f]{16} \| .*/2026-08-13\.md:\d+-\d+\n### 22:50\n",
         first,
     )
-    none = ok(pimem(memsearch_env, "search", "-k weird query", "--cwd", str(repo)))
-    assert none.strip() in {'No memories found for "-k weird query".'} or "memory chunk(s)" in none
+    # A query that looks like an option is still only a query: it never reaches an argv.
+    dashed = ok(pimem(memsearch_env, "search", "--cwd", str(repo), "--", "-k weird query"))
+    assert dashed.startswith(('No memories found for "-k weird query".', "3 memory chunk(s)"))
 
 
 def test_memory_indexed_by_pimem_is_found_by_the_memsearch_cli(
@@ -223,6 +224,7 @@ def hold_database(
     )
     assert holder.stdout is not None
     assert holder.stdout.readline().strip() == "holding"
+    holder.stdout.close()
     return holder
 
 
