@@ -4,8 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CODE := pimem_core pimem_plugins tests
+# Where the offline embedding model (and the torch environment that builds it) lives.
+PIMEM_HOME ?= $(CURDIR)/.pimem-home
 
-.PHONY: venv demo test lint typecheck unit clean
+.PHONY: venv demo test lint typecheck model unit clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +26,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)  ## the test suite alone
-	$(BIN)/pytest
+model: $(STAMP)  ## the offline embedding model; built once (about 1.5 min), then a no-op
+	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/python -m pimem_core.offline_model
+
+unit: $(STAMP) model  ## the test suite alone
+	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/pytest
 
 test: lint typecheck unit  ## everything CI runs
 

@@ -18,6 +18,7 @@ from pimem_core.errors import SettingsError
 
 DEFAULT_SEARCH_TIMEOUT_MS = 30_000
 DEFAULT_COMPACT_TIMEOUT_MS = 300_000
+DEFAULT_DB_LINGER_MS = 1_000
 
 
 @attrs.frozen(kw_only=True)
@@ -34,6 +35,9 @@ class Settings:
     auto_context: bool = False
     search_timeout_ms: int = DEFAULT_SEARCH_TIMEOUT_MS
     compact_timeout_ms: int = DEFAULT_COMPACT_TIMEOUT_MS
+    #: How long the memory database stays open after a call (``PIMEM_DB_LINGER_MS``; 0 closes
+    #: it after every call). Other processes wait for it at most this long.
+    db_linger_ms: int = DEFAULT_DB_LINGER_MS
     #: Directories whose immediate children cross-repo recall scans (``PI_MEMSEARCH_SCAN_ROOTS``).
     scan_roots: tuple[Path, ...] = ()
     #: The store command (``PI_MEMSEARCH_STORE_CMD``): one executable, called as ``<cmd> <mode>``.
@@ -71,6 +75,9 @@ class Settings:
             compact_timeout_ms=_milliseconds(
                 env, "PI_MEMSEARCH_COMPACT_TIMEOUT_MS", DEFAULT_COMPACT_TIMEOUT_MS
             ),
+            db_linger_ms=_milliseconds(
+                env, "PIMEM_DB_LINGER_MS", DEFAULT_DB_LINGER_MS, allow_zero=True
+            ),
             scan_roots=tuple(
                 Path(part)
                 for part in (get("PI_MEMSEARCH_SCAN_ROOTS") or "").split(os.pathsep)
@@ -103,14 +110,17 @@ def _switch(env: Mapping[str, str], name: str, *, default: bool) -> bool:
     raise SettingsError(f"{name} must be 'on' or 'off', got {raw!r}; unset it for the default.")
 
 
-def _milliseconds(env: Mapping[str, str], name: str, default: int) -> int:
+def _milliseconds(
+    env: Mapping[str, str], name: str, default: int, *, allow_zero: bool = False
+) -> int:
     raw = env.get(name, "")
     if not raw:
         return default
-    if raw.isascii() and raw.isdigit() and int(raw) > 0:
+    if raw.isascii() and raw.isdigit() and (int(raw) > 0 or allow_zero):
         return int(raw)
+    kind = "whole number" if allow_zero else "positive whole number"
     raise SettingsError(
-        f"{name} must be a positive whole number of milliseconds, got {raw!r}; "
+        f"{name} must be a {kind} of milliseconds, got {raw!r}; "
         f"unset it for the default of {default}."
     )
 

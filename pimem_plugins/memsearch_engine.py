@@ -21,6 +21,7 @@ import importlib.metadata
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,6 +34,7 @@ from pimem_core.types import Anchor, FailedFile, IndexReport, Scope, SearchHit, 
 
 REQUIREMENT = "memsearch[onnx]>=0.4.23,<0.5"
 NEGATIVE_PROBE_SECONDS = 30.0
+DEFAULT_LINGER_SECONDS = 1.0
 CHUNK_HASH = re.compile(r"[0-9a-f]{16}")
 _ANCHOR = re.compile(r"<!--\s*session:(\S+)\s+turn:(\S+)\s+transcript:(\S+)\s*-->")
 _HEADING = re.compile(r"^(#{1,6})\s+(.+)$")
@@ -48,6 +50,13 @@ class CollectionMissing(PimemError):
 
 class DatabaseLocked(PimemError):
     """Another process kept the Milvus Lite database open through every retry."""
+
+
+@attrs.define
+class _Lease:
+    key: tuple[str, str, str]
+    memsearch: Any
+    last_used: float = 0.0
 
 
 @attrs.frozen
@@ -169,6 +178,9 @@ class MemsearchEngine:
         self._probe: Availability | None = None
         self._probed_at = 0.0
         self.bootstrap_note = "not checked yet"
+        self._lease: _Lease | None = None
+        #: Seconds the database stays open after a call, waiting for the next one.
+        self.linger = DEFAULT_LINGER_SECONDS
 
     # -- availability and configuration ---------------------------------------------------
 
@@ -283,6 +295,62 @@ class MemsearchEngine:
             f"`pimem index` builds it from {scope.memory_dir} ({error})"
         )
 
+    # -- the database lease -------------------------------------------------------------
+
+    def _leased(self, scope: Scope, config: Any) -> Any:
+        """An open ``MemSearch`` for *scope*'s collection, reused while calls keep coming.
+
+        Opening Milvus Lite costs tens of milliseconds and a freshly opened collection
+        searches several times slower, so the database stays open between calls that follow
+        each other closely and is closed once no call came for the linger time. Only one
+        database is open at a time: closing a Milvus Lite client stops the database for the
+        whole process, so two open clients would pull the ground from under each other.
+        """
+        key = (str(config.milvus.uri), scope.collection, repr(config))
+        if self._lease is not None and self._lease.key != key:
+            self.release()
+        if self._lease is None:
+            self._lease = _Lease(key=key, memsearch=self._memsearch(scope, config))
+        return self._lease.memsearch
+
+    def _used(self) -> None:
+        """Note a call; the lease is closed after the linger time unless another one comes."""
+        if self._lease is None:
+            return
+        self._lease.last_used = time.monotonic()
+        if self.linger <= 0:
+            self.release()
+            return
+        timer = threading.Timer(self.linger, self._release_when_idle)
+        timer.daemon = True
+        timer.start()
+
+    def _release_when_idle(self) -> None:
+        from pimem_core.backend import process_queue
+
+        def release_if_idle() -> None:
+            lease = self._lease
+            if lease is not None and time.monotonic() - lease.last_used >= self.linger:
+                self.release()
+
+        process_queue().run("release", release_if_idle)
+
+    def release(self) -> None:
+        """Close the database now (its lock goes back to the other agents)."""
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.memsearch.close()
+
+    @contextlib.contextmanager
+    def _database(self, scope: Scope, config: Any) -> Iterator[Any]:
+        """The leased ``MemSearch`` for one call; a failed call drops the lease."""
+        try:
+            yield self._leased(scope, config)
+        except BaseException:
+            self.release()
+            raise
+        self._used()
+
     # -- operations ---------------------------------------------------------------------
 
     def index(self, scope: Scope, progress: Callable[[int, int], None] | None) -> IndexReport:
@@ -304,6 +372,8 @@ class MemsearchEngine:
         state_path = scope.index_state_path
         if state_path is not None:
             record_index_started(state_path, **state)
+        # Searching through the client that just indexed is slow: index on a client of its own.
+        self.release()
         memsearch = self._memsearch(scope, config, paths=paths)
         try:
             report = self._loop.run_until_complete(
@@ -330,13 +400,11 @@ class MemsearchEngine:
         config = self.config(scope)
         from memsearch.store import CollectionNotFoundError
 
-        memsearch = self._memsearch(scope, config)
         try:
-            results = self._loop.run_until_complete(memsearch.search(text, top_k=top_k))
+            with self._database(scope, config) as memsearch:
+                results = self._loop.run_until_complete(memsearch.search(text, top_k=top_k))
         except CollectionNotFoundError as error:
             raise self._missing(scope, error) from None
-        finally:
-            memsearch.close()
         return tuple(
             SearchHit(
                 chunk_hash=str(hit["chunk_hash"]),
@@ -355,20 +423,13 @@ class MemsearchEngine:
         if not CHUNK_HASH.fullmatch(chunk_hash):
             raise PimemError(f"chunk hash must be 16 lowercase hex digits, got {chunk_hash!r}")
         config = self.config(scope)
-        from memsearch.store import CollectionNotFoundError, MilvusStore
+        from memsearch.store import CollectionNotFoundError
 
-        store = MilvusStore(
-            uri=config.milvus.uri,
-            token=config.milvus.token or None,
-            collection=scope.collection,
-            dimension=None,
-        )
         try:
-            chunks = store.query(filter_expr=f'chunk_hash == "{chunk_hash}"')
+            with self._database(scope, config) as memsearch:
+                chunks = memsearch.store.query(filter_expr=f'chunk_hash == "{chunk_hash}"')
         except CollectionNotFoundError as error:
             raise self._missing(scope, error) from None
-        finally:
-            store.close()
         if not chunks:
             raise PimemError(
                 f"chunk {chunk_hash} is not in collection {scope.collection}; "
@@ -405,41 +466,34 @@ class MemsearchEngine:
             prompt = Path(config.prompts.compact).expanduser().read_text(encoding="utf-8")
         elif legacy.prompt_file:
             prompt = Path(legacy.prompt_file).read_text(encoding="utf-8")
-        memsearch = self._memsearch(scope, config)
         try:
-            summary = self._loop.run_until_complete(
-                memsearch.compact(
-                    llm_provider=llm.provider or legacy.llm_provider,
-                    llm_model=llm.model or legacy.llm_model or None,
-                    prompt_template=prompt,
-                    output_dir=scope.memory_dir.parent,
-                    llm_base_url=llm.base_url or legacy.base_url or None,
-                    llm_api_key=llm.api_key or legacy.api_key or None,
+            with self._database(scope, config) as memsearch:
+                summary = self._loop.run_until_complete(
+                    memsearch.compact(
+                        llm_provider=llm.provider or legacy.llm_provider,
+                        llm_model=llm.model or legacy.llm_model or None,
+                        prompt_template=prompt,
+                        output_dir=scope.memory_dir.parent,
+                        llm_base_url=llm.base_url or legacy.base_url or None,
+                        llm_api_key=llm.api_key or legacy.api_key or None,
+                    )
                 )
-            )
         except CollectionNotFoundError:
             return ""  # never indexed: there is nothing to compact
         finally:
-            memsearch.close()
+            self.release()  # compaction indexed through this client: reopen before searching
         return str(summary)
 
     def count(self, scope: Scope) -> int | None:
         """Chunks in *scope*'s collection; ``None`` when it was never created."""
         config = self.config(scope)
-        from memsearch.store import CollectionNotFoundError, MilvusStore
+        from memsearch.store import CollectionNotFoundError
 
-        store = MilvusStore(
-            uri=config.milvus.uri,
-            token=config.milvus.token or None,
-            collection=scope.collection,
-            dimension=None,
-        )
         try:
-            return int(store.count())
+            with self._database(scope, config) as memsearch:
+                return int(memsearch.store.count())
         except CollectionNotFoundError:
             return None
-        finally:
-            store.close()
 
     def describe(self, scope: Scope) -> dict[str, str]:
         """Provider, model and database, as resolved for *scope*."""

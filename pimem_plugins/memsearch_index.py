@@ -34,6 +34,7 @@ T = TypeVar("T")
 
 
 def _run(label: str, operation: Callable[[], T], call: BackendCall, timeout_ms: int | None) -> T:
+    shared_engine().linger = call.settings.db_linger_ms / 1000
     try:
         return process_queue().run(
             label,

@@ -12,6 +12,12 @@ import attrs
 import pytest
 
 from pimem_core import Pimem
+from pimem_core.offline_model import (
+    OfflineModel,
+    default_build_dir,
+    default_hf_home,
+    install_offline_model,
+)
 
 # Every variable pimem reads; the suite starts each test without any of them.
 PIMEM_VARIABLES = (
@@ -27,6 +33,7 @@ PIMEM_VARIABLES = (
     "PIMEM_DISABLE_PLUGINS",
     "PIMEM_STRICT_PLUGINS",
     "PIMEM_NOW",
+    "PIMEM_DB_LINGER_MS",
 )
 
 CLOCK = "2026-08-13T22:41"
@@ -119,3 +126,19 @@ def make_distribution(
     (dist_info / "entry_points.txt").write_text(f"[pimem]\n{lines}")
     (dist_info / "RECORD").write_text("")
     return root
+
+
+def pimem_home() -> Path:
+    """``$PIMEM_HOME``, else the repository's own ``.pimem-home`` (where ``make model`` builds)."""
+    return Path(os.environ.get("PIMEM_HOME") or Path(__file__).parents[1] / ".pimem-home")
+
+
+@pytest.fixture(scope="session")
+def offline_model() -> OfflineModel:
+    """The offline embedding model (built on first use, about 1.5 min; then instant).
+
+    Paths are resolved here, explicitly: the autouse fixture points ``HOME`` at a per-test
+    directory, where pimem's defaults would start a fresh build every time.
+    """
+    env = {"PIMEM_HOME": str(pimem_home())}
+    return install_offline_model(default_hf_home(env), build_dir=default_build_dir(env))
