@@ -147,11 +147,13 @@ class Pimem:
         scope: Scope,
         reason: str,
         *,
+        files: tuple[Path, ...] = (),
         on_wait: Callable[[str], None] | None = None,
         progress: Callable[[int, int], None] | None = None,
     ) -> IndexReport:
+        """Index *scope*'s store: only *files* when given (after a write), else all of it."""
         answer = self.pm.hook.pimem_index_memory(
-            scope=scope, reason=reason, call=self._call(on_wait, progress)
+            scope=scope, reason=reason, files=files, call=self._call(on_wait, progress)
         )
         return self._require("pimem_index_memory", answer, IndexReport)
 

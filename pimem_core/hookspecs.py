@@ -130,13 +130,15 @@ class PimemSpecs:
 
     @_hookspec(firstresult=True)
     def pimem_index_memory(
-        self, scope: Scope, reason: str, call: BackendCall
+        self, scope: Scope, reason: str, files: tuple[Path, ...], call: BackendCall
     ) -> IndexReport | None:
         """Bring *scope*'s collection up to date with its memory store.
 
         Stops at the first non-``None`` result.
 
         :param reason: why the index runs (``catch-up``, ``write``, ``shutdown``...), for logs.
+        :param files: the daily memory files known to have changed; empty means the whole store
+            (which also drops the chunks of files that no longer exist).
         :param call: timeouts, and callbacks for queueing and progress.
         """
 

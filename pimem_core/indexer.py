@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -20,9 +21,18 @@ SHUTDOWN_CAP_SECONDS = 15.0
 
 
 class Indexer:
-    """Schedules index runs for one session's store; ``run(reason)`` does one run."""
+    """Schedules index runs for one session's store.
 
-    def __init__(self, run: Callable[[str], object], *, debounce: float = DEBOUNCE_SECONDS) -> None:
+    ``run(reason, files)`` does one run: of the changed *files*, or of the whole store when
+    *files* is empty (a catch-up).
+    """
+
+    def __init__(
+        self,
+        run: Callable[[str, tuple[Path, ...]], object],
+        *,
+        debounce: float = DEBOUNCE_SECONDS,
+    ) -> None:
         self._run = run
         self._debounce = debounce
         self._lock = threading.Lock()
@@ -30,17 +40,25 @@ class Indexer:
         self._worker: threading.Thread | None = None
         self._again: str | None = None
         self._due = False
+        self._changed: set[Path] = set()
+        self._whole = False
         #: Why the last run failed, or ``None`` when it succeeded (or none ran yet).
         self.last_failure: str | None = None
         self.runs = 0
 
     def catch_up(self) -> None:
-        """Index whatever was written since the last run, in the background."""
+        """Index the whole store in the background: whatever was written since the last run."""
+        with self._lock:
+            self._whole = True
         self._start("catch-up")
 
-    def note_write(self) -> None:
-        """A write happened: (re)start the wait before the next run."""
+    def note_write(self, file: Path | None = None) -> None:
+        """*file* changed (``None``: something did): (re)start the wait before the next run."""
         with self._lock:
+            if file is None:
+                self._whole = True
+            else:
+                self._changed.add(file)
             if self._timer is not None:
                 self._timer.cancel()
             self._due = True
@@ -73,10 +91,17 @@ class Indexer:
             )
             self._worker.start()
 
+    def _take_files(self) -> tuple[Path, ...]:
+        with self._lock:
+            files = () if self._whole else tuple(sorted(self._changed))
+            self._changed.clear()
+            self._whole = False
+        return files
+
     def _work(self, reason: str) -> None:
         while True:
             try:
-                self._run(reason)
+                self._run(reason, self._take_files())
                 self.last_failure = None
             except Exception as error:  # noqa: BLE001 - remembered for status, never raised
                 log.warning("index run (%s) failed: %s", reason, error)

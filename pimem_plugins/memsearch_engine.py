@@ -353,7 +353,14 @@ class MemsearchEngine:
 
     # -- operations ---------------------------------------------------------------------
 
-    def index(self, scope: Scope, progress: Callable[[int, int], None] | None) -> IndexReport:
+    def index(
+        self,
+        scope: Scope,
+        files: tuple[Path, ...],
+        progress: Callable[[int, int], None] | None,
+    ) -> IndexReport:
+        """memsearch's index of the store, or of just *files* (a partial update, as
+        ``memsearch index <file>`` does: nothing else is pruned)."""
         config = self.config(scope)
         from memsearch.index_report import IndexFailure
         from memsearch.index_state import (
@@ -362,7 +369,7 @@ class MemsearchEngine:
             record_index_started,
         )
 
-        paths = (str(scope.memory_dir),)
+        paths = tuple(str(file) for file in files) or (str(scope.memory_dir),)
         state = {
             "operation": "index",
             "paths": paths,
@@ -376,11 +383,12 @@ class MemsearchEngine:
         self.release()
         memsearch = self._memsearch(scope, config, paths=paths)
         try:
-            report = self._loop.run_until_complete(
-                _index_with_progress(memsearch, progress)
-                if progress
-                else memsearch.index_with_report()
-            )
+            if files:
+                report = self._loop.run_until_complete(_index_files(memsearch, files))
+            elif progress:
+                report = self._loop.run_until_complete(_index_with_progress(memsearch, progress))
+            else:
+                report = self._loop.run_until_complete(memsearch.index_with_report())
         except Exception as error:
             if state_path is not None:
                 record_index_error(state_path, error, **state)
@@ -503,6 +511,27 @@ class MemsearchEngine:
             "model": str(config.embedding.model),
             "milvus_uri": str(config.milvus.uri),
         }
+
+
+async def _index_files(memsearch: Any, files: tuple[Path, ...]) -> Any:
+    """Re-index changed files one by one; a file that is gone loses its chunks."""
+    from memsearch.index_report import IndexFailure, IndexReport, format_error
+
+    indexed, failed = 0, []
+    for file in files:
+        try:
+            if file.exists():
+                indexed += int(await memsearch.index_file(file))
+            else:
+                memsearch.store.delete_by_source(str(file.resolve()))
+        except Exception as error:  # noqa: BLE001 - recorded per file, as memsearch does
+            failed.append(IndexFailure(path=str(file), error=format_error(error)))
+    return IndexReport(
+        indexed_chunks=indexed,
+        total_files=len(files),
+        indexed_files=len(files) - len(failed),
+        failed_files=tuple(failed),
+    )
 
 
 async def _index_with_progress(memsearch: Any, progress: Callable[[int, int], None]) -> Any:

@@ -8,6 +8,7 @@ store still takes writes; search, expand and compact answer with install instruc
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TypeVar
 
 from pimem_core import hookimpl
@@ -57,11 +58,13 @@ class MemsearchIndex:
     """Indexing hooks on the shared in-process memsearch engine."""
 
     @hookimpl(trylast=True)
-    def pimem_index_memory(self, scope: Scope, call: BackendCall) -> IndexReport:
+    def pimem_index_memory(
+        self, scope: Scope, files: tuple[Path, ...], call: BackendCall
+    ) -> IndexReport:
         if not scope.memory_dir.is_dir():
             return IndexReport(indexed_chunks=0)
         engine = shared_engine()
-        return _run("index", lambda: engine.index(scope, call.progress), call, None)
+        return _run("index", lambda: engine.index(scope, files, call.progress), call, None)
 
     @hookimpl(trylast=True)
     def pimem_search_memory(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -141,22 +142,30 @@ def test_a_slow_operation_times_out_for_its_caller() -> None:
 # -- indexer schedule --------------------------------------------------------------------------
 
 
-def test_a_burst_of_writes_costs_one_run() -> None:
-    runs: list[str] = []
-    indexer = Indexer(runs.append, debounce=0.1)
-    for _ in range(5):
-        indexer.note_write()
+def test_a_burst_of_writes_costs_one_run_over_the_changed_files() -> None:
+    runs: list[tuple[str, tuple[Path, ...]]] = []
+    indexer = Indexer(lambda reason, files: runs.append((reason, files)), debounce=0.1)
+    for day in (1, 2, 1, 2, 1):
+        indexer.note_write(Path(f"2026-08-1{day}.md"))
         time.sleep(0.02)  # each write restarts the wait
     assert runs == []
     assert indexer.shutdown(cap=5)
-    assert runs == ["shutdown"]
+    assert runs == [("shutdown", (Path("2026-08-11.md"), Path("2026-08-12.md")))]
+
+
+def test_a_catch_up_indexes_the_whole_store() -> None:
+    runs: list[tuple[str, tuple[Path, ...]]] = []
+    indexer = Indexer(lambda reason, files: runs.append((reason, files)))
+    indexer.catch_up()
+    assert indexer.shutdown(cap=5)
+    assert runs == [("catch-up", ())]
 
 
 def test_the_wait_ends_in_one_run() -> None:
     ran = threading.Event()
     runs: list[str] = []
 
-    def run(reason: str) -> None:
+    def run(reason: str, files: tuple[Path, ...]) -> None:
         runs.append(reason)
         ran.set()
 
@@ -169,13 +178,13 @@ def test_the_wait_ends_in_one_run() -> None:
 
 def test_shutdown_without_pending_writes_runs_nothing() -> None:
     runs: list[str] = []
-    assert Indexer(runs.append).shutdown(cap=1)
+    assert Indexer(lambda reason, files: runs.append(reason)).shutdown(cap=1)
     assert runs == []
 
 
 def test_shutdown_gives_up_at_the_cap() -> None:
     release = threading.Event()
-    indexer = Indexer(lambda reason: release.wait(5), debounce=10)
+    indexer = Indexer(lambda reason, files: release.wait(5), debounce=10)
     indexer.note_write()
     assert indexer.shutdown(cap=0.1) is False
     release.set()
@@ -186,7 +195,7 @@ def test_a_write_during_a_run_is_indexed_by_a_second_pass() -> None:
     first = threading.Event()
     release = threading.Event()
 
-    def run(reason: str) -> None:
+    def run(reason: str, files: tuple[Path, ...]) -> None:
         runs.append(reason)
         if len(runs) == 1:
             first.set()
@@ -205,7 +214,7 @@ def test_a_write_during_a_run_is_indexed_by_a_second_pass() -> None:
 def test_a_failed_run_is_remembered_until_one_succeeds() -> None:
     outcomes = iter([RuntimeError("database is damaged"), None])
 
-    def run(reason: str) -> None:
+    def run(reason: str, files: tuple[Path, ...]) -> None:
         error = next(outcomes)
         if error is not None:
             raise error
