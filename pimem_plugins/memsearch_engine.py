@@ -170,9 +170,10 @@ class MemsearchEngine:
     """The process's memsearch: configuration per project, embedders kept warm."""
 
     def __init__(self) -> None:
-        # Milvus Lite logs a traceback when another process holds the database; pimem
-        # retries and reports that itself, in one line.
+        # Milvus Lite logs a traceback when another process holds the database, and its
+        # in-process server logs calls it does not implement; pimem reports what matters itself.
         logging.getLogger("milvus_lite").setLevel(logging.CRITICAL)
+        logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
         self._embedders: dict[tuple[object, ...], Any] = {}
         self._loop = asyncio.new_event_loop()
         self._probe: Availability | None = None

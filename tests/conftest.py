@@ -39,6 +39,17 @@ PIMEM_VARIABLES = (
 CLOCK = "2026-08-13T22:41"
 
 
+def pimem_home() -> Path:
+    """``$PIMEM_HOME``, else the repository's own ``.pimem-home`` (where ``make model`` builds)."""
+    return Path(os.environ.get("PIMEM_HOME") or Path(__file__).parents[1] / ".pimem-home")
+
+
+# The Hugging Face libraries read these once, at import: set them before anything imports them,
+# so in-process tests load the offline model and nothing can reach a model hub.
+os.environ["HF_HOME"] = str(default_hf_home({"PIMEM_HOME": str(pimem_home())}))
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in PIMEM_VARIABLES:
@@ -128,11 +139,6 @@ def make_distribution(
     return root
 
 
-def pimem_home() -> Path:
-    """``$PIMEM_HOME``, else the repository's own ``.pimem-home`` (where ``make model`` builds)."""
-    return Path(os.environ.get("PIMEM_HOME") or Path(__file__).parents[1] / ".pimem-home")
-
-
 @pytest.fixture(scope="session")
 def offline_model() -> OfflineModel:
     """The offline embedding model (built on first use, about 1.5 min; then instant).
@@ -141,4 +147,27 @@ def offline_model() -> OfflineModel:
     directory, where pimem's defaults would start a fresh build every time.
     """
     env = {"PIMEM_HOME": str(pimem_home())}
-    return install_offline_model(default_hf_home(env), build_dir=default_build_dir(env))
+    model = install_offline_model(default_hf_home(env), build_dir=default_build_dir(env))
+    assert str(model.hf_home) == os.environ["HF_HOME"], "the model must be where HF_HOME points"
+    return model
+
+
+@pytest.fixture
+def memsearch_home(
+    tmp_path: Path, offline_model: OfflineModel, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """An isolated memsearch home (its own config and database) using the offline model.
+
+    ``HOME`` points at it for this test, for in-process use and for child processes alike.
+    """
+    home = tmp_path / "home"
+    (home / ".memsearch").mkdir(parents=True, exist_ok=True)
+    (home / ".memsearch" / "config.toml").write_text(
+        "[embedding]\n"
+        f'provider = "{offline_model.provider}"\n'
+        f'model = "{offline_model.model}"\n\n'
+        "[milvus]\n"
+        f'uri = "{tmp_path / "milvus.db"}"\n'
+    )
+    monkeypatch.setenv("HOME", str(home))
+    return home

@@ -30,18 +30,9 @@ ENTRIES = [
 
 
 @pytest.fixture
-def memsearch_env(tmp_path: Path, offline_model: OfflineModel) -> dict[str, str]:
-    """An isolated memsearch home (its own config and database) using the offline model."""
-    home = tmp_path / "home"
-    (home / ".memsearch").mkdir(parents=True)
-    (home / ".memsearch" / "config.toml").write_text(
-        "[embedding]\n"
-        f'provider = "{offline_model.provider}"\n'
-        f'model = "{offline_model.model}"\n\n'
-        "[milvus]\n"
-        f'uri = "{tmp_path / "milvus.db"}"\n'
-    )
-    return {"HOME": str(home), "HF_HOME": str(offline_model.hf_home), "HF_HUB_OFFLINE": "1"}
+def memsearch_env(memsearch_home: Path, offline_model: OfflineModel) -> dict[str, str]:
+    """The environment of a child process using the isolated memsearch home."""
+    return {"HOME": str(memsearch_home), **offline_model.environment()}
 
 
 def pimem(env: dict[str, str], *args: str, clock: str = CLOCK) -> Result:

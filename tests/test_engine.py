@@ -1,0 +1,160 @@
+"""The in-process memsearch engine: warm embedder, database lease, partial index, indexer."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from pimem_core import Pimem
+from pimem_core.indexer import Indexer
+from pimem_core.types import Anchor, DayAddress, Entry, Scope, SearchQuery
+from pimem_plugins.memsearch_engine import extract_section, is_contention, shared_engine
+
+from conftest import make_pimem
+
+
+def add(pimem: Pimem, scope: Scope, turn: str, content: str, minute: int) -> Path:
+    entry = Entry(
+        anchor=Anchor(session="s1", turn=turn, transcript="/t/s1.jsonl"),
+        content=content,
+        written_at=datetime(2026, 8, 13, 22, minute),
+    )
+    return pimem.append_entry(scope, entry)
+
+
+def texts(pimem: Pimem, scope: Scope, query: str) -> list[str]:
+    return [hit.content for hit in pimem.search_memory(scope, SearchQuery(text=query, top_k=5))]
+
+
+def database_locked(home: Path) -> bool:
+    """Whether some client holds the Milvus Lite database of the test's memsearch home."""
+    fd = os.open(home.parent / "milvus.db" / "LOCK", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+@pytest.fixture
+def indexed(memsearch_home: Path, repo: Path) -> tuple[Pimem, Scope]:
+    pimem = make_pimem({"PIMEM_DB_LINGER_MS": "0"})
+    scope = pimem.resolve_scope(repo)
+    add(pimem, scope, "t1", "- the team chose Redis for the hot cache", 41)
+    add(pimem, scope, "t2", "- the agent fixed the flaky upload test by mocking the clock", 50)
+    assert pimem.index_memory(scope, "test").indexed_chunks == 2
+    return pimem, scope
+
+
+def test_the_embedder_stays_warm_across_calls(indexed: tuple[Pimem, Scope]) -> None:
+    pimem, scope = indexed
+    texts(pimem, scope, "cache")
+    embedders = dict(shared_engine()._embedders)
+    texts(pimem, scope, "flaky test")
+    pimem.expand_chunk(scope, pimem.search_memory(scope, SearchQuery(text="cache"))[0].chunk_hash)
+    assert shared_engine()._embedders == embedders
+    assert len(embedders) >= 1
+
+
+def test_with_no_linger_the_database_is_closed_after_every_call(
+    indexed: tuple[Pimem, Scope], memsearch_home: Path
+) -> None:
+    pimem, scope = indexed
+    texts(pimem, scope, "cache")
+    assert not database_locked(memsearch_home)
+
+
+def test_with_a_linger_the_database_is_released_once_calls_stop(
+    indexed: tuple[Pimem, Scope], memsearch_home: Path, repo: Path
+) -> None:
+    pimem = make_pimem({"PIMEM_DB_LINGER_MS": "200"})
+    scope = pimem.resolve_scope(repo)
+    texts(pimem, scope, "cache")
+    assert database_locked(memsearch_home)  # leased while calls may follow
+    deadline = datetime.now().timestamp() + 10
+    while database_locked(memsearch_home) and datetime.now().timestamp() < deadline:
+        pass
+    assert not database_locked(memsearch_home)
+
+
+def test_one_appended_entry_is_indexed_alone(indexed: tuple[Pimem, Scope]) -> None:
+    pimem, scope = indexed
+    file = add(pimem, scope, "t3", "- the user asked for tabs, never spaces, in the Makefile", 55)
+    report = pimem.index_memory(scope, "write", files=(file,))
+    # The new entry, and at most the entry before it, whose line range the append extended.
+    assert 1 <= report.indexed_chunks <= 2
+    assert any("tabs, never spaces" in text for text in texts(pimem, scope, "Makefile tabs"))
+
+
+def test_a_forgotten_entry_leaves_the_index_with_a_partial_reindex(
+    indexed: tuple[Pimem, Scope],
+) -> None:
+    pimem, scope = indexed
+    redaction = pimem.forget_entry(scope, DayAddress.parse("2026-08-13", "22:41"))
+    pimem.index_memory(scope, "forget", files=(redaction.file,))
+    assert not any("Redis" in text for text in texts(pimem, scope, "hot cache Redis"))
+
+
+def test_a_deleted_day_file_loses_its_chunks(indexed: tuple[Pimem, Scope]) -> None:
+    pimem, scope = indexed
+    day = scope.memory_dir / "2026-08-13.md"
+    day.unlink()
+    pimem.index_memory(scope, "forget", files=(day,))
+    assert texts(pimem, scope, "cache") == []
+
+
+def test_the_indexer_makes_writes_searchable(indexed: tuple[Pimem, Scope]) -> None:
+    pimem, scope = indexed
+    indexer = Indexer(lambda reason, files: pimem.index_memory(scope, reason, files=files))
+    file = add(pimem, scope, "t4", "- the agent pinned numpy below 3 for the old wheels", 58)
+    indexer.note_write(file)
+    assert indexer.shutdown(cap=60)
+    assert indexer.last_failure is None
+    assert any("pinned numpy" in text for text in texts(pimem, scope, "numpy pin"))
+
+
+def test_expand_returns_the_section_and_its_anchor(indexed: tuple[Pimem, Scope]) -> None:
+    pimem, scope = indexed
+    hit = pimem.search_memory(scope, SearchQuery(text="flaky upload test", top_k=1))[0]
+    section = pimem.expand_chunk(scope, hit.chunk_hash)
+    assert section.heading == "22:50"
+    assert section.anchor == Anchor(session="s1", turn="t2", transcript="/t/s1.jsonl")
+    assert section.content.startswith("### 22:50\n<!-- session:s1 turn:t2")
+
+
+@pytest.mark.parametrize("bad", ["DEADBEEFDEADBEEF", "abc", "0123456789abcdef0", '") or ("'])
+def test_a_malformed_chunk_hash_is_refused_before_the_database(
+    indexed: tuple[Pimem, Scope], bad: str
+) -> None:
+    pimem, scope = indexed
+    with pytest.raises(Exception, match="16 lowercase hex digits"):
+        pimem.expand_chunk(scope, bad)
+
+
+def test_section_extraction_follows_memsearch_expand() -> None:
+    lines = ["# 2026-08-13", "", "## Session 09:00", "", "### 09:00", "- a", "", "### 09:30", "- b"]
+    assert extract_section(lines, 6, 3) == ("### 09:00\n- a\n", 5, 7)
+    assert extract_section(lines, 9, 3) == ("### 09:30\n- b", 8, 9)
+    assert extract_section(lines, 1, 0) == ("\n".join(lines), 1, 9)
+
+
+def test_an_incompatible_database_is_not_contention(tmp_path: Path) -> None:
+    file_db = tmp_path / "old.db"
+    file_db.write_text("a Milvus Lite 2 file")
+    error = RuntimeError(
+        f"Could not open the local Milvus database at {file_db}: boom. Milvus Lite 3.x stores a "
+        "database as a directory, but this path is a file."
+    )
+    assert not is_contention(error)
+    assert is_contention(RuntimeError("another process holds the lock on '/x'"))
+    unheld = tmp_path / "free.db"
+    (unheld).mkdir()
+    (unheld / "LOCK").write_text("")
+    generic = RuntimeError(f"Could not open the local Milvus database at {unheld}: failed")
+    assert not is_contention(generic)
