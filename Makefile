@@ -16,8 +16,8 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-demo: $(STAMP)  ## a CLI walk-through on a temporary project
-	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
+demo: $(STAMP) model  ## a CLI walk-through on a temporary project
+	PATH="$(CURDIR)/$(BIN):$$PATH" PIMEM_HOME="$(PIMEM_HOME)" bash scripts/demo.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(CODE)

@@ -81,6 +81,14 @@ def cmd_forget(pimem: Pimem, args: argparse.Namespace) -> None:
     else:
         redaction = pimem.forget_entry(scope, DayAddress.parse(args.date, args.time))
     _emit(args, redaction_to_json(redaction), render_redaction(redaction))
+    # A forget is a redaction: take the text out of the index now, not at the next index run.
+    try:
+        pimem.index_memory(scope, "forget", files=(redaction.file,), on_wait=_waiting)
+    except PimemError as error:
+        print(
+            f"pimem: the index still holds the forgotten text until it is rebuilt: {error}",
+            file=sys.stderr,
+        )
 
 
 def _waiting(holder: str) -> None:

@@ -175,13 +175,20 @@ class MemsearchEngine:
         logging.getLogger("milvus_lite").setLevel(logging.CRITICAL)
         logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
         self._embedders: dict[tuple[object, ...], Any] = {}
-        self._loop = asyncio.new_event_loop()
+        self._event_loop: asyncio.AbstractEventLoop | None = None
         self._probe: Availability | None = None
         self._probed_at = 0.0
         self.bootstrap_note = "not checked yet"
         self._lease: _Lease | None = None
         #: Seconds the database stays open after a call, waiting for the next one.
         self.linger = DEFAULT_LINGER_SECONDS
+
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        """One event loop for every call: memsearch's HTTP-based providers break on a new one."""
+        if self._event_loop is None:
+            self._event_loop = asyncio.new_event_loop()
+        return self._event_loop
 
     # -- availability and configuration ---------------------------------------------------
 

@@ -1,25 +1,48 @@
 #!/usr/bin/env bash
-# A walk-through of the pimem CLI on a throw-away project: write, snapshot, scope, forget.
+# A walk-through of pimem on a throw-away project: write, snapshot, index, recall, forget.
+# memsearch runs with a home of its own here (config and database), using the offline model,
+# so nothing of the user's ~/.memsearch is read or changed and no network is needed.
 set -euo pipefail
 
 project=$(mktemp -d)
 trap 'rm -rf "$project"' EXIT
-mkdir -p "$project/.git" "$project/src"
-export PIMEM_NOW=2026-08-13T22:41
+mkdir -p "$project/repo/.git" "$project/repo/src" "$project/home/.memsearch"
+repo="$project/repo"
 transcript="$project/session.jsonl"
 
-step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+model=$(pimem model install-offline --json)
+field() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$model" "$1"; }
+export HOME="$project/home" HF_HOME="$(field hf_home)" HF_HUB_OFFLINE=1
+cat > "$HOME/.memsearch/config.toml" <<TOML
+[embedding]
+provider = "$(field provider)"
+model = "$(field model)"
 
-step pimem scope --cwd "$project/src"
-step pimem write "- the user and the agent chose Redis for the hot cache, with 5 minute TTLs" \
-    --cwd "$project/src" --session demo-session --turn a1b2c3d4 --transcript "$transcript"
-PIMEM_NOW=2026-08-13T22:55 step pimem write "- the agent fixed the login redirect loop by escaping the return URL" \
-    --cwd "$project/src" --session demo-session --turn e5f6a7b8 --transcript "$transcript"
-printf '\n--- %s ---\n' "$project/.memsearch/memory/2026-08-13.md"
-cat "$project/.memsearch/memory/2026-08-13.md"
-step pimem snapshot --cwd "$project"
+[milvus]
+uri = "$project/milvus.db"
+TOML
+
+step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+write() {
+    PIMEM_NOW="2026-08-13T$1" step pimem write "$2" --cwd "$repo/src" \
+        --session demo-session --turn "$3" --transcript "$transcript"
+}
+
+step pimem scope --cwd "$repo/src"
+write 22:41 "- the user and the agent chose Redis for the hot cache, with 5 minute TTLs" a1b2c3d4
+write 22:55 "- the agent fixed the login redirect loop by escaping the return URL" e5f6a7b8
+write 23:05 "- the user prefers pytest fixtures to unittest setUp methods" c9d0e1f2
+printf '\n--- %s ---\n' "$repo/.memsearch/memory/2026-08-13.md"
+cat "$repo/.memsearch/memory/2026-08-13.md"
+PIMEM_NOW=2026-08-13T23:10 step pimem snapshot --cwd "$repo"
 echo
-step pimem forget --cwd "$project" --date 2026-08-13 --time 22:41
-printf '\n--- %s ---\n' "$project/.memsearch/memory/2026-08-13.md"
-cat "$project/.memsearch/memory/2026-08-13.md"
+step pimem index --cwd "$repo"
+step pimem search "why did the login keep redirecting" -k 2 --cwd "$repo"
+chunk=$(pimem search "which cache did we pick" -k 1 --json --cwd "$repo" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["chunk_hash"])')
+step pimem expand "$chunk" --cwd "$repo"
+step pimem forget --chunk "$chunk" --cwd "$repo"
+step pimem index --cwd "$repo"
+step pimem search "which cache did we pick" -k 2 --cwd "$repo"
+step pimem status --cwd "$repo"
 step pimem plugins

@@ -158,3 +158,27 @@ def test_an_incompatible_database_is_not_contention(tmp_path: Path) -> None:
     (unheld / "LOCK").write_text("")
     generic = RuntimeError(f"Could not open the local Milvus database at {unheld}: failed")
     assert not is_contention(generic)
+
+
+def test_an_unavailable_backend_is_checked_again_after_30_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.metadata
+
+    from pimem_plugins import memsearch_engine
+
+    engine = memsearch_engine.MemsearchEngine()
+    clock = [1000.0]
+    monkeypatch.setattr(memsearch_engine.time, "monotonic", lambda: clock[0])
+    real_version = importlib.metadata.version
+
+    def missing(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(memsearch_engine.importlib.metadata, "version", missing)
+    assert engine.availability().reason is not None
+    monkeypatch.setattr(memsearch_engine.importlib.metadata, "version", real_version)
+    clock[0] += 29
+    assert engine.availability().reason is not None  # still the cached answer
+    clock[0] += 2
+    assert engine.availability().available
