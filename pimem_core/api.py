@@ -19,15 +19,17 @@ import attrs
 
 from pimem_core.errors import NoProviderError, PluginError
 from pimem_core.manager import PimemPluginManager, build_plugin_manager
+from pimem_core.scrub import Scrubber
 from pimem_core.settings import Settings
 from pimem_core.types import (
     BackendCall,
+    BranchEntry,
     ChunkAddress,
     CompactResult,
     DayAddress,
     Distillation,
+    DistillRequest,
     Entry,
-    Exchange,
     IndexHealth,
     IndexReport,
     Injection,
@@ -94,14 +96,23 @@ class Pimem:
 
     # -- distillation --------------------------------------------------------------------------
 
-    def distill_exchange(self, exchange: Exchange) -> Distillation:
-        answer = self.pm.hook.pimem_distill_exchange(exchange=exchange, settings=self.settings)
+    def distill_exchange(self, request: DistillRequest) -> Distillation:
+        answer = self.pm.hook.pimem_distill_exchange(request=request)
         return self._require("pimem_distill_exchange", answer, Distillation)
+
+    @functools.cached_property
+    def scrubber(self) -> Scrubber:
+        """Every plugin's secret patterns (none when ``PIMEM_SCRUB_SECRETS=off``)."""
+        if not self.settings.scrub_secrets:
+            return Scrubber(())
+        contributions = self.pm.hook.pimem_collect_secret_patterns()
+        return Scrubber(tuple(pattern for part in contributions if part for pattern in part))
 
     # -- storage -------------------------------------------------------------------------------
 
     def append_entry(self, scope: Scope, entry: Entry) -> Path:
-        """Write *entry* and announce the change (indexers schedule a re-index)."""
+        """Scrub *entry* of secrets, write it and announce the change (indexers re-index)."""
+        entry = attrs.evolve(entry, content=self.scrubber.scrub(entry.content))
         file = self._require(
             "pimem_append_entry",
             self.pm.hook.pimem_append_entry(scope=scope, entry=entry),
@@ -222,6 +233,11 @@ class Pimem:
         )
 
     # -- transcripts ---------------------------------------------------------------------------
+
+    def read_branch(self, path: Path) -> tuple[BranchEntry, ...]:
+        """The current branch of the session whose transcript is *path*, root first."""
+        answer = self.pm.hook.pimem_read_branch(path=path)
+        return self._require("pimem_read_branch", answer, tuple)
 
     def read_transcript(self, request: TranscriptRequest) -> Transcript:
         answer = self.pm.hook.pimem_read_transcript(request=request)

@@ -22,12 +22,13 @@ if TYPE_CHECKING:
     from pimem_core.settings import Settings
     from pimem_core.types import (
         BackendCall,
+        BranchEntry,
         ChunkAddress,
         CompactResult,
         DayAddress,
         Distillation,
+        DistillRequest,
         Entry,
-        Exchange,
         IndexHealth,
         IndexReport,
         Injection,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
         Scope,
         SearchHit,
         SearchQuery,
+        SecretPattern,
         Section,
         StatusSection,
         StoreChange,
@@ -81,14 +83,24 @@ class PimemSpecs:
     # -- distillation --------------------------------------------------------------------------
 
     @_hookspec(firstresult=True)
-    def pimem_distill_exchange(self, exchange: Exchange, settings: Settings) -> Distillation | None:
+    def pimem_distill_exchange(self, request: DistillRequest) -> Distillation | None:
         """Distil one settled exchange into third-person markdown bullets.
 
-        Stops at the first non-``None`` result. Raise to report a failure: the caller writes a
-        diagnostic marker entry so the exchange is never lost.
+        Stops at the first non-``None`` result: return ``None`` when this distiller does not
+        apply (no model configured, or ``request.models_allowed`` is false for a model-based
+        one). Raise to report a failure: the caller then writes a diagnostic marker entry, so
+        the exchange is never lost. The extractive distiller answers last, always.
 
-        :param exchange: the exchange's messages and the anchor its entry will carry.
-        :param settings: the parsed environment (capture model, timeouts).
+        :param request: the exchange (already scrubbed of secrets), the settings, the host's
+            model if it lends one, and whether models may be used.
+        """
+
+    @_hookspec
+    def pimem_collect_secret_patterns(self) -> Iterable[SecretPattern] | None:
+        """Contribute shapes of secrets to scrub before anything is distilled or written.
+
+        Every implementation is called; all patterns apply. Scrubbing replaces the value with
+        ``[REDACTED:<name>]``.
         """
 
     # -- storage -------------------------------------------------------------------------------
@@ -199,6 +211,14 @@ class PimemSpecs:
         """
 
     # -- transcripts ---------------------------------------------------------------------------
+
+    @_hookspec(firstresult=True)
+    def pimem_read_branch(self, path: Path) -> tuple[BranchEntry, ...] | None:
+        """The current branch of the session in transcript *path*, root first.
+
+        Stops at the first non-``None`` result; return ``None`` for a format you do not read.
+        Capture reads the exchange to distil from it.
+        """
 
     @_hookspec(firstresult=True)
     def pimem_read_transcript(self, request: TranscriptRequest) -> Transcript | None:

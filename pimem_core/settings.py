@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
 import attrs
 
@@ -19,6 +20,9 @@ from pimem_core.errors import SettingsError
 DEFAULT_SEARCH_TIMEOUT_MS = 30_000
 DEFAULT_COMPACT_TIMEOUT_MS = 300_000
 DEFAULT_DB_LINGER_MS = 1_000
+DEFAULT_DISTILL_TIMEOUT_MS = 30_000
+DEFAULT_DISTILL_BUDGET = 500
+DISTILLERS = ("auto", "host", "http", "extractive")
 
 
 @attrs.frozen(kw_only=True)
@@ -48,6 +52,22 @@ class Settings:
     disabled_plugins: frozenset[str] = frozenset()
     #: ``PIMEM_STRICT_PLUGINS=1``: a plugin that fails to import raises instead of being skipped.
     strict_plugins: bool = False
+    #: Scrub secrets before distilling or writing (``PIMEM_SCRUB_SECRETS=off`` turns it off).
+    scrub_secrets: bool = True
+    #: Which distiller capture uses (``PIMEM_DISTILLER``): ``auto`` picks the host's model, else
+    #: the HTTP endpoint when configured, else the extractive distiller.
+    distiller: Literal["auto", "host", "http", "extractive"] = "auto"
+    #: An OpenAI-compatible endpoint for distillation (``PIMEM_DISTILL_URL``, e.g.
+    #: ``http://127.0.0.1:8000/v1``), its model and key (``PIMEM_DISTILL_MODEL``,
+    #: ``PIMEM_DISTILL_API_KEY``).
+    distill_url: str | None = None
+    distill_model: str | None = None
+    distill_api_key: str | None = None
+    #: How long one distillation may take (``PIMEM_DISTILL_TIMEOUT_MS``).
+    distill_timeout_ms: int = DEFAULT_DISTILL_TIMEOUT_MS
+    #: Model distillations per day before capture falls back to the extractive distiller
+    #: (``PIMEM_DISTILL_BUDGET``; 0 means no limit).
+    distill_budget: int = DEFAULT_DISTILL_BUDGET
     #: ``PIMEM_NOW``: a fixed local time, so behaviour around midnight can be tested.
     fixed_now: datetime | None = None
 
@@ -91,6 +111,15 @@ class Settings:
                 if name.strip()
             ),
             strict_plugins=_switch(env, "PIMEM_STRICT_PLUGINS", default=False),
+            scrub_secrets=_switch(env, "PIMEM_SCRUB_SECRETS", default=True),
+            distiller=_distiller(env.get("PIMEM_DISTILLER", "")),
+            distill_url=get("PIMEM_DISTILL_URL"),
+            distill_model=get("PIMEM_DISTILL_MODEL"),
+            distill_api_key=get("PIMEM_DISTILL_API_KEY"),
+            distill_timeout_ms=_milliseconds(
+                env, "PIMEM_DISTILL_TIMEOUT_MS", DEFAULT_DISTILL_TIMEOUT_MS
+            ),
+            distill_budget=_count(env, "PIMEM_DISTILL_BUDGET", DEFAULT_DISTILL_BUDGET),
             fixed_now=_local_time(env, "PIMEM_NOW"),
         )
 
@@ -121,6 +150,33 @@ def _milliseconds(
     kind = "whole number" if allow_zero else "positive whole number"
     raise SettingsError(
         f"{name} must be a {kind} of milliseconds, got {raw!r}; "
+        f"unset it for the default of {default}."
+    )
+
+
+def _distiller(raw: str) -> Literal["auto", "host", "http", "extractive"]:
+    value = raw or "auto"
+    if value == "auto":
+        return "auto"
+    if value == "host":
+        return "host"
+    if value == "http":
+        return "http"
+    if value == "extractive":
+        return "extractive"
+    raise SettingsError(
+        f"PIMEM_DISTILLER must be one of {', '.join(DISTILLERS)}, got {raw!r}; unset it for auto."
+    )
+
+
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "")
+    if not raw:
+        return default
+    if raw.isascii() and raw.isdigit():
+        return int(raw)
+    raise SettingsError(
+        f"{name} must be a whole number (0 for no limit), got {raw!r}; "
         f"unset it for the default of {default}."
     )
 

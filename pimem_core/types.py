@@ -205,6 +205,26 @@ class IndexHealth:
 
 
 @attrs.frozen(kw_only=True)
+class BranchEntry:
+    """One entry of a session's current branch (root first), as capture and recall see it.
+
+    Transcript readers translate their agent's format into these; ``text`` is what the entry
+    says in words (a user prompt, an assistant's text blocks joined), ``tool_calls`` the
+    assistant's tool calls as one-liners such as ``edit(path=src/app.py, …)``.
+    """
+
+    id: str
+    kind: Literal["message", "custom_message", "other"]
+    role: Literal["user", "assistant", "tool", "other"] = "other"
+    text: str = ""
+    tool_calls: tuple[str, ...] = ()
+    #: The assistant's run was aborted (pi: ``stopReason == "aborted"``).
+    aborted: bool = False
+    #: The entry's local time as ``HH:MM``, when known.
+    time: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class ExchangeMessage:
     role: Literal["user", "assistant"]
     text: str
@@ -212,10 +232,53 @@ class ExchangeMessage:
 
 @attrs.frozen(kw_only=True)
 class Exchange:
-    """One settled exchange to distil: the messages and the anchor its entry will carry."""
+    """One settled exchange to distil: the messages and the anchor its entry will carry.
+
+    The messages are already scrubbed of secrets; ``transcript`` is how a model reads them.
+    """
 
     anchor: Anchor
     messages: tuple[ExchangeMessage, ...] = attrs.field(converter=tuple)
+
+    @property
+    def transcript(self) -> str:
+        """The exchange as ``[User]: ...`` / ``[Assistant]: ...`` paragraphs, capped in the
+        middle so a huge exchange keeps its start and its end."""
+        text = "\n\n".join(
+            f"[{message.role.capitalize()}]: {message.text}" for message in self.messages
+        )
+        if len(text) <= TRANSCRIPT_HEAD + TRANSCRIPT_TAIL:
+            return text
+        return f"{text[:TRANSCRIPT_HEAD]}{TRANSCRIPT_CUT}{text[-TRANSCRIPT_TAIL:]}"
+
+
+TRANSCRIPT_HEAD = 10_000
+TRANSCRIPT_TAIL = 70_000
+TRANSCRIPT_CUT = "\n\n[... the middle of this exchange was left out ...]\n\n"
+
+
+@attrs.frozen(kw_only=True)
+class HostModel:
+    """A model the host lends pimem for distillation (pi: the cheapest model of the session).
+
+    ``complete(system, prompt, timeout_seconds)`` returns the model's text or raises.
+    """
+
+    name: str
+    complete: Callable[[str, str, float], str] = attrs.field(eq=False)
+
+
+@attrs.frozen(kw_only=True)
+class DistillRequest:
+    """What a distiller gets: the exchange, the settings, and which models it may use."""
+
+    exchange: Exchange
+    settings: Settings
+    #: The host's model, when the host lends one.
+    host_model: HostModel | None = None
+    #: False when the daily budget is spent or the setting asks for the extractive distiller:
+    #: model-based distillers must pass then.
+    models_allowed: bool = True
 
 
 @attrs.frozen(kw_only=True)
@@ -224,6 +287,20 @@ class Distillation:
 
     text: str
     distiller: str
+    #: Whether a model wrote them (counts against the daily budget).
+    used_model: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class SecretPattern:
+    """One shape of secret: ``name`` goes into the placeholder ``[REDACTED:<name>]``.
+
+    The replaced text is the pattern's ``secret`` group when it has one (so ``API_KEY=`` can
+    stay and only the value goes), else the whole match.
+    """
+
+    name: str
+    pattern: re.Pattern[str]
 
 
 @attrs.frozen(kw_only=True)
