@@ -234,9 +234,10 @@ class Pimem:
 
     # -- transcripts ---------------------------------------------------------------------------
 
-    def read_branch(self, path: Path) -> tuple[BranchEntry, ...]:
-        """The current branch of the session whose transcript is *path*, root first."""
-        answer = self.pm.hook.pimem_read_branch(path=path)
+    def read_branch(self, path: Path, *, leaf: str | None = None) -> tuple[BranchEntry, ...]:
+        """The branch ending at *leaf* (default: the current leaf) of the session whose
+        transcript is *path*, root first."""
+        answer = self.pm.hook.pimem_read_branch(path=path, leaf=leaf)
         return self._require("pimem_read_branch", answer, tuple)
 
     def read_transcript(self, request: TranscriptRequest) -> Transcript:

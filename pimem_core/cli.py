@@ -21,10 +21,12 @@ from pimem_core.render import (
     render_redaction,
     render_section,
     render_status,
+    render_transcript,
     section_to_json,
     status_to_json,
+    transcript_to_json,
 )
-from pimem_core.types import Anchor, DayAddress, Entry, SearchQuery
+from pimem_core.types import Anchor, DayAddress, Entry, SearchQuery, TranscriptRequest
 
 Command = Callable[[Pimem, argparse.Namespace], None]
 
@@ -32,6 +34,12 @@ Command = Callable[[Pimem, argparse.Namespace], None]
 def _positive(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {value!r}")
+    return int(value)
+
+
+def _non_negative(value: str) -> int:
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 0, got {value!r}")
     return int(value)
 
 
@@ -147,6 +155,14 @@ def cmd_status(pimem: Pimem, args: argparse.Namespace) -> None:
     scope = pimem.resolve_scope(args.cwd)
     sections = pimem.collect_status(scope)
     _emit(args, status_to_json(scope, sections), render_status(scope, sections))
+
+
+def cmd_transcript(pimem: Pimem, args: argparse.Namespace) -> None:
+    request = TranscriptRequest(
+        path=args.path, turn=args.turn, context=args.context, limit=args.limit
+    )
+    transcript = pimem.read_transcript(request)
+    _emit(args, transcript_to_json(transcript), render_transcript(transcript))
 
 
 def cmd_model_install(pimem: Pimem, args: argparse.Namespace) -> None:
@@ -277,6 +293,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("compact", cmd_compact, "condense the memory store with memsearch's LLM settings")
     command("status", cmd_status, "show the store, collection, backend and index health")
+
+    transcript = command(
+        "transcript",
+        cmd_transcript,
+        "show the turns of an agent's transcript around an anchored entry (L3)",
+        project=False,
+    )
+    transcript.add_argument("path", type=Path, metavar="PATH", help="the transcript file")
+    transcript.add_argument(
+        "--turn", metavar="ID", help="an entry id, or a unique prefix of one (default: the end)"
+    )
+    transcript.add_argument(
+        "--context",
+        type=_non_negative,
+        default=3,
+        metavar="N",
+        help="turns to show on each side of --turn (default 3)",
+    )
+    transcript.add_argument(
+        "--limit",
+        type=_positive,
+        default=20,
+        metavar="N",
+        help="without --turn, how many of the last turns to show (default 20)",
+    )
 
     model = commands.add_parser("model", help="manage the offline embedding model")
     model_commands = model.add_subparsers(dest="model_command", required=True, metavar="COMMAND")

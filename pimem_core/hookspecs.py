@@ -213,11 +213,12 @@ class PimemSpecs:
     # -- transcripts ---------------------------------------------------------------------------
 
     @_hookspec(firstresult=True)
-    def pimem_read_branch(self, path: Path) -> tuple[BranchEntry, ...] | None:
-        """The current branch of the session in transcript *path*, root first.
+    def pimem_read_branch(self, path: Path, leaf: str | None) -> tuple[BranchEntry, ...] | None:
+        """The branch of the session in transcript *path* that ends at entry *leaf*, root first.
 
-        Stops at the first non-``None`` result; return ``None`` for a format you do not read.
-        Capture reads the exchange to distil from it.
+        With ``leaf=None`` (or a leaf not in the file yet), the branch ends at the last entry
+        of the file: the session's current leaf. Stops at the first non-``None`` result;
+        return ``None`` for a format you do not read. Capture reads the exchange from it.
         """
 
     @_hookspec(firstresult=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pimem_core.types import Redaction, Scope, SearchHit, Section, StatusSection
+from pimem_core.types import Redaction, Scope, SearchHit, Section, StatusSection, Transcript
 
 
 def render_hits(query: str, hits: Sequence[SearchHit]) -> str:
@@ -101,3 +101,22 @@ def render_status(scope: Scope, sections: Sequence[StatusSection]) -> str:
 
 def status_to_json(scope: Scope, sections: Sequence[StatusSection]) -> dict[str, object]:
     return {"scope": scope.to_json(), **{section.name: dict(section.data) for section in sections}}
+
+
+def render_transcript(transcript: Transcript) -> str:
+    """L3: one ``[User] HH:MM`` or ``[Assistant] HH:MM`` block per turn, the anchored turn
+    marked ``(target)``, blocks separated by a blank line."""
+    return "\n\n".join(
+        f"[{turn.role.capitalize()}] {turn.time}{' (target)' if turn.target else ''}\n{turn.body}"
+        for turn in transcript.turns
+    )
+
+
+def transcript_to_json(transcript: Transcript) -> dict[str, object]:
+    return {
+        "path": str(transcript.path),
+        "turns": [
+            {"role": turn.role, "time": turn.time, "body": turn.body, "target": turn.target}
+            for turn in transcript.turns
+        ],
+    }

@@ -238,7 +238,7 @@ class Exchange:
     """
 
     anchor: Anchor
-    messages: tuple[ExchangeMessage, ...] = attrs.field(converter=tuple)
+    messages: tuple[ExchangeMessage, ...]
 
     @property
     def transcript(self) -> str:
@@ -403,7 +403,7 @@ class TranscriptTurn:
 @attrs.frozen(kw_only=True)
 class Transcript:
     path: Path
-    turns: tuple[TranscriptTurn, ...] = attrs.field(converter=tuple)
+    turns: tuple[TranscriptTurn, ...]
 
 
 @attrs.frozen(kw_only=True)

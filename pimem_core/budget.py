@@ -1,0 +1,59 @@
+"""The daily distillation budget: model calls per day, shared by every session on the machine.
+
+Past the budget, capture keeps working with the extractive distiller, so automatic memory never
+runs up an unbounded bill. The count lives in one small JSON file, updated under a file lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+
+import attrs
+
+
+@attrs.define
+class DistillBudget:
+    """Model distillations allowed per local day (``limit`` 0: no limit)."""
+
+    limit: int
+    path: Path
+    today: Callable[[], date] = attrs.field(default=date.today, eq=False)
+
+    def used(self) -> int:
+        return self._update(0)
+
+    def available(self) -> bool:
+        return self.limit == 0 or self.used() < self.limit
+
+    def spend(self) -> int:
+        """Count one model distillation; returns today's count."""
+        return self._update(1)
+
+    def left(self) -> int | None:
+        return None if self.limit == 0 else max(0, self.limit - self.used())
+
+    def _update(self, add: int) -> int:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return 0  # an unwritable state dir must not stop capture: count nothing
+        with os.fdopen(fd, "r+", encoding="utf-8") as file:
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX)
+            try:
+                record = json.loads(file.read() or "{}")
+            except ValueError:
+                record = {}
+            day = self.today().isoformat()
+            used = int(record.get("used", 0)) if record.get("date") == day else 0
+            if add:
+                used += add
+                file.seek(0)
+                file.truncate()
+                file.write(json.dumps({"date": day, "used": used}))
+            return used

@@ -1,0 +1,289 @@
+"""Capture: turning each settled exchange into one memory entry, in the background.
+
+The exchange is cut from the session's current branch, passes hard gates only (a user message,
+assistant text, not aborted), is scrubbed of secrets, distilled and appended. Nothing here runs
+on the agent's path: ``Capture.submit`` only queues. Exchanges are handled one at a time, so
+entries never interleave, and an exchange that reached distillation always leaves an entry:
+the bullets, or a diagnostic marker carrying the same anchor.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import attrs
+
+from pimem_core.api import Pimem
+from pimem_core.budget import DistillBudget
+from pimem_core.errors import PimemError
+from pimem_core.types import (
+    Anchor,
+    BranchEntry,
+    DistillRequest,
+    Entry,
+    Exchange,
+    ExchangeMessage,
+    HostModel,
+    Scope,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+ABORTED_AT_SHUTDOWN = "aborted by the shutdown cap"
+
+
+def marker(reason: str) -> str:
+    """The diagnostic entry written when distillation fails: the anchor above it stays intact."""
+    one_line = " ".join(reason.split()) or "unknown error"
+    return f"- [pimem] this exchange could not be distilled: {one_line}"
+
+
+@attrs.frozen(kw_only=True)
+class Window:
+    """The part of a branch a capture looks at, and the id to remember as captured."""
+
+    entries: tuple[BranchEntry, ...]
+    last_id: str | None
+
+
+def exchange_window(branch: Sequence[BranchEntry], last_captured: str | None) -> Window:
+    """The messages after the last captured entry when it is still on the branch, else from the
+    branch's last user message. Injected context messages never count."""
+    messages = [entry for entry in branch if entry.kind == "message"]
+    if not messages:
+        return Window(entries=(), last_id=None)
+    ids = [entry.id for entry in branch]
+    if last_captured is not None and last_captured in ids:
+        cut = ids.index(last_captured)
+        after = {entry.id for entry in branch[cut + 1 :]}
+        window = [entry for entry in messages if entry.id in after]
+    else:
+        users = [i for i, entry in enumerate(messages) if entry.role == "user"]
+        window = messages[users[-1] :] if users else []
+    return Window(entries=tuple(window), last_id=messages[-1].id)
+
+
+def passes_gates(window: Sequence[BranchEntry]) -> bool:
+    """Hard gates only, never a judgement of relevance: someone asked, the agent answered in
+    words, and the run was not aborted."""
+    assistants = [entry for entry in window if entry.role == "assistant"]
+    return (
+        any(entry.role == "user" for entry in window)
+        and any(entry.text.strip() for entry in assistants)
+        and not assistants[-1].aborted
+    )
+
+
+def to_messages(window: Sequence[BranchEntry]) -> tuple[ExchangeMessage, ...]:
+    messages = []
+    for entry in window:
+        if entry.role == "user" and entry.text.strip():
+            messages.append(ExchangeMessage(role="user", text=entry.text))
+        elif entry.role == "assistant":
+            calls = f"\n(tool calls: {', '.join(entry.tool_calls)})" if entry.tool_calls else ""
+            if entry.text.strip() or calls:
+                messages.append(ExchangeMessage(role="assistant", text=entry.text + calls))
+    return tuple(messages)
+
+
+@attrs.define
+class CaptureCounters:
+    """What capture did this session, for status."""
+
+    captured: int = 0
+    distilled: int = 0
+    extractive: int = 0
+    failed: int = 0
+    gated: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class _Settled:
+    leaf: str | None
+    branch: tuple[BranchEntry, ...] | None
+    settled_at: float
+
+
+class Capture:
+    """The capture queue of one session."""
+
+    def __init__(
+        self,
+        pimem: Pimem,
+        scope: Scope,
+        *,
+        session_id: str,
+        transcript: Path,
+        host_model: HostModel | None,
+        budget: DistillBudget,
+        on_written: Callable[[Path], None] = lambda _: None,
+    ) -> None:
+        self._pimem = pimem
+        self._scope = scope
+        self._session_id = session_id
+        self._transcript = transcript
+        self._host_model = host_model
+        self._budget = budget
+        self._on_written = on_written
+        self._jobs: queue.SimpleQueue[_Settled | None] = queue.SimpleQueue()
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._abort = threading.Event()
+        self._last_captured: str | None = None
+        self.counters = CaptureCounters()
+        self._worker = threading.Thread(target=self._work, name="pimem-capture", daemon=True)
+        self._worker.start()
+
+    def submit(self, leaf: str | None, branch: Sequence[BranchEntry] | None) -> None:
+        """Queue the settled exchange ending at *leaf* (or the given *branch*). Returns at once."""
+        with self._lock:
+            self._pending += 1
+        self._jobs.put(
+            _Settled(
+                leaf=leaf,
+                branch=None if branch is None else tuple(branch),
+                settled_at=time.monotonic(),
+            )
+        )
+
+    def drain(self, deadline: float) -> bool:
+        """Wait until every queued exchange is written, or *deadline* (monotonic) passes; at the
+        deadline, the rest is written as markers right away. ``True`` if all drained in time."""
+        with self._idle:
+            while self._pending and time.monotonic() < deadline:
+                self._idle.wait(max(0.0, min(0.05, deadline - time.monotonic())))
+            if not self._pending:
+                return True
+        self._abort.set()
+        with self._idle:
+            self._idle.wait_for(lambda: self._pending == 0, timeout=5)
+        return False
+
+    def close(self) -> None:
+        self._jobs.put(None)
+
+    # -- the worker ---------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                self._capture(job)
+            except Exception:  # one bad exchange must not stop capture
+                log.exception("capture failed for the exchange ending at %s", job.leaf)
+            finally:
+                with self._idle:
+                    self._pending -= 1
+                    self._idle.notify_all()
+
+    def _capture(self, job: _Settled) -> None:
+        branch = job.branch
+        if branch is None:
+            branch = self._pimem.read_branch(self._transcript, leaf=job.leaf)
+        window = exchange_window(branch, self._last_captured)
+        if window.last_id is None:
+            return
+        # Remember before gating: an exchange that fails the gates is never offered again.
+        self._last_captured = window.last_id
+        if not window.entries or not passes_gates(window.entries):
+            self.counters.gated += 1
+            return
+        turn = window.entries[-1].id
+        anchor = Anchor(session=self._session_id, turn=turn, transcript=str(self._transcript))
+        self._write(anchor, self._distil(anchor, window.entries))
+
+    def _distil(self, anchor: Anchor, window: Sequence[BranchEntry]) -> str:
+        if self._abort.is_set():
+            self.counters.failed += 1
+            return marker(ABORTED_AT_SHUTDOWN)
+        scrub = self._pimem.scrubber.scrub
+        messages = tuple(
+            attrs.evolve(message, text=scrub(message.text)) for message in to_messages(window)
+        )
+        settings = self._pimem.settings
+        request = DistillRequest(
+            exchange=Exchange(anchor=anchor, messages=messages),
+            settings=settings,
+            host_model=self._host_model,
+            models_allowed=settings.distiller != "extractive" and self._budget.available(),
+        )
+        timeout = settings.distill_timeout_ms / 1000
+        try:
+            distillation = _call_with_deadline(
+                lambda: self._pimem.distill_exchange(request), timeout, self._abort
+            )
+        except _Aborted:
+            self.counters.failed += 1
+            return marker(ABORTED_AT_SHUTDOWN)
+        except TimeoutError:
+            self.counters.failed += 1
+            return marker(f"distillation timed out after {settings.distill_timeout_ms}ms")
+        except Exception as error:  # noqa: BLE001 - any distiller failure becomes a marker
+            self.counters.failed += 1
+            return marker(str(error) or type(error).__name__)
+        if distillation.used_model:
+            self._budget.spend()
+            self.counters.distilled += 1
+        else:
+            self.counters.extractive += 1
+        if not distillation.text.strip():
+            self.counters.failed += 1
+            return marker("distillation returned no text")
+        return distillation.text.strip()
+
+    def _write(self, anchor: Anchor, content: str) -> None:
+        now = self._pimem.settings.now()
+        try:
+            file = self._pimem.append_entry(
+                self._scope, Entry(anchor=anchor, content=content, written_at=now)
+            )
+        except PimemError as error:
+            if content.startswith("- [pimem]"):
+                raise
+            # The bullets themselves were refused (a heading slipped through): keep a marker.
+            file = self._pimem.append_entry(
+                self._scope, Entry(anchor=anchor, content=marker(str(error)), written_at=now)
+            )
+        self.counters.captured += 1
+        self._on_written(file)
+
+
+class _Aborted(Exception):
+    pass
+
+
+def _call_with_deadline(call: Callable[[], T], timeout: float, abort: threading.Event) -> T:
+    """Run *call* on a helper thread; give up at *timeout* or when *abort* is set.
+
+    A distiller cannot be interrupted mid-request, so a late one finishes in the background
+    and its answer is dropped.
+    """
+    box: list[T] = []
+    failure: list[BaseException] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box.append(call())
+        except BaseException as error:  # noqa: BLE001 - handed to the waiting caller
+            failure.append(error)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="pimem-distill", daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while not done.wait(0.05):
+        if abort.is_set():
+            raise _Aborted
+        if time.monotonic() >= deadline:
+            raise TimeoutError
+    if failure:
+        raise failure[0]
+    return box[0]

@@ -1,0 +1,232 @@
+"""The session lifecycle: what pimem does on each of the host's events, in the seed's order.
+
+    start          resolve the scope; catch up the index in the background; build the snapshot
+    before_prompt  the snapshot (rebuilt when the local day changed) and per-prompt context
+    settled        queue the exchange for capture (gates, distillation and the append follow
+                   in the background)
+    compacted      rebuild the snapshot (the agent's context was compacted)
+    shutdown       flush capture, settle the indexer, both within the shutdown cap
+
+Nothing on the agent's path waits for a model or for indexing: every call here returns within
+milliseconds, and a memory failure never reaches the agent as an exception from ``settled``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import attrs
+
+from pimem_core import hookimpl
+from pimem_core.api import Pimem
+from pimem_core.budget import DistillBudget
+from pimem_core.capture import Capture
+from pimem_core.indexer import SHUTDOWN_CAP_SECONDS, Indexer
+from pimem_core.paths import PimemPaths
+from pimem_core.snapshot_cache import StableSnapshot
+from pimem_core.types import (
+    BranchEntry,
+    HostModel,
+    Injection,
+    PromptContext,
+    Scope,
+    StatusSection,
+    StoreChange,
+)
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen(kw_only=True)
+class SessionInfo:
+    """Who the host's session is: its id, its transcript (if persisted) and its directory."""
+
+    session_id: str
+    cwd: Path
+    transcript: Path | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PromptAdditions:
+    """What the host adds for one prompt."""
+
+    #: Appended to the system prompt; byte-identical between checkpoints.
+    snapshot: str | None
+    #: Messages for after the cached prefix (auto-context and the like).
+    hidden: tuple[Injection, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class ShutdownReport:
+    captured_in_time: bool
+    indexed_in_time: bool
+    seconds: float
+
+
+class _SessionPlugin:
+    """The session's own plugin: follows store changes and reports capture in status."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    @hookimpl
+    def pimem_observe_change(self, scope: Scope, change: StoreChange) -> None:
+        self._session._observe(scope, change)
+
+    @hookimpl
+    def pimem_collect_status(self, scope: Scope) -> Iterator[StatusSection]:
+        yield from self._session._status(scope)
+
+
+class Session:
+    """pimem for one host session."""
+
+    def __init__(
+        self,
+        pimem: Pimem,
+        *,
+        host_model: HostModel | None = None,
+        debounce: float | None = None,
+        paths: PimemPaths | None = None,
+    ) -> None:
+        self.pimem = pimem
+        self.host_model = host_model
+        self._debounce = debounce
+        settings = pimem.settings
+        state_dir = (paths or PimemPaths.from_env()).state_dir
+        self.budget = DistillBudget(
+            limit=settings.distill_budget,
+            path=state_dir / "distill-budget.json",
+            today=lambda: settings.now().date(),
+        )
+        self.info: SessionInfo | None = None
+        self.scope: Scope | None = None
+        self.snapshot: StableSnapshot | None = None
+        self.indexer: Indexer | None = None
+        self.capture: Capture | None = None
+        pimem.pm.add_plugin(_SessionPlugin(self), "session")
+
+    # -- the host's events --------------------------------------------------------------
+
+    def start(self, info: SessionInfo) -> None:
+        """Begin (or re-arm after a session switch). Calling it again for the same session is
+        a no-op: some hosts fire their start event twice."""
+        if self.info == info and self.capture is not None:
+            return
+        if self.info is not None:
+            self._stop_capture()
+        self.info = info
+        self.scope = self.pimem.resolve_scope(info.cwd)
+        indexer = Indexer(self._index, **self._debounce_kwargs())
+        self.indexer = indexer
+        indexer.catch_up()
+        self.snapshot = StableSnapshot(self.pimem, self.scope)
+        self.snapshot.refresh()
+        if info.transcript is not None:
+            self.capture = Capture(
+                self.pimem,
+                self.scope,
+                session_id=info.session_id,
+                transcript=info.transcript,
+                host_model=self.host_model,
+                budget=self.budget,
+            )
+
+    def before_prompt(self, prompt: str) -> PromptAdditions:
+        """The snapshot for this prompt and any per-prompt context."""
+        if self.snapshot is None or self.scope is None:
+            raise RuntimeError("before_prompt before start")
+        snapshot = self.snapshot.current()
+        hidden = self.pimem.collect_injections(
+            PromptContext(scope=self.scope, prompt=prompt, snapshot=snapshot)
+        )
+        return PromptAdditions(snapshot=snapshot, hidden=hidden)
+
+    def settled(
+        self, *, leaf: str | None = None, branch: Sequence[BranchEntry] | None = None
+    ) -> bool:
+        """The agent settled: queue its exchange for capture. ``True`` if it was queued."""
+        if not self.pimem.settings.capture or self.capture is None:
+            return False
+        self.capture.submit(leaf, branch)
+        return True
+
+    def compacted(self) -> None:
+        """The agent's context was compacted: a checkpoint for the snapshot."""
+        if self.snapshot is not None:
+            self.snapshot.refresh()
+
+    def shutdown(self, cap: float = SHUTDOWN_CAP_SECONDS) -> ShutdownReport:
+        """Flush capture, then index what was written, all within *cap* seconds."""
+        started = time.monotonic()
+        deadline = started + cap
+        captured = True
+        if self.capture is not None:
+            captured = self.capture.drain(deadline)
+            self.capture.close()
+            self.capture = None
+        indexed = True
+        if self.indexer is not None:
+            indexed = self.indexer.shutdown(max(0.0, deadline - time.monotonic()))
+        return ShutdownReport(
+            captured_in_time=captured,
+            indexed_in_time=indexed,
+            seconds=time.monotonic() - started,
+        )
+
+    # -- inside -------------------------------------------------------------------------
+
+    def _debounce_kwargs(self) -> dict[str, float]:
+        return {} if self._debounce is None else {"debounce": self._debounce}
+
+    def _index(self, reason: str, files: tuple[Path, ...]) -> None:
+        if self.scope is not None:
+            self.pimem.index_memory(self.scope, reason, files=files)
+
+    def _stop_capture(self) -> None:
+        if self.capture is not None:
+            self.capture.drain(time.monotonic() + SHUTDOWN_CAP_SECONDS)
+            self.capture.close()
+            self.capture = None
+
+    def _observe(self, scope: Scope, change: StoreChange) -> None:
+        if scope != self.scope:
+            return
+        if self.indexer is not None:
+            self.indexer.note_write(change.file)
+        if change.kind == "forget" and self.snapshot is not None:
+            self.snapshot.refresh()  # a forgotten entry must leave the system prompt too
+
+    def _status(self, scope: Scope) -> Iterator[StatusSection]:
+        if scope != self.scope:
+            return
+        settings = self.pimem.settings
+        counters = self.capture.counters if self.capture is not None else None
+        left = self.budget.left()
+        budget = "no limit" if left is None else f"{left} of {self.budget.limit} left today"
+        if not settings.capture:
+            lines = ["capture: off (PI_MEMSEARCH_CAPTURE=off)"]
+        elif counters is None:
+            lines = ["capture: on (no persisted transcript: nothing to anchor entries to)"]
+        else:
+            lines = [
+                f"capture: {counters.captured} captured ({counters.distilled} distilled, "
+                f"{counters.extractive} extractive, {counters.failed} failed), "
+                f"distillation budget: {budget}"
+            ]
+        if self.indexer is not None and self.indexer.last_failure is not None:
+            lines.append(f"last index run: failed ({self.indexer.last_failure})")
+        yield StatusSection(
+            name="capture",
+            rank=50,
+            lines=lines,
+            data={
+                "enabled": settings.capture,
+                "counters": None if counters is None else attrs.asdict(counters),
+                "budget_left": left,
+                "last_index_failure": None if self.indexer is None else self.indexer.last_failure,
+            },
+        )

@@ -1,0 +1,344 @@
+"""The session lifecycle with a fake host: capture, markers, snapshot checkpoints, shutdown."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pimem_core import Pimem, hookimpl
+from pimem_core.capture import exchange_window, passes_gates
+from pimem_core.paths import PimemPaths
+from pimem_core.session import Session, SessionInfo
+from pimem_core.types import (
+    BranchEntry,
+    Distillation,
+    DistillRequest,
+    IndexReport,
+    Scope,
+)
+
+from conftest import make_pimem
+
+SESSION = "3f2c9b1e-8d4a-4f6b-9c0d-1a2b3c4d5e6f"
+
+
+def user(id_: str, text: str) -> BranchEntry:
+    return BranchEntry(id=id_, kind="message", role="user", text=text)
+
+
+def assistant(id_: str, text: str, *, aborted: bool = False) -> BranchEntry:
+    return BranchEntry(id=id_, kind="message", role="assistant", text=text, aborted=aborted)
+
+
+class ScriptedDistiller:
+    """Answers each exchange with bullets naming its first user message."""
+
+    def __init__(self) -> None:
+        self.requests: list[DistillRequest] = []
+
+    @hookimpl(tryfirst=True)
+    def pimem_distill_exchange(self, request: DistillRequest) -> Distillation:
+        self.requests.append(request)
+        ask = request.exchange.messages[0].text
+        return Distillation(text=f"- the user asked about {ask}", distiller="test", used_model=True)
+
+
+class CountingIndex:
+    def __init__(self) -> None:
+        self.runs: list[tuple[str, tuple[Path, ...]]] = []
+
+    @hookimpl(tryfirst=True)
+    def pimem_index_memory(self, reason: str, files: tuple[Path, ...]) -> IndexReport:
+        self.runs.append((reason, files))
+        return IndexReport(indexed_chunks=len(files))
+
+
+class Host:
+    """A fake agent host: one session whose branch grows as the user and agent talk."""
+
+    def __init__(self, pimem: Pimem, repo: Path, tmp_path: Path) -> None:
+        self.session = Session(
+            pimem, debounce=0.2, paths=PimemPaths.from_env({"PIMEM_HOME": str(tmp_path / "pimem")})
+        )
+        self.info = SessionInfo(
+            session_id=SESSION, cwd=repo / "packages" / "core", transcript=tmp_path / "s.jsonl"
+        )
+        self.branch: list[BranchEntry] = []
+
+    def exchange(self, n: int, ask: str, answer: str, **kwargs: bool) -> None:
+        self.branch += [user(f"u{n}", ask), assistant(f"a{n}", answer, **kwargs)]
+        self.session.settled(leaf=f"a{n}", branch=list(self.branch))
+
+
+@pytest.fixture
+def world(repo: Path, tmp_path: Path) -> Iterator[tuple[Host, ScriptedDistiller, CountingIndex]]:
+    pimem = make_pimem()
+    distiller, index = ScriptedDistiller(), CountingIndex()
+    pimem.pm.add_plugin(distiller, "scripted-distiller")
+    pimem.pm.add_plugin(index, "counting-index")
+    host = Host(pimem, repo, tmp_path)
+    yield host, distiller, index
+    host.session.shutdown(cap=5)
+
+
+def day(repo: Path) -> str:
+    return (repo / ".memsearch" / "memory" / "2026-08-13.md").read_text()
+
+
+def test_a_whole_session_writes_entries_and_indexes_once(
+    world: tuple[Host, ScriptedDistiller, CountingIndex], repo: Path, tmp_path: Path
+) -> None:
+    host, distiller, index = world
+    host.session.start(host.info)
+    first = host.session.before_prompt("hello").snapshot
+    host.exchange(1, "the login bug", "fixed it by escaping the query")
+    host.exchange(2, "the cache", "chose Redis")
+    host.exchange(3, "the tests", "made them faster")
+    assert host.session.before_prompt("next").snapshot == first  # mid-session writes: no change
+    report = host.session.shutdown(cap=10)
+    assert report.captured_in_time
+    assert report.indexed_in_time
+
+    anchor = f"<!-- session:{SESSION} turn:{{}} transcript:{tmp_path / 's.jsonl'} -->"
+    assert day(repo) == (
+        "\n## Session 22:41\n\n"
+        f"### 22:41\n{anchor.format('a1')}\n- the user asked about the login bug\n\n"
+        f"### 22:41\n{anchor.format('a2')}\n- the user asked about the cache\n\n"
+        f"### 22:41\n{anchor.format('a3')}\n- the user asked about the tests\n\n"
+    )
+    assert [run[0] for run in index.runs] == ["catch-up", "shutdown"]  # one debounced run
+    assert index.runs[1][1] == (repo / ".memsearch" / "memory" / "2026-08-13.md",)
+    sent = distiller.requests[0].exchange.transcript
+    assert sent == "[User]: the login bug\n\n[Assistant]: fixed it by escaping the query"
+
+
+def test_the_second_capture_holds_only_the_new_exchange(
+    world: tuple[Host, ScriptedDistiller, CountingIndex],
+) -> None:
+    host, distiller, _ = world
+    host.session.start(host.info)
+    host.exchange(1, "first ask", "first answer")
+    host.exchange(2, "second ask", "second answer")
+    host.session.shutdown(cap=10)
+    assert [r.exchange.transcript for r in distiller.requests] == [
+        "[User]: first ask\n\n[Assistant]: first answer",
+        "[User]: second ask\n\n[Assistant]: second answer",
+    ]
+
+
+def test_a_gated_exchange_is_never_offered_again(
+    world: tuple[Host, ScriptedDistiller, CountingIndex], repo: Path
+) -> None:
+    host, distiller, _ = world
+    host.session.start(host.info)
+    host.exchange(1, "just a prompt", "")  # no assistant text: gated
+    host.exchange(2, "real ask", "real answer")
+    host.session.shutdown(cap=10)
+    assert [r.exchange.messages[0].text for r in distiller.requests] == ["real ask"]
+    assert "just a prompt" not in day(repo)
+
+
+def test_an_aborted_run_is_not_captured(
+    world: tuple[Host, ScriptedDistiller, CountingIndex], repo: Path
+) -> None:
+    host, distiller, _ = world
+    host.session.start(host.info)
+    host.exchange(1, "fix the login bug", "partial answer", aborted=True)
+    host.session.shutdown(cap=10)
+    assert distiller.requests == []
+    assert not (repo / ".memsearch" / "memory").exists()
+
+
+def test_capture_off_writes_nothing(repo: Path, tmp_path: Path) -> None:
+    pimem = make_pimem({"PI_MEMSEARCH_CAPTURE": "off"})
+    host = Host(pimem, repo, tmp_path)
+    host.session.start(host.info)
+    host.exchange(1, "ask", "answer")
+    host.session.shutdown(cap=5)
+    assert not (repo / ".memsearch" / "memory").exists()
+
+
+def test_no_transcript_means_no_capture(repo: Path, tmp_path: Path) -> None:
+    host = Host(make_pimem(), repo, tmp_path)
+    host.session.start(SessionInfo(session_id=SESSION, cwd=repo, transcript=None))
+    assert host.session.settled(leaf="a1", branch=[user("u1", "x"), assistant("a1", "y")]) is False
+    host.session.shutdown(cap=5)
+
+
+class Failing:
+    def __init__(self, how: str) -> None:
+        self.how = how
+        self.release = threading.Event()
+
+    @hookimpl(tryfirst=True)
+    def pimem_distill_exchange(self, request: DistillRequest) -> Distillation:
+        if self.how == "raise":
+            raise RuntimeError("provider exploded")
+        if self.how == "empty":
+            return Distillation(text="  \n ", distiller="test", used_model=True)
+        self.release.wait(30)  # hang
+        return Distillation(text="- too late", distiller="test")
+
+
+@pytest.mark.parametrize(
+    ("how", "env", "reason"),
+    [
+        ("raise", {}, "provider exploded"),
+        ("empty", {}, "distillation returned no text"),
+        ("hang", {"PIMEM_DISTILL_TIMEOUT_MS": "200"}, "distillation timed out after 200ms"),
+    ],
+)
+def test_a_failed_distillation_leaves_a_marker_with_the_anchor(
+    repo: Path, tmp_path: Path, how: str, env: dict[str, str], reason: str
+) -> None:
+    pimem = make_pimem(env)
+    failing = Failing(how)
+    pimem.pm.add_plugin(failing, "failing")
+    host = Host(pimem, repo, tmp_path)
+    host.session.start(host.info)
+    host.exchange(1, "fix the login bug", "fixed")
+    host.session.shutdown(cap=10)
+    failing.release.set()
+    text = day(repo)
+    assert f"<!-- session:{SESSION} turn:a1 transcript:" in text
+    assert f"- [pimem] this exchange could not be distilled: {reason}\n" in text
+
+
+def test_shutdown_keeps_its_cap_when_the_distiller_hangs(repo: Path, tmp_path: Path) -> None:
+    pimem = make_pimem()
+    failing = Failing("hang")
+    pimem.pm.add_plugin(failing, "failing")
+    host = Host(pimem, repo, tmp_path)
+    host.session.start(host.info)
+    host.exchange(1, "first", "one")
+    host.exchange(2, "second", "two")
+    started = time.monotonic()
+    report = host.session.shutdown(cap=0.5)
+    elapsed = time.monotonic() - started
+    failing.release.set()
+    assert not report.captured_in_time
+    assert elapsed < 5  # the cap plus the time to write the markers, never the distiller's 30 s
+    text = day(repo)
+    assert text.count("could not be distilled: aborted by the shutdown cap") == 2
+    assert "turn:a1 " in text
+    assert "turn:a2 " in text
+
+
+def test_settled_returns_before_distillation_finishes(repo: Path, tmp_path: Path) -> None:
+    pimem = make_pimem()
+    failing = Failing("hang")
+    pimem.pm.add_plugin(failing, "failing")
+    host = Host(pimem, repo, tmp_path)
+    host.session.start(host.info)
+    started = time.monotonic()
+    host.exchange(1, "ask", "answer")
+    assert time.monotonic() - started < 1  # generous: the distiller hangs for 30 s
+    failing.release.set()
+    host.session.shutdown(cap=5)
+
+
+def test_start_is_idempotent_and_rearms_after_a_switch(
+    world: tuple[Host, ScriptedDistiller, CountingIndex], repo: Path
+) -> None:
+    host, _, index = world
+    host.session.start(host.info)
+    capture = host.session.capture
+    host.session.start(host.info)  # fired twice by the host
+    assert host.session.capture is capture
+    assert [run[0] for run in index.runs].count("catch-up") == 1
+    host.exchange(1, "first", "one")
+    switched = SessionInfo(session_id="other", cwd=repo, transcript=host.info.transcript)
+    host.session.start(switched)
+    assert host.session.capture is not capture
+    host.branch = []
+    host.exchange(2, "after switch", "two")
+    host.session.shutdown(cap=10)
+    assert "session:other turn:a2 " in day(repo)
+
+
+def test_a_forget_refreshes_the_snapshot(
+    world: tuple[Host, ScriptedDistiller, CountingIndex], repo: Path
+) -> None:
+    from pimem_core.types import DayAddress
+
+    host, _, _ = world
+    host.session.start(host.info)
+    host.exchange(1, "the secret plan", "noted")
+    host.session.shutdown(cap=10)
+    host.session.start(host.info)  # re-armed after shutdown
+    assert "the secret plan" in (host.session.before_prompt("x").snapshot or "")
+    scope = host.session.scope
+    assert isinstance(scope, Scope)
+    host.session.pimem.forget_entry(scope, DayAddress.parse("2026-08-13", "22:41"))
+    assert "the secret plan" not in (host.session.before_prompt("x").snapshot or "")
+
+
+def test_compaction_is_a_snapshot_checkpoint(
+    world: tuple[Host, ScriptedDistiller, CountingIndex], repo: Path
+) -> None:
+    host, _, _ = world
+    host.session.start(host.info)
+    before = host.session.before_prompt("x").snapshot
+    host.exchange(1, "the new decision", "ok")
+    host.session.shutdown(cap=10)
+    host.session.start(host.info)
+    host.session.compacted()
+    after = host.session.before_prompt("x").snapshot
+    assert before != after
+    assert "the new decision" in (after or "")
+
+
+def test_status_reports_capture_counters(
+    world: tuple[Host, ScriptedDistiller, CountingIndex],
+) -> None:
+    host, _, _ = world
+    host.session.start(host.info)
+    host.exchange(1, "ask", "answer")
+    assert host.session.capture is not None
+    host.session.capture.drain(time.monotonic() + 10)
+    scope = host.session.scope
+    assert scope is not None
+    sections = {s.name: s for s in host.session.pimem.collect_status(scope)}
+    assert sections["capture"].lines[0].startswith("capture: 1 captured (1 distilled")
+    assert "distillation budget: 499 of 500 left today" in sections["capture"].lines[0]
+
+
+# -- the exchange window, as pure logic ---------------------------------------------------------
+
+
+def test_the_window_starts_at_the_last_user_message() -> None:
+    branch = [user("u1", "a"), assistant("a1", "b"), user("u2", "c"), assistant("a2", "d")]
+    window = exchange_window(branch, None)
+    assert [e.id for e in window.entries] == ["u2", "a2"]
+    assert window.last_id == "a2"
+
+
+def test_the_window_follows_the_last_captured_entry_when_it_is_on_the_branch() -> None:
+    branch = [user("u1", "a"), assistant("a1", "b"), user("u2", "c"), assistant("a2", "d")]
+    assert [e.id for e in exchange_window(branch, "u1").entries] == ["a1", "u2", "a2"]
+    # Captured on an abandoned branch: fall back to the last user message.
+    assert [e.id for e in exchange_window(branch, "gone").entries] == ["u2", "a2"]
+
+
+def test_injected_context_messages_are_not_part_of_the_exchange() -> None:
+    injected = BranchEntry(id="c1", kind="custom_message", role="user", text="memory hits")
+    branch = [user("u1", "ask"), injected, assistant("a1", "answer")]
+    assert [e.id for e in exchange_window(branch, None).entries] == ["u1", "a1"]
+
+
+@pytest.mark.parametrize(
+    ("window", "passes"),
+    [
+        ([user("u", "ask"), assistant("a", "answer")], True),
+        ([assistant("a", "answer")], False),
+        ([user("u", "ask"), assistant("a", "   ")], False),
+        ([user("u", "ask"), assistant("a", "partial", aborted=True)], False),
+        ([user("u", "ask")], False),
+    ],
+)
+def test_the_hard_gates(window: list[BranchEntry], passes: bool) -> None:
+    assert passes_gates(window) is passes
