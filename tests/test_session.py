@@ -342,3 +342,31 @@ def test_injected_context_messages_are_not_part_of_the_exchange() -> None:
 )
 def test_the_hard_gates(window: list[BranchEntry], passes: bool) -> None:
     assert passes_gates(window) is passes
+
+
+def test_capture_reads_the_exchange_from_a_pi_session_file(
+    world: tuple[Host, ScriptedDistiller, CountingIndex], repo: Path
+) -> None:
+    from pi_sessions import assistant as pi_assistant
+    from pi_sessions import entry, session_file
+    from pi_sessions import user as pi_user
+
+    host, distiller, _ = world
+    session_file(
+        host.info.transcript or Path("unused"),
+        [
+            pi_user("u1", None, 1, "fix the login bug"),
+            entry(
+                "c1", "u1", 1, "custom_message", customType="memory", content="hits", display=False
+            ),
+            pi_assistant("a1", "c1", 2, "fixed it by escaping the query"),
+            pi_user("u2", "a1", 3, "a question typed after the agent settled"),
+        ],
+    )
+    host.session.start(host.info)
+    host.session.settled(leaf="a1")  # the file already holds the next prompt: leaf decides
+    host.session.shutdown(cap=10)
+    assert [r.exchange.transcript for r in distiller.requests] == [
+        "[User]: fix the login bug\n\n[Assistant]: fixed it by escaping the query"
+    ]
+    assert "session:3f2c9b1e-8d4a-4f6b-9c0d-1a2b3c4d5e6f turn:a1 " in day(repo)
