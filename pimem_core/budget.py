@@ -15,6 +15,10 @@ from pathlib import Path
 
 import attrs
 
+from pimem_core.paths import PimemPaths
+from pimem_core.settings import Settings
+from pimem_core.types import StatusSection
+
 
 @attrs.define
 class DistillBudget:
@@ -36,6 +40,28 @@ class DistillBudget:
 
     def left(self) -> int | None:
         return None if self.limit == 0 else max(0, self.limit - self.used())
+
+    def status(self) -> StatusSection:
+        used = self.used()
+        if self.limit == 0:
+            line = f"distillation budget: no limit ({used} model distillations today)"
+        else:
+            line = (
+                f"distillation budget: {max(0, self.limit - used)} of {self.limit} left today"
+                + ("" if used < self.limit else " (spent: capture uses the extractive distiller)")
+            )
+        return StatusSection(
+            name="budget", rank=55, lines=(line,), data={"limit": self.limit, "used": used}
+        )
+
+    @classmethod
+    def for_settings(cls, settings: Settings, paths: PimemPaths | None = None) -> DistillBudget:
+        state_dir = (paths or PimemPaths.from_env()).state_dir
+        return cls(
+            limit=settings.distill_budget,
+            path=state_dir / "distill-budget.json",
+            today=lambda: settings.now().date(),
+        )
 
     def _update(self, add: int) -> int:
         try:

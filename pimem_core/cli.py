@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pimem_core.api import Pimem
+from pimem_core.budget import DistillBudget
 from pimem_core.errors import PimemError, StoreError
 from pimem_core.render import (
     hit_to_json,
@@ -153,7 +154,8 @@ def cmd_compact(pimem: Pimem, args: argparse.Namespace) -> None:
 
 def cmd_status(pimem: Pimem, args: argparse.Namespace) -> None:
     scope = pimem.resolve_scope(args.cwd)
-    sections = pimem.collect_status(scope)
+    sections = (*pimem.collect_status(scope), DistillBudget.for_settings(pimem.settings).status())
+    sections = tuple(sorted(sections, key=lambda section: section.rank))
     _emit(args, status_to_json(scope, sections), render_status(scope, sections))
 
 

@@ -95,13 +95,7 @@ class Session:
         self.pimem = pimem
         self.host_model = host_model
         self._debounce = debounce
-        settings = pimem.settings
-        state_dir = (paths or PimemPaths.from_env()).state_dir
-        self.budget = DistillBudget(
-            limit=settings.distill_budget,
-            path=state_dir / "distill-budget.json",
-            today=lambda: settings.now().date(),
-        )
+        self.budget = DistillBudget.for_settings(pimem.settings, paths)
         self.info: SessionInfo | None = None
         self.scope: Scope | None = None
         self.snapshot: StableSnapshot | None = None
@@ -205,8 +199,6 @@ class Session:
             return
         settings = self.pimem.settings
         counters = self.capture.counters if self.capture is not None else None
-        left = self.budget.left()
-        budget = "no limit" if left is None else f"{left} of {self.budget.limit} left today"
         if not settings.capture:
             lines = ["capture: off (PI_MEMSEARCH_CAPTURE=off)"]
         elif counters is None:
@@ -214,8 +206,8 @@ class Session:
         else:
             lines = [
                 f"capture: {counters.captured} captured ({counters.distilled} distilled, "
-                f"{counters.extractive} extractive, {counters.failed} failed), "
-                f"distillation budget: {budget}"
+                f"{counters.extractive} extractive, {counters.failed} failed, "
+                f"{counters.gated} skipped by the gates)"
             ]
         if self.indexer is not None and self.indexer.last_failure is not None:
             lines.append(f"last index run: failed ({self.indexer.last_failure})")
@@ -226,7 +218,7 @@ class Session:
             data={
                 "enabled": settings.capture,
                 "counters": None if counters is None else attrs.asdict(counters),
-                "budget_left": left,
                 "last_index_failure": None if self.indexer is None else self.indexer.last_failure,
             },
         )
+        yield self.budget.status()

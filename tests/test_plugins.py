@@ -28,7 +28,13 @@ BUNDLED = {
     "stable-snapshot",
     "index-state",
     "memsearch-index",
+    "pi-transcript",
+    "distill-host",
+    "distill-http",
+    "distill-extractive",
+    "secret-patterns",
 }
+INACTIVE = {"store-command", "distill-http"}  # on only when their setting is given
 HOOKS = sorted(name for name in dir(PimemSpecs) if name.startswith("pimem_"))
 
 RESOLVER = """
@@ -61,8 +67,8 @@ def test_bundled_plugins_are_loaded_from_the_entry_point_group() -> None:
     records = {record.name: record for record in make_pimem().pm.records}
     assert set(records) == BUNDLED
     assert {record.distribution for record in records.values()} == {"pimem"}
-    assert records["store-command"].status == "inactive-by-setting"
-    assert all(records[name].status == "active" for name in BUNDLED - {"store-command"})
+    assert {name for name in BUNDLED if records[name].status == "inactive-by-setting"} == INACTIVE
+    assert all(records[name].status == "active" for name in BUNDLED - INACTIVE)
     assert records["markdown-store"].hooks == (
         "pimem_append_entry",
         "pimem_forget_entry",
@@ -76,7 +82,8 @@ def test_defaults_answer_every_implemented_single_answer_hook() -> None:
     assert answers["pimem_append_entry"] == "markdown-store"
     assert answers["pimem_build_snapshot"] == "stable-snapshot"
     assert answers["pimem_search_memory"] == "memsearch-index"
-    assert answers["pimem_distill_exchange"] is None
+    assert answers["pimem_distill_exchange"] == "distill-host"
+    assert answers["pimem_read_transcript"] == "pi-transcript"
     assert "pimem_observe_change" not in answers  # a collecting hook
 
 
@@ -117,7 +124,7 @@ def test_a_plugin_that_fails_to_import_is_reported_and_skipped(
     assert "needs a GPU" in (record.error or "")
     assert "extra" in caplog.text
     assert "PIMEM_STRICT_PLUGINS" in caplog.text
-    assert {r.name for r in pimem.pm.records if r.status == "active"} == BUNDLED - {"store-command"}
+    assert {r.name for r in pimem.pm.records if r.status == "active"} == BUNDLED - INACTIVE
 
 
 def test_strict_mode_makes_an_import_failure_an_error(

@@ -304,7 +304,7 @@ def test_status_reports_capture_counters(
     assert scope is not None
     sections = {s.name: s for s in host.session.pimem.collect_status(scope)}
     assert sections["capture"].lines[0].startswith("capture: 1 captured (1 distilled")
-    assert "distillation budget: 499 of 500 left today" in sections["capture"].lines[0]
+    assert sections["budget"].lines == ("distillation budget: 499 of 500 left today",)
 
 
 # -- the exchange window, as pure logic ---------------------------------------------------------
