@@ -34,6 +34,14 @@ PIMEM_VARIABLES = (
     "PIMEM_STRICT_PLUGINS",
     "PIMEM_NOW",
     "PIMEM_DB_LINGER_MS",
+    "PIMEM_SCRUB_SECRETS",
+    "PIMEM_DISTILLER",
+    "PIMEM_DISTILL_URL",
+    "PIMEM_DISTILL_MODEL",
+    "PIMEM_DISTILL_API_KEY",
+    "PIMEM_DISTILL_TIMEOUT_MS",
+    "PIMEM_DISTILL_BUDGET",
+    "PIMEM_HOME",
 )
 
 CLOCK = "2026-08-13T22:41"
@@ -44,9 +52,11 @@ def pimem_home() -> Path:
     return Path(os.environ.get("PIMEM_HOME") or Path(__file__).parents[1] / ".pimem-home")
 
 
+# Fixed at import: tests clear PIMEM_HOME so pimem's own state goes to each test's HOME.
+MODEL_HOME = pimem_home()
 # The Hugging Face libraries read these once, at import: set them before anything imports them,
 # so in-process tests load the offline model and nothing can reach a model hub.
-os.environ["HF_HOME"] = str(default_hf_home({"PIMEM_HOME": str(pimem_home())}))
+os.environ["HF_HOME"] = str(default_hf_home({"PIMEM_HOME": str(MODEL_HOME)}))
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 
@@ -146,7 +156,7 @@ def offline_model() -> OfflineModel:
     Paths are resolved here, explicitly: the autouse fixture points ``HOME`` at a per-test
     directory, where pimem's defaults would start a fresh build every time.
     """
-    env = {"PIMEM_HOME": str(pimem_home())}
+    env = {"PIMEM_HOME": str(MODEL_HOME)}
     model = install_offline_model(default_hf_home(env), build_dir=default_build_dir(env))
     assert str(model.hf_home) == os.environ["HF_HOME"], "the model must be where HF_HOME points"
     return model
