@@ -167,6 +167,12 @@ def cmd_transcript(pimem: Pimem, args: argparse.Namespace) -> None:
     _emit(args, transcript_to_json(transcript), render_transcript(transcript))
 
 
+def cmd_serve(pimem: Pimem, args: argparse.Namespace) -> None:
+    from pimem_core.serve import serve
+
+    serve(pimem)
+
+
 def cmd_model_install(pimem: Pimem, args: argparse.Namespace) -> None:
     from pimem_core.offline_model import install_offline_model
 
@@ -319,6 +325,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=20,
         metavar="N",
         help="without --turn, how many of the last turns to show (default 20)",
+    )
+
+    command(
+        "serve",
+        cmd_serve,
+        "serve one agent session over JSON lines on stdin and stdout (the host protocol)",
+        project=False,
+        json_output=False,
     )
 
     model = commands.add_parser("model", help="manage the offline embedding model")

@@ -1,0 +1,367 @@
+"""``pimem serve``: the host protocol, JSON lines on stdin and stdout.
+
+One process per host session. The host sends requests ``{"id", "method", "params"}`` and gets
+``{"id", "result"}`` or ``{"id", "error": {"type", "message"}}`` back, in whatever order they
+finish. pimem may ask the host too (``complete``, for distillation with the host's model), with
+the same shapes; ids of pimem's requests are strings starting with ``pimem-``. A line that is
+not a request gets an error reply and the server keeps serving. End of stdin ends the server,
+after the session's shutdown.
+
+The first line the server writes is ``{"event": "ready", ...}``; it comes before memsearch is
+imported, so the host is never kept waiting by start-up.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import IO, Any
+
+from pimem_core.api import Pimem
+from pimem_core.errors import PimemError
+from pimem_core.render import (
+    hit_to_json,
+    redaction_to_json,
+    render_hits,
+    render_redaction,
+    render_section,
+    render_status,
+    render_transcript,
+    section_to_json,
+    status_to_json,
+    transcript_to_json,
+)
+from pimem_core.session import Session, SessionInfo
+from pimem_core.types import (
+    Anchor,
+    BranchEntry,
+    DayAddress,
+    Entry,
+    HostModel,
+    SearchQuery,
+    TranscriptRequest,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_LINE = 8 * 1024 * 1024
+WORKERS = 8
+
+
+class RequestError(PimemError):
+    """A request the server cannot act on (unknown method, missing or wrong-typed params)."""
+
+
+class Params:
+    """A request's params, read with their types checked."""
+
+    def __init__(self, raw: object) -> None:
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise RequestError("params must be a JSON object")
+        self._raw: dict[str, Any] = raw
+
+    def text(self, name: str, *, default: str | None = None, required: bool = True) -> str:
+        value = self._raw.get(name, default)
+        if value is None and not required:
+            return ""
+        if not isinstance(value, str) or (required and not value):
+            raise RequestError(f'"{name}" must be a non-empty string')
+        return value
+
+    def optional_text(self, name: str) -> str | None:
+        value = self._raw.get(name)
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise RequestError(f'"{name}" must be a string')
+        return value
+
+    def number(self, name: str, default: int, *, minimum: int) -> int:
+        value = self._raw.get(name, default)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise RequestError(f'"{name}" must be a whole number of at least {minimum}')
+        return value
+
+    def branch(self) -> tuple[BranchEntry, ...] | None:
+        raw = self._raw.get("branch")
+        if raw is None:
+            return None
+        if not isinstance(raw, list):
+            raise RequestError('"branch" must be a list of entries')
+        try:
+            return tuple(
+                BranchEntry(
+                    id=str(item["id"]),
+                    kind=item.get("kind", "message"),
+                    role=item.get("role", "other"),
+                    text=str(item.get("text", "")),
+                    tool_calls=tuple(str(call) for call in item.get("tool_calls", ())),
+                    aborted=bool(item.get("aborted", False)),
+                )
+                for item in raw
+            )
+        except (KeyError, TypeError, AttributeError) as error:
+            raise RequestError(f'"branch" entries need an "id" and text fields ({error})') from None
+
+
+class Server:
+    """Serves one host session over a pair of streams."""
+
+    def __init__(self, pimem: Pimem, reader: IO[str], writer: IO[str]) -> None:
+        self._pimem = pimem
+        self._reader = reader
+        self._writer = writer
+        self._write_lock = threading.Lock()
+        self._asked: dict[str, Future[Any]] = {}
+        self._ids = itertools.count(1)
+        self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="pimem-serve")
+        self.session = Session(pimem, host_model=HostModel(name="host", complete=self._complete))
+        self._methods: Mapping[str, Callable[[Params], object]] = {
+            "session.start": self._start,
+            "session.before_prompt": self._before_prompt,
+            "session.settled": self._settled,
+            "session.compacted": self._compacted,
+            "session.shutdown": self._shutdown,
+            "memory.search": self._search,
+            "memory.expand": self._expand,
+            "memory.transcript": self._transcript,
+            "memory.write": self._write,
+            "memory.forget": self._forget,
+            "memory.compact": self._compact,
+            "memory.status": self._status,
+            "ping": lambda params: {"pong": True},
+        }
+
+    # -- the wire -----------------------------------------------------------------------
+
+    def serve(self) -> None:
+        self._send({"event": "ready", "methods": sorted(self._methods)})
+        for line in iter(self._reader.readline, ""):
+            self._receive(line)
+        self._pool.shutdown(wait=True)
+        if self.session.info is not None:
+            self.session.shutdown()
+
+    def _send(self, message: Mapping[str, object]) -> None:
+        data = json.dumps(message, ensure_ascii=False)
+        with self._write_lock:
+            self._writer.write(data + "\n")
+            self._writer.flush()
+
+    def _fail(self, request_id: object, kind: str, message: str) -> None:
+        self._send({"id": request_id, "error": {"type": kind, "message": message}})
+
+    def _receive(self, line: str) -> None:
+        if not line.strip():
+            return
+        if len(line) > MAX_LINE:
+            self._fail(
+                None, "request", f"line too long ({len(line)} characters, at most {MAX_LINE})"
+            )
+            return
+        try:
+            message = json.loads(line)
+        except ValueError as error:
+            self._fail(None, "request", f"not JSON: {error}")
+            return
+        if not isinstance(message, dict):
+            self._fail(None, "request", "a message must be a JSON object")
+            return
+        request_id = message.get("id")
+        if isinstance(request_id, str) and request_id in self._asked:
+            self._answered(request_id, message)
+            return
+        method = message.get("method")
+        handler = self._methods.get(method) if isinstance(method, str) else None
+        if handler is None:
+            self._fail(request_id, "request", f"unknown method {method!r}")
+            return
+        self._pool.submit(self._handle, request_id, handler, message.get("params"))
+
+    def _handle(self, request_id: object, handler: Callable[[Params], object], raw: object) -> None:
+        try:
+            result = handler(Params(raw))
+        except RequestError as error:
+            self._fail(request_id, "request", str(error))
+        except PimemError as error:
+            kind = "unavailable" if type(error).__name__ == "BackendUnavailable" else "memory"
+            self._fail(request_id, kind, str(error))
+        except Exception as error:  # a bug: reported, never fatal to the host's session
+            log.exception("request %s failed", request_id)
+            self._fail(request_id, "internal", f"{type(error).__name__}: {error}")
+        else:
+            self._send({"id": request_id, "result": result})
+
+    # -- asking the host ----------------------------------------------------------------
+
+    def _complete(self, system: str, prompt: str, timeout: float) -> str:
+        request_id = f"pimem-{next(self._ids)}"
+        answer: Future[Any] = Future()
+        self._asked[request_id] = answer
+        try:
+            self._send(
+                {
+                    "id": request_id,
+                    "method": "complete",
+                    "params": {
+                        "system": system,
+                        "prompt": prompt,
+                        "timeout_ms": int(timeout * 1000),
+                    },
+                }
+            )
+            result = answer.result(timeout=timeout)
+        finally:
+            self._asked.pop(request_id, None)
+        if not isinstance(result, dict) or not isinstance(result.get("text"), str):
+            raise PimemError('the host answered "complete" without a "text"')
+        return str(result["text"])
+
+    def _answered(self, request_id: str, message: Mapping[str, object]) -> None:
+        answer = self._asked.get(request_id)
+        if answer is None or answer.done():
+            return
+        error = message.get("error")
+        if error is not None:
+            text = error.get("message") if isinstance(error, dict) else error
+            answer.set_exception(PimemError(f"the host's model failed: {text}"))
+        else:
+            answer.set_result(message.get("result"))
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def _scope(self) -> Any:
+        if self.session.scope is None:
+            raise RequestError("call session.start first")
+        return self.session.scope
+
+    def _start(self, params: Params) -> object:
+        transcript = params.optional_text("transcript")
+        self.session.start(
+            SessionInfo(
+                session_id=params.text("session_id"),
+                cwd=Path(params.text("cwd")),
+                transcript=None if transcript is None else Path(transcript),
+            )
+        )
+        return {"scope": self._scope().to_json()}
+
+    def _before_prompt(self, params: Params) -> object:
+        additions = self.session.before_prompt(params.text("prompt", required=False))
+        return {
+            "snapshot": additions.snapshot,
+            "hidden": [
+                {"text": injection.text, "source": injection.source}
+                for injection in additions.hidden
+            ],
+        }
+
+    def _settled(self, params: Params) -> object:
+        queued = self.session.settled(leaf=params.optional_text("leaf"), branch=params.branch())
+        return {"queued": queued}
+
+    def _compacted(self, params: Params) -> object:
+        self.session.compacted()
+        return {}
+
+    def _shutdown(self, params: Params) -> object:
+        report = self.session.shutdown()
+        return {
+            "captured_in_time": report.captured_in_time,
+            "indexed_in_time": report.indexed_in_time,
+            "seconds": round(report.seconds, 3),
+        }
+
+    # -- tools ----------------------------------------------------------------------------
+
+    def _search(self, params: Params) -> object:
+        query = params.text("query")
+        scope_name = params.optional_text("scope") or "project"
+        if scope_name != "project":
+            raise RequestError(f'"scope" must be "project", got {scope_name!r}')
+        hits = self._pimem.search_memory(
+            self._scope(), SearchQuery(text=query, top_k=params.number("top_k", 5, minimum=1))
+        )
+        return {"text": render_hits(query, hits), "hits": [hit_to_json(hit) for hit in hits]}
+
+    def _expand(self, params: Params) -> object:
+        scope = self._scope()
+        project = params.optional_text("project")
+        if project is not None and Path(project) != scope.scope_dir:
+            scope = self._pimem.resolve_project(Path(project))
+        section = self._pimem.expand_chunk(scope, params.text("chunk_hash"))
+        return {"text": render_section(section), "section": section_to_json(section)}
+
+    def _transcript(self, params: Params) -> object:
+        transcript = self._pimem.read_transcript(
+            TranscriptRequest(
+                path=Path(params.text("transcript_path")),
+                turn=params.optional_text("turn"),
+                context=params.number("context", 3, minimum=0),
+                limit=params.number("limit", 20, minimum=1),
+            )
+        )
+        return {"text": render_transcript(transcript), **transcript_to_json(transcript)}
+
+    def _write(self, params: Params) -> object:
+        info = self.session.info
+        turn = params.optional_text("turn")
+        if info is None or info.transcript is None or turn is None:
+            raise RequestError(
+                "memory_write needs a persisted session: the session anchor needs an entry id "
+                "and a transcript path"
+            )
+        entry = Entry(
+            anchor=Anchor(session=info.session_id, turn=turn, transcript=str(info.transcript)),
+            content=params.text("content"),
+            written_at=self._pimem.settings.now(),
+        )
+        file = self._pimem.append_entry(self._scope(), entry)
+        return {"text": f"Saved the memory entry to {file}", "file": str(file)}
+
+    def _forget(self, params: Params) -> object:
+        scope = self._scope()
+        chunk = params.optional_text("chunk_hash")
+        day, time = params.optional_text("date"), params.optional_text("time")
+        if (chunk is None) == (day is None and time is None):
+            raise RequestError(
+                "memory_forget takes exactly one address: a chunk_hash, or date and time together"
+            )
+        if chunk is not None:
+            redaction = self._pimem.forget_chunk(scope, chunk)
+        elif day is None or time is None:
+            raise RequestError("memory_forget by day needs date and time together")
+        else:
+            redaction = self._pimem.forget_entry(scope, DayAddress.parse(day, time))
+        return {"text": render_redaction(redaction), **redaction_to_json(redaction)}
+
+    def _compact(self, params: Params) -> object:
+        result = self._pimem.compact_memory(self._scope())
+        text = result.summary or "Nothing to compact: the collection has no indexed chunks."
+        return {"text": text, "summary": result.summary}
+
+    def _status(self, params: Params) -> object:
+        scope = self._scope()
+        sections = self._pimem.collect_status(scope)
+        return {"text": render_status(scope, sections), **status_to_json(scope, sections)}
+
+
+def serve(pimem: Pimem) -> None:
+    """Serve the host on this process's stdin and stdout."""
+    stdin = sys.stdin
+    stdout = sys.stdout
+    if hasattr(stdin, "reconfigure"):
+        stdin.reconfigure(encoding="utf-8", errors="replace")
+    if hasattr(stdout, "reconfigure"):
+        stdout.reconfigure(encoding="utf-8")
+    Server(pimem, stdin, stdout).serve()

@@ -1,0 +1,155 @@
+"""The host protocol: ``pimem serve`` driven over real pipes, as an adapter drives it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import CLOCK
+
+
+class Bridge:
+    """A host's end of the protocol: send requests, answer pimem's own requests."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pimem_core", "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PIMEM_NOW": CLOCK, **env},
+        )
+        self.ready = self.read()
+        self.next_id = 0
+        self.completions: list[dict[str, Any]] = []
+        self.model_answer = "- the user asked for a fix\n- the agent fixed it"
+
+    def read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        assert line, "the bridge closed its output"
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def send(self, message: dict[str, Any] | str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(
+            message if isinstance(message, str) else json.dumps(message) + "\n"
+        )
+        self.process.stdin.flush()
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self.next_id += 1
+        request_id = self.next_id
+        self.send({"id": request_id, "method": method, "params": params})
+        while True:
+            message = self.read()
+            if message.get("method") == "complete":  # pimem asks the host's model
+                self.completions.append(message["params"])
+                self.send({"id": message["id"], "result": {"text": self.model_answer}})
+                continue
+            assert message.get("id") == request_id, message
+            return message
+
+    def close(self) -> int:
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        self.process.stdin.close()
+        code = self.process.wait(timeout=60)
+        self.process.stdout.close()
+        return code
+
+
+@pytest.fixture
+def bridge(tmp_path: Path) -> Iterator[Bridge]:
+    connection = Bridge(
+        {"HOME": str(tmp_path / "home"), "PIMEM_DISABLE_PLUGINS": "memsearch-index"}
+    )
+    yield connection
+    if not connection.process.stdin or not connection.process.stdin.closed:
+        connection.close()
+
+
+def start(bridge: Bridge, repo: Path, tmp_path: Path) -> dict[str, Any]:
+    return bridge.call(
+        "session.start", session_id="s1", cwd=str(repo), transcript=str(tmp_path / "s1.jsonl")
+    )
+
+
+def test_the_bridge_says_it_is_ready_first(bridge: Bridge) -> None:
+    assert bridge.ready["event"] == "ready"
+    assert "memory.search" in bridge.ready["methods"]
+
+
+def test_a_session_writes_snapshots_and_captures_through_the_hosts_model(
+    bridge: Bridge, repo: Path, tmp_path: Path
+) -> None:
+    started = start(bridge, repo, tmp_path)
+    assert started["result"]["scope"]["memory_dir"] == str(repo / ".memsearch" / "memory")
+    written = bridge.call("memory.write", content="- chose Redis for the hot cache", turn="t0")
+    assert written["result"]["file"].endswith("2026-08-13.md")
+    snapshot = bridge.call("session.before_prompt", prompt="hi")["result"]["snapshot"]
+    assert "Redis" not in snapshot  # mid-session writes wait for a checkpoint
+    branch = [
+        {"id": "u1", "kind": "message", "role": "user", "text": "fix the login bug"},
+        {"id": "a1", "kind": "message", "role": "assistant", "text": "escaped the query"},
+    ]
+    assert bridge.call("session.settled", leaf="a1", branch=branch)["result"] == {"queued": True}
+    shutdown = bridge.call("session.shutdown")
+    assert shutdown["result"]["captured_in_time"] is True
+    assert (
+        bridge.completions[0]["prompt"]
+        == "[User]: fix the login bug\n\n[Assistant]: escaped the query"
+    )
+    day = (repo / ".memsearch" / "memory" / "2026-08-13.md").read_text()
+    assert "turn:a1 " in day
+    assert "- the agent fixed it\n" in day
+    bridge.call(
+        "session.start", session_id="s2", cwd=str(repo), transcript=str(tmp_path / "s2.jsonl")
+    )
+    assert "Redis" in bridge.call("session.before_prompt", prompt="again")["result"]["snapshot"]
+    assert bridge.close() == 0
+
+
+def test_bad_lines_get_an_error_and_the_bridge_keeps_serving(
+    bridge: Bridge, repo: Path, tmp_path: Path
+) -> None:
+    bridge.send("this is not json\n")
+    assert bridge.read()["error"]["type"] == "request"
+    bridge.send("[1, 2, 3]\n")
+    assert bridge.read()["error"]["type"] == "request"
+    assert bridge.call("no.such.method")["error"]["message"] == "unknown method 'no.such.method'"
+    assert "session.start" in bridge.call("memory.status")["error"]["message"]
+    start(bridge, repo, tmp_path)
+    wrong = bridge.call("memory.search", query="x", top_k="five")
+    assert wrong["error"] == {
+        "type": "request",
+        "message": '"top_k" must be a whole number of at least 1',
+    }
+    assert bridge.call("memory.write", content="- x")["error"]["message"].startswith(
+        "memory_write needs a persisted session"
+    )
+    forget = bridge.call("memory.forget", chunk_hash="0123456789abcdef", date="2026-08-13")
+    assert "exactly one address" in forget["error"]["message"]
+    assert bridge.call("ping")["result"] == {"pong": True}
+
+
+def test_forget_by_day_and_the_transcript_tool(bridge: Bridge, repo: Path, tmp_path: Path) -> None:
+    start(bridge, repo, tmp_path)
+    bridge.call("memory.write", content="- a fact to forget", turn="t0")
+    forgotten = bridge.call("memory.forget", date="2026-08-13", time="22:41")["result"]
+    assert "- a fact to forget" in forgotten["removed"]
+    missing = bridge.call("memory.transcript", transcript_path=str(tmp_path / "none.jsonl"))
+    assert missing["error"]["type"] == "memory"
+    assert "does not exist" in missing["error"]["message"]
+
+
+def test_end_of_input_ends_the_bridge(bridge: Bridge) -> None:
+    assert bridge.close() == 0
