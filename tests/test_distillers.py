@@ -36,16 +36,7 @@ ANCHOR = Anchor(session="s1", turn="e9", transcript="/tmp/session.jsonl")
 
 
 @pytest.fixture(autouse=True)
-def no_distiller_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "PIMEM_DISTILLER",
-        "PIMEM_DISTILL_URL",
-        "PIMEM_DISTILL_MODEL",
-        "PIMEM_DISTILL_API_KEY",
-        "PIMEM_DISTILL_TIMEOUT_MS",
-        "PIMEM_DISTILL_BUDGET",
-    ):
-        monkeypatch.delenv(name, raising=False)
+def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     # The scripted server is on the loopback interface: never go through a proxy to reach it.
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     monkeypatch.setenv("no_proxy", "127.0.0.1")

@@ -50,11 +50,6 @@ B64URL = ALNUM + "_-"
 B64 = ALNUM + "+/"
 
 
-@pytest.fixture(autouse=True)
-def scrubbing_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PIMEM_SCRUB_SECRETS", raising=False)
-
-
 class Shape(NamedTuple):
     """One secret as it shows up in a conversation, and the placeholder it must become."""
 
