@@ -3,11 +3,14 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-CODE := pimem_core pimem_plugins tests
+CODE := pimem_core pimem_plugins tests bench
 # Where the offline embedding model (and the torch environment that builds it) lives.
 PIMEM_HOME ?= $(CURDIR)/.pimem-home
+# `make bench BENCH_ARGS=--quick`: the 2,000-chunk store only, in a few minutes.
+BENCH_ARGS ?=
+BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: venv demo test lint typecheck model unit clean
+.PHONY: venv demo test lint typecheck model unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +36,13 @@ unit: $(STAMP) model  ## the test suite alone
 	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/pytest
 
 test: lint typecheck unit  ## everything CI runs
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
+	touch $@
+
+bench: $(BENCH_STAMP) model  ## latency against the memsearch CLI, into docs/benchmarks.md (~25 min on 2 CPUs)
+	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,774 @@
+"""Search and append-to-searchable latency: pimem in-process against the ``memsearch`` CLI.
+
+For each corpus size, one store (a project with daily memory files and an isolated memsearch
+home with its own ``config.toml`` and Milvus Lite database, on the offline model) is indexed
+in-process, then measured in this order, all in this one process:
+
+1. warm L1 search through ``Pimem.search_memory`` with the database leased (default linger);
+2. where the time of one warm search goes (configuration, query embedding, database);
+3. the same searches with ``PIMEM_DB_LINGER_MS=0``: the database opened and closed per call;
+4. ``memsearch search`` in a child process on the same store (the baseline);
+5. one appended entry indexed while warm, until a search finds it: pimem, then the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.corpus import Corpus, generate_corpus
+from pimem_core import Pimem
+from pimem_core.offline_model import OfflineModel
+from pimem_core.types import Anchor, Entry, Scope, SearchQuery
+
+MEMSEARCH = Path(sys.executable).with_name("memsearch")
+TOP_K = 5
+APPEND_SESSION = "bench-append-0000"
+#: The store's identity: a kept store is reused only when all of it matches.
+STORE_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much to measure. Sample counts are per corpus size."""
+
+    sizes: tuple[int, ...]
+    seed: int = 0
+    warmup: int = 3
+    warm_queries: int = 50
+    breakdown_queries: int = 20
+    cold_queries: int = 30
+    cli_queries: int = 8
+    appends: int = 5
+    cli_appends: int = 3
+
+
+FULL = Plan(sizes=(2_000, 20_000))
+QUICK = Plan(
+    sizes=(2_000,),
+    warm_queries=30,
+    breakdown_queries=10,
+    cold_queries=10,
+    cli_queries=4,
+    appends=3,
+    cli_appends=2,
+)
+
+
+@dataclass(frozen=True)
+class Store:
+    """One benchmark store on disk: a git project, its memory files and a memsearch home."""
+
+    root: Path
+    size: int
+    seed: int
+    digest: str
+
+    @property
+    def project(self) -> Path:
+        return self.root / "project"
+
+    @property
+    def memory_dir(self) -> Path:
+        return self.project / ".memsearch" / "memory"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def database(self) -> Path:
+        return self.root / "milvus.db"
+
+    @property
+    def marker(self) -> Path:
+        return self.root / "indexed.json"
+
+    def environment(self, model: OfflineModel) -> dict[str, str]:
+        """What pimem and the memsearch CLI read: this home, and the offline model."""
+        return {**os.environ, "HOME": str(self.home), **model.environment()}
+
+
+# -- statistics --------------------------------------------------------------------------------
+
+
+def summarize(samples: Sequence[float]) -> dict[str, float]:
+    """p50, p95 (linear interpolation between closest ranks), mean, min and max."""
+    ordered = sorted(samples)
+    if not ordered:
+        return {}
+    rank = 0.95 * (len(ordered) - 1)
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    p95 = ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+    return {
+        "n": len(ordered),
+        "p50": statistics.median(ordered),
+        "p95": p95,
+        "mean": statistics.fmean(ordered),
+        "min": ordered[0],
+        "max": ordered[-1],
+    }
+
+
+def _ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000
+
+
+def _rss_mb() -> dict[str, float]:
+    """The process's resident memory now and at its peak."""
+    status = Path("/proc/self/status").read_text()
+    current = next(
+        (int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0
+    )
+    return {
+        "current_mb": current / 1024,
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+@dataclass(frozen=True)
+class CpuClock:
+    """CPU seconds spent by the whole machine and by this process (with its children)."""
+
+    wall: float
+    busy: float
+    own: float
+
+    @classmethod
+    def now(cls) -> CpuClock:
+        # /proc/stat's first line: user nice system idle iowait irq softirq steal ..., in ticks.
+        ticks = [int(value) for value in Path("/proc/stat").read_text().split("\n")[0].split()[1:9]]
+        busy = sum(ticks) - ticks[3] - ticks[4]
+        own = 0.0
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+            usage = resource.getrusage(who)
+            own += usage.ru_utime + usage.ru_stime
+        return cls(time.perf_counter(), busy / os.sysconf("SC_CLK_TCK"), own)
+
+    def others_since(self, start: CpuClock) -> float:
+        """The share of all CPUs other processes (and the hypervisor) took since *start*:
+        the benchmark shares its machine, and contention shows up in every number."""
+        wall = (self.wall - start.wall) * (os.cpu_count() or 1)
+        others = (self.busy - start.busy) - (self.own - start.own)
+        return max(0.0, others / wall) if wall > 0 else 0.0
+
+
+def thread_cpu_seconds() -> dict[str, float]:
+    """CPU seconds this process's threads used so far: Python's threads, and native ones that
+    never run Python (the worker pools of ONNX Runtime, OpenBLAS and gRPC)."""
+    python = {thread.native_id for thread in threading.enumerate()}
+    totals = {"python": 0.0, "native": 0.0}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        kind = "python" if int(task.name) in python else "native"
+        totals[kind] += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return totals
+
+
+# -- the store ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def environment(env: Mapping[str, str]) -> Iterator[None]:
+    """Run with *env* as the process environment: in-process memsearch reads ``HOME`` for its
+    global configuration on every call, just as the CLI child does."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _identity(store: Store, model: OfflineModel) -> dict[str, object]:
+    import importlib.metadata
+
+    return {
+        "format": STORE_FORMAT,
+        "size": store.size,
+        "seed": store.seed,
+        "corpus": store.digest,
+        "model": model.model,
+        "memsearch": importlib.metadata.version("memsearch"),
+        "milvus-lite": importlib.metadata.version("milvus-lite"),
+    }
+
+
+def prepare_store(root: Path, corpus: Corpus, model: OfflineModel) -> tuple[Store, bool]:
+    """The store for *corpus* under *root*; ``True`` when a kept, already indexed one was found."""
+    store = Store(root=root, size=len(corpus.entries), seed=corpus.seed, digest=corpus.digest())
+    if store.marker.is_file():
+        recorded = json.loads(store.marker.read_text())
+        if recorded.get("identity") == _identity(store, model):
+            return store, True
+    if root.exists():
+        shutil.rmtree(root)
+    (store.project / ".git").mkdir(parents=True)
+    corpus.write(store.memory_dir)
+    (store.home / ".memsearch").mkdir(parents=True)
+    (store.home / ".memsearch" / "config.toml").write_text(
+        f'[embedding]\nprovider = "{model.provider}"\nmodel = "{model.model}"\n\n'
+        f'[milvus]\nuri = "{store.database}"\n'
+    )
+    return store, False
+
+
+@contextlib.contextmanager
+def timed_embedding(scope: Scope) -> Iterator[dict[str, float]]:
+    """Add up the time the engine's warm embedder spends while this block runs.
+
+    The embedder is the engine's own object, wrapped on the instance for the duration, so
+    memsearch's indexing calls it unchanged: what is left of the index time is Milvus Lite.
+    """
+    from pimem_core.backend import process_queue
+
+    engine = _engine()
+    embedder = process_queue().run("bench", lambda: engine._embedder(engine.config(scope)))
+    spent = {"seconds": 0.0, "texts": 0.0}
+    embed = embedder.embed
+
+    async def timed(texts: list[str]) -> Any:
+        start = time.perf_counter()
+        try:
+            return await embed(texts)
+        finally:
+            spent["seconds"] += time.perf_counter() - start
+            spent["texts"] += len(texts)
+
+    embedder.embed = timed
+    try:
+        yield spent
+    finally:
+        del embedder.embed  # the class's method again
+
+
+def index_store(pimem: Pimem, scope: Scope, store: Store, model: OfflineModel) -> dict[str, Any]:
+    """Index the whole store in-process; the throughput is remembered with a kept store."""
+    with timed_embedding(scope) as embedding:
+        start = time.perf_counter()
+        report = pimem.index_memory(scope, "bench")
+        seconds = time.perf_counter() - start
+    if report.failed_files or report.indexed_chunks != store.size:
+        raise RuntimeError(
+            f"indexing {store.size} entries made {report.indexed_chunks} chunks "
+            f"({len(report.failed_files)} files failed)"
+        )
+    result = {
+        "chunks": report.indexed_chunks,
+        "files": report.total_files,
+        "seconds": seconds,
+        "chunks_per_s": report.indexed_chunks / seconds,
+        "embedding_seconds": embedding["seconds"],
+        "embedding_chunks_per_s": embedding["texts"] / embedding["seconds"],
+    }
+    store.marker.write_text(json.dumps({"identity": _identity(store, model), "index": result}))
+    return result
+
+
+# -- pimem in-process --------------------------------------------------------------------------
+
+
+def _engine() -> Any:
+    from pimem_plugins.memsearch_engine import shared_engine
+
+    return shared_engine()
+
+
+def release_database() -> None:
+    """Close pimem's leased database now, on the backend queue as every database call is, so a
+    CLI child can open it; then let the lease's idle timers fire, so none lands mid-sample."""
+    from pimem_core.backend import process_queue
+
+    process_queue().run("release", _engine().release)
+    time.sleep(_engine().linger + 0.2)
+
+
+def search_samples(pimem: Pimem, scope: Scope, queries: Sequence[str]) -> list[float]:
+    samples = []
+    for text in queries:
+        start = time.perf_counter()
+        hits = pimem.search_memory(scope, SearchQuery(text=text, top_k=TOP_K))
+        samples.append(_ms(start))
+        if not hits:
+            raise RuntimeError(f"no hits for {text!r}")
+    return samples
+
+
+def breakdown_samples(scope: Scope, queries: Sequence[str]) -> dict[str, list[float]]:
+    """Where a warm search goes: configuration, query embedding, the database's hybrid search.
+
+    The steps are the engine's own, run one by one on the backend queue (whose worker owns the
+    database); whatever a whole ``search_memory`` takes beyond them is queue hand-off, hook
+    dispatch and building the hits.
+    """
+    from pimem_core.backend import process_queue
+
+    engine = _engine()
+    loop = asyncio.new_event_loop()
+    parts: dict[str, list[float]] = {"config": [], "embed": [], "database": []}
+
+    def one(text: str) -> None:
+        start = time.perf_counter()
+        config = engine.config(scope)
+        parts["config"].append(_ms(start))
+        start = time.perf_counter()
+        vector = loop.run_until_complete(engine._embedder(config).embed([text]))[0]
+        parts["embed"].append(_ms(start))
+        start = time.perf_counter()
+        with engine._database(scope, config) as memsearch:
+            memsearch.store.search(vector, query_text=text, top_k=TOP_K)
+        parts["database"].append(_ms(start))
+
+    try:
+        for text in queries:
+            process_queue().run("breakdown", functools.partial(one, text))
+    finally:
+        loop.close()
+    return parts
+
+
+def open_close_samples(scope: Scope, queries: Sequence[str]) -> dict[str, list[float]]:
+    """What a cold call pays on top of a warm one: opening the database, its first search
+    (slower than a warm one), closing it."""
+    from pimem_core.backend import process_queue
+
+    engine = _engine()
+    loop = asyncio.new_event_loop()
+    parts: dict[str, list[float]] = {"open": [], "first_search": [], "close": []}
+
+    def one(text: str) -> None:
+        config = engine.config(scope)
+        vector = loop.run_until_complete(engine._embedder(config).embed([text]))[0]
+        start = time.perf_counter()
+        memsearch = engine._memsearch(scope, config)
+        parts["open"].append(_ms(start))
+        start = time.perf_counter()
+        memsearch.store.search(vector, query_text=text, top_k=TOP_K)
+        parts["first_search"].append(_ms(start))
+        start = time.perf_counter()
+        memsearch.close()
+        parts["close"].append(_ms(start))
+
+    release_database()
+    try:
+        for text in queries:
+            process_queue().run("open-close", functools.partial(one, text))
+    finally:
+        loop.close()
+    return parts
+
+
+def _probe_entry(corpus: Corpus, number: int) -> tuple[Entry, str]:
+    """An entry for the corpus's last day, after its last entry, with a word found nowhere else."""
+    token = f"quokkaprobe{number:03d}x{corpus.seed}"
+    day = corpus.days[-1]
+    entry = Entry(
+        anchor=Anchor(
+            session=APPEND_SESSION,
+            turn=f"{number:08x}",
+            transcript=f"/home/dev/.pi/agent/sessions/--work-app--/{APPEND_SESSION}.jsonl",
+        ),
+        content=f"- the agent wired the {token} health check into the release checklist",
+        written_at=datetime.combine(day, datetime.min.time()) + timedelta(hours=23, minutes=number),
+    )
+    return entry, token
+
+
+def _rank(contents: Sequence[str], token: str) -> int | None:
+    return next((rank for rank, text in enumerate(contents, 1) if token in text), None)
+
+
+def append_samples(
+    pimem: Pimem, scope: Scope, corpus: Corpus, first: int, count: int
+) -> list[dict[str, Any]]:
+    """Append an entry with the engine warm, index just its day file, search until found."""
+    rounds = []
+    for number in range(first, first + count):
+        entry, token = _probe_entry(corpus, number)
+        pimem.search_memory(scope, SearchQuery(text="what did we decide about the cache"))
+        file = pimem.append_entry(scope, entry)
+        start = time.perf_counter()
+        report = pimem.index_memory(scope, "write", files=(file,))
+        index_ms = _ms(start)
+        hits = pimem.search_memory(scope, SearchQuery(text=f"the {token} check", top_k=TOP_K))
+        searchable_ms = _ms(start)
+        rounds.append(
+            {
+                "index_ms": index_ms,
+                "searchable_ms": searchable_ms,
+                "first_search_ms": searchable_ms - index_ms,
+                "embedded_chunks": report.indexed_chunks,
+                "rank": _rank([hit.content for hit in hits], token),
+            }
+        )
+    return rounds
+
+
+# -- the memsearch CLI -------------------------------------------------------------------------
+
+
+def _cli(store: Store, env: Mapping[str, str], *args: str) -> tuple[float, str]:
+    start = time.perf_counter()
+    done = subprocess.run(
+        [str(MEMSEARCH), *args],
+        cwd=store.project,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    elapsed = _ms(start)
+    if done.returncode != 0:
+        raise RuntimeError(f"memsearch {' '.join(args)} failed: {done.stderr.strip()[-2000:]}")
+    return elapsed, done.stdout
+
+
+def _cli_search(
+    store: Store, env: Mapping[str, str], collection: str, text: str
+) -> tuple[float, list[dict[str, Any]]]:
+    elapsed, out = _cli(store, env, "search", text, "-j", "-k", str(TOP_K), "-c", collection)
+    hits: list[dict[str, Any]] = json.loads(out)
+    return elapsed, hits
+
+
+# A child's peak RSS as getrusage reports it counts the pages it shared with its parent
+# before exec, so the CLI is started from a small Python process that reports it instead.
+_PEAK_RSS = (
+    "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, "
+    "capture_output=True); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+)
+
+
+def cli_peak_rss_mb(store: Store, env: Mapping[str, str], *args: str) -> float:
+    """The peak resident memory of one ``memsearch`` call, in MB."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS, str(MEMSEARCH), *args],
+        cwd=store.project,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    return int(done.stdout) / 1024
+
+
+def cli_search_samples(
+    store: Store, env: Mapping[str, str], collection: str, queries: Sequence[str]
+) -> list[float]:
+    samples = []
+    for text in queries:
+        elapsed, hits = _cli_search(store, env, collection, text)
+        if not hits:
+            raise RuntimeError(f"memsearch found nothing for {text!r}")
+        samples.append(elapsed)
+    return samples
+
+
+def cli_floor_samples(store: Store, env: Mapping[str, str], count: int) -> list[float]:
+    """``memsearch --version``: the interpreter and CLI start-up every CLI call pays."""
+    return [_cli(store, env, "--version")[0] for _ in range(count)]
+
+
+def cli_append_samples(
+    pimem: Pimem,
+    scope: Scope,
+    store: Store,
+    env: Mapping[str, str],
+    corpus: Corpus,
+    first: int,
+    count: int,
+    *,
+    whole_store: bool,
+) -> list[dict[str, Any]]:
+    """Append through pimem, index with ``memsearch index``, search with ``memsearch search``.
+
+    ``whole_store`` indexes the memory directory (what a hook calling the CLI does), else
+    just the day file (the same partial update pimem makes).
+    """
+    rounds = []
+    for number in range(first, first + count):
+        entry, token = _probe_entry(corpus, number)
+        file = pimem.append_entry(scope, entry)
+        target = store.memory_dir if whole_store else file
+        index_ms, _ = _cli(store, env, "index", str(target), "-c", scope.collection)
+        search_ms, hits = _cli_search(store, env, scope.collection, f"the {token} check")
+        rounds.append(
+            {
+                "index_ms": index_ms,
+                "searchable_ms": index_ms + search_ms,
+                "first_search_ms": search_ms,
+                "rank": _rank([str(hit.get("content", "")) for hit in hits], token),
+            }
+        )
+    return rounds
+
+
+# -- one corpus size ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rig:
+    """One size's store with everything the measurements share, in the store's environment."""
+
+    plan: Plan
+    corpus: Corpus
+    store: Store
+    env: dict[str, str]
+    #: pimem with the default linger, and with ``PIMEM_DB_LINGER_MS=0``.
+    leased: Pimem
+    cold: Pimem
+    scope: Scope
+    warmup: list[str]
+    queries: list[str]
+
+
+@dataclass
+class SearchRun:
+    warmup_ms: list[float]
+    leased_ms: list[float]
+    #: CPU seconds of Python and native threads during the warm searches, and their wall time.
+    leased_cpu_s: dict[str, float]
+    breakdown_ms: dict[str, list[float]]
+    open_close_ms: dict[str, list[float]]
+    cold_ms: list[float]
+
+
+@dataclass
+class CliRun:
+    floor_ms: list[float]
+    search_ms: list[float]
+    rss_mb: float
+
+
+@dataclass
+class AppendRun:
+    pimem: list[dict[str, Any]]
+    cli_file: list[dict[str, Any]]
+    cli_store: list[dict[str, Any]]
+
+
+@dataclass
+class SizeRun:
+    """Everything measured at one corpus size (milliseconds unless named otherwise)."""
+
+    chunks: int
+    index: dict[str, Any]
+    index_reused: bool
+    search: SearchRun
+    cli: CliRun
+    append: AppendRun
+    rss: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: The share of the CPUs other processes took while indexing and while measuring.
+    contention: dict[str, float] = field(default_factory=dict)
+
+
+def _search_phase(rig: Rig) -> SearchRun:
+    plan, scope, queries = rig.plan, rig.scope, rig.queries
+    warmup_ms = search_samples(rig.leased, scope, rig.warmup)
+    before, start = thread_cpu_seconds(), time.perf_counter()
+    leased_ms = search_samples(rig.leased, scope, queries)
+    threads = {kind: seconds - before[kind] for kind, seconds in thread_cpu_seconds().items()}
+    threads["wall"] = time.perf_counter() - start
+    breakdown = breakdown_samples(scope, queries[: plan.breakdown_queries])
+    open_close = open_close_samples(scope, queries[: max(3, plan.cold_queries // 3)])
+    search_samples(rig.cold, scope, rig.warmup[:1])
+    cold_ms = search_samples(rig.cold, scope, queries[: plan.cold_queries])
+    return SearchRun(warmup_ms, leased_ms, threads, breakdown, open_close, cold_ms)
+
+
+def _cli_phase(rig: Rig) -> CliRun:
+    store, env, collection = rig.store, rig.env, rig.scope.collection
+    release_database()
+    floor_ms = cli_floor_samples(store, env, 3)
+    # Untimed: warms the page cache, and measures the CLI's memory.
+    rss = cli_peak_rss_mb(
+        store, env, "search", rig.warmup[0], "-j", "-k", str(TOP_K), "-c", collection
+    )
+    search_ms = cli_search_samples(store, env, collection, rig.queries[: rig.plan.cli_queries])
+    return CliRun(floor_ms, search_ms, rss)
+
+
+def _append_phase(rig: Rig) -> AppendRun:
+    plan = rig.plan
+    pimem = append_samples(rig.leased, rig.scope, rig.corpus, 1, plan.appends)
+    release_database()
+    first = plan.appends + 1
+    cli = functools.partial(
+        cli_append_samples, rig.leased, rig.scope, rig.store, rig.env, rig.corpus
+    )
+    cli_file = cli(first, plan.cli_appends, whole_store=False)
+    cli_store = cli(first + plan.cli_appends, plan.cli_appends, whole_store=True)
+    return AppendRun(pimem, cli_file, cli_store)
+
+
+def _indexed(
+    rig: Rig, reused: bool, model: OfflineModel, log: Callable[[str], None]
+) -> dict[str, Any]:
+    size = rig.store.size
+    if reused:
+        log(f"{size}: reusing the indexed store in {rig.store.root}")
+        index: dict[str, Any] = json.loads(rig.store.marker.read_text())["index"]
+        return index
+    log(f"{size}: indexing {size} entries in-process (tens of chunks per second)")
+    index = index_store(rig.leased, rig.scope, rig.store, model)
+    log(f"{size}: indexed at {index['chunks_per_s']:.1f} chunks/s")
+    return index
+
+
+def measure_size(
+    plan: Plan, size: int, workdir: Path, model: OfflineModel, log: Callable[[str], None]
+) -> SizeRun:
+    corpus = generate_corpus(size, seed=plan.seed)
+    store, reused = prepare_store(workdir / f"store-{size}", corpus, model)
+    env = store.environment(model)
+    queries = [query.text for query in corpus.queries(plan.warmup + plan.warm_queries)]
+    day_file = store.memory_dir / f"{corpus.days[-1].isoformat()}.md"
+    original_day = day_file.read_text(encoding="utf-8")
+    with environment(env):
+        leased = Pimem.from_env()
+        rig = Rig(
+            plan=plan,
+            corpus=corpus,
+            store=store,
+            env=env,
+            leased=leased,
+            cold=Pimem.from_env({**env, "PIMEM_DB_LINGER_MS": "0"}),
+            scope=leased.resolve_scope(store.project),
+            warmup=queries[: plan.warmup],
+            queries=queries[plan.warmup :],
+        )
+        scope = rig.scope
+        clock = CpuClock.now()
+        index = _indexed(rig, reused, model, log)
+        rss = {"after_index": _rss_mb()}
+        contention = {"index": CpuClock.now().others_since(clock)}
+        clock = CpuClock.now()
+        log(f"{size}: pimem search, {plan.warm_queries} warm and {plan.cold_queries} cold")
+        search = _search_phase(rig)
+        log(f"{size}: memsearch CLI search, {plan.cli_queries} queries")
+        cli = _cli_phase(rig)
+        log(f"{size}: one appended entry: pimem {plan.appends}x, CLI {plan.cli_appends}x each")
+        append = _append_phase(rig)
+        rss["end"] = _rss_mb()
+        contention["measurements"] = CpuClock.now().others_since(clock)
+        # Back to the corpus as generated, so a kept store can be measured again.
+        day_file.write_text(original_day, encoding="utf-8")
+        leased.index_memory(scope, "bench-restore", files=(day_file,))
+        release_database()
+    return SizeRun(size, index, reused, search, cli, append, rss, contention)
+
+
+# -- summary and targets -----------------------------------------------------------------------
+
+#: The issue's targets: warm p50 per size, speed-up over the CLI, append to searchable.
+TARGET_P50_MS = {2_000: 15.0, 20_000: 40.0}
+TARGET_SPEEDUP = 50.0
+TARGET_SEARCHABLE_MS = 300.0
+
+
+def _rounds(rounds: Sequence[Mapping[str, Any]], *keys: str) -> dict[str, dict[str, float]]:
+    return {key: summarize([float(item[key]) for item in rounds]) for key in keys}
+
+
+def _found(*rounds: Sequence[Mapping[str, Any]]) -> bool:
+    return all(item["rank"] is not None for part in rounds for item in part)
+
+
+def summarize_size(run: SizeRun) -> dict[str, Any]:
+    search, cli, append = run.search, run.cli, run.append
+    leased, cli_search = summarize(search.leased_ms), summarize(cli.search_ms)
+    return {
+        "chunks": run.chunks,
+        "index": run.index,
+        "contention": run.contention,
+        "leased": leased,
+        "leased_cpu_s": search.leased_cpu_s,
+        "cold": summarize(search.cold_ms),
+        "cli": cli_search,
+        "cli_floor": summarize(cli.floor_ms),
+        "speedup_p50": cli_search["p50"] / leased["p50"],
+        "breakdown": {name: summarize(values) for name, values in search.breakdown_ms.items()},
+        "open_close": {name: summarize(values) for name, values in search.open_close_ms.items()},
+        "append": _rounds(append.pimem, "index_ms", "searchable_ms", "first_search_ms"),
+        "append_found": _found(append.pimem),
+        "cli_append_file": _rounds(append.cli_file, "index_ms", "searchable_ms"),
+        "cli_append_store": _rounds(append.cli_store, "index_ms", "searchable_ms"),
+        "cli_append_found": _found(append.cli_file, append.cli_store),
+    }
+
+
+def targets(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each of the issue's targets at each measured size, with the measured value."""
+    checks = []
+    for size in summary["sizes"]:
+        chunks = size["chunks"]
+        if chunks in TARGET_P50_MS:
+            checks.append(
+                {
+                    "target": f"warm search p50 <= {TARGET_P50_MS[chunks]:g} ms",
+                    "chunks": chunks,
+                    "measured": size["leased"]["p50"],
+                    "unit": "ms",
+                    "met": size["leased"]["p50"] <= TARGET_P50_MS[chunks],
+                }
+            )
+        checks.append(
+            {
+                "target": f">= {TARGET_SPEEDUP:g}x faster per query than the CLI (p50)",
+                "chunks": chunks,
+                "measured": size["speedup_p50"],
+                "unit": "x",
+                "met": size["speedup_p50"] >= TARGET_SPEEDUP,
+            }
+        )
+        searchable = size["append"]["searchable_ms"]
+        checks.append(
+            {
+                "target": f"appended entry searchable <= {TARGET_SEARCHABLE_MS:g} ms (p50)",
+                "chunks": chunks,
+                "measured": searchable["p50"],
+                "unit": "ms",
+                "met": searchable["p50"] <= TARGET_SEARCHABLE_MS and size["append_found"],
+            }
+        )
+    return checks
+
+
+def run_plan(
+    plan: Plan, workdir: Path, model: OfflineModel, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Measure every size of *plan*; the raw samples, their summary and the targets."""
+    clock = CpuClock.now()
+    runs = [measure_size(plan, size, workdir, model, log) for size in plan.sizes]
+    summary = {"sizes": [summarize_size(run) for run in runs]}
+    return {
+        "contention": CpuClock.now().others_since(clock),
+        "plan": asdict(plan),
+        "runs": [asdict(run) for run in runs],
+        "summary": summary,
+        "targets": targets(summary),
+        "rss_mb": _rss_mb(),
+    }

@@ -1,0 +1,603 @@
+"""Plots and the markdown report of a benchmark run."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.latency import TARGET_P50_MS, TARGET_SEARCHABLE_MS, TOP_K
+
+PACKAGES = ("pimem", "memsearch", "milvus-lite", "pymilvus", "onnxruntime", "tokenizers", "numpy")
+
+
+def _proc(name: str) -> str:
+    path = Path("/proc") / name
+    return path.read_text() if path.is_file() else ""
+
+
+def _field(text: str, name: str) -> str | None:
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == name:
+            return value.strip()
+    return None
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    cpuinfo, meminfo = _proc("cpuinfo"), _proc("meminfo")
+    flags = set((_field(cpuinfo, "flags") or "").split())
+    memory_kb = (_field(meminfo, "MemTotal") or "0 kB").split()[0]
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return {
+        "cpu": _field(cpuinfo, "model name") or platform.processor() or "unknown",
+        "cpu_flags": sorted(flags & {"avx", "avx2", "avx512f", "avx512_vnni", "fma", "amx_tile"}),
+        "logical_cpus": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)),
+        "ram_gb": int(memory_kb) / 1024 / 1024,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "packages": versions,
+    }
+
+
+# -- formatting --------------------------------------------------------------------------------
+
+
+def _time(ms: float) -> str:
+    if ms >= 1000:
+        return f"{ms / 1000:.2f} s"
+    if ms >= 100:
+        return f"{ms:.0f} ms"
+    return f"{ms:.1f} ms"
+
+
+def _count(value: int) -> str:
+    return f"{value:,}"
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _measured(check: Mapping[str, Any]) -> str:
+    value = float(check["measured"])
+    return f"{value:.0f}x" if check["unit"] == "x" else _time(value)
+
+
+# -- plots -------------------------------------------------------------------------------------
+
+#: Above this share of the CPUs taken by other processes, the report warns.
+CONTENTION_WARNING = 0.05
+SEARCH_PLOT = "search-latency.png"
+APPEND_PLOT = "append-latency.png"
+BREAKDOWN_PLOT = "search-breakdown.png"
+CONDITIONS = (
+    ("leased", "pimem, database leased (default)", "#2b7bba"),
+    ("cold", "pimem, PIMEM_DB_LINGER_MS=0", "#7fb8e0"),
+    ("cli", "memsearch search (CLI)", "#d9822b"),
+)
+APPEND_PATHS = (
+    ("append", "index_ms", "pimem: index the day file", "#7fb8e0"),
+    ("append", "searchable_ms", "pimem: index + first search", "#2b7bba"),
+    ("cli_append_file", "searchable_ms", "CLI: index the day file + search", "#f0b27a"),
+    ("cli_append_store", "searchable_ms", "CLI: index the store + search", "#d9822b"),
+)
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on a build machine
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _grouped_bars(
+    ax: Any,
+    sizes: Sequence[Mapping[str, Any]],
+    series: Sequence[tuple[str, str, Callable[[Mapping[str, Any]], Mapping[str, float]]]],
+) -> None:
+    """Bars at p50 with a whisker up to p95, one group per corpus size, on a log scale."""
+    width = 0.8 / len(series)
+    for number, (label, color, pick) in enumerate(series):
+        xs = [group + (number - (len(series) - 1) / 2) * width for group in range(len(sizes))]
+        p50 = [pick(size)["p50"] for size in sizes]
+        p95 = [pick(size)["p95"] for size in sizes]
+        ax.bar(xs, p50, width * 0.92, label=label, color=color)
+        ax.vlines(xs, p50, p95, color="black", linewidth=1)
+        ax.scatter(xs, p95, marker="_", color="black", s=60, zorder=3)
+        for x, value in zip(xs, p50, strict=True):
+            ax.annotate(
+                _time(value), (x, value), textcoords="offset points", xytext=(0, -12),
+                ha="center", fontsize=7, color="white",
+            )  # fmt: skip
+    ax.set_xticks(range(len(sizes)), [f"{_count(size['chunks'])} chunks" for size in sizes])
+    ax.set_yscale("log")
+    ax.set_ylim(bottom=1)  # bars on a log scale need a common floor: 1 ms
+    ax.grid(axis="y", which="both", alpha=0.3)
+
+
+def plot_search(summary: Mapping[str, Any], path: Path) -> None:
+    plt = _pyplot()
+    sizes = summary["sizes"]
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    series = [(label, color, lambda size, key=key: size[key]) for key, label, color in CONDITIONS]
+    _grouped_bars(ax, sizes, series)
+    width = 0.8 / len(CONDITIONS)
+    for group, size in enumerate(sizes):
+        target = TARGET_P50_MS.get(size["chunks"])
+        if target is not None:
+            x = group - width
+            ax.hlines(target, x - width / 2, x + width / 2, colors="red", linestyles="dashed")
+    ax.plot([], [], color="red", linestyle="dashed", label="target p50 (pimem, leased)")
+    ax.set_ylabel("milliseconds per query (bar p50, whisker p95; log)")
+    ax.set_title("Warm L1 search: pimem in-process vs the memsearch CLI, same store")
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_append(summary: Mapping[str, Any], path: Path) -> None:
+    plt = _pyplot()
+    sizes = summary["sizes"]
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    series = [
+        (label, color, lambda size, group=group, key=key: size[group][key])
+        for group, key, label, color in APPEND_PATHS
+    ]
+    _grouped_bars(ax, sizes, series)
+    ax.axhline(TARGET_SEARCHABLE_MS, color="red", linestyle="dashed", label="target (pimem)")
+    ax.set_ylabel("milliseconds from index start (bar p50, whisker p95; log)")
+    ax.set_title("One appended entry: until a search finds it")
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# The steps are timed one by one, so their p50s need not add up to the whole call's p50.
+def _warm_parts(size: Mapping[str, Any]) -> dict[str, float]:
+    return {name: size["breakdown"][name]["p50"] for name in ("config", "embed", "database")}
+
+
+def _cold_parts(size: Mapping[str, Any]) -> dict[str, float]:
+    parts = {name: size["breakdown"][name]["p50"] for name in ("config", "embed")}
+    for name in ("open", "first_search", "close"):
+        parts[name] = size["open_close"][name]["p50"]
+    return parts
+
+
+PART_COLORS = {
+    "config": "#999999",
+    "embed": "#2b7bba",
+    "database": "#d9822b",
+    "open": "#8c564b",
+    "first_search": "#e377c2",
+    "close": "#bcbd22",
+}
+
+
+def plot_breakdown(summary: Mapping[str, Any], path: Path) -> None:
+    plt = _pyplot()
+    rows = []
+    for size in summary["sizes"]:
+        chunks = _count(size["chunks"])
+        rows.append((f"{chunks}, leased", _warm_parts(size), size["leased"]["p50"]))
+        rows.append((f"{chunks}, linger 0", _cold_parts(size), size["cold"]["p50"]))
+    fig, ax = plt.subplots(figsize=(8, 1.6 + 0.55 * len(rows)), layout="constrained")
+    labelled: set[str] = set()
+    for y, (_, parts, whole) in enumerate(rows):
+        left = 0.0
+        for name, value in parts.items():
+            label = None if name in labelled else name.replace("_", " ")
+            labelled.add(name)
+            ax.barh(y, value, left=left, color=PART_COLORS[name], label=label)
+            left += value
+        ax.vlines(whole, y - 0.45, y + 0.45, colors="black", linewidth=2,
+                  label=None if y else "whole call (p50)")  # fmt: skip
+    ax.set_yticks(range(len(rows)), [label for label, _, _ in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("milliseconds (p50 of each step, timed one by one)")
+    ax.set_title("Where one search goes")
+    fig.legend(fontsize=8, ncol=7, loc="outside lower center")
+    ax.grid(axis="x", alpha=0.3)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_plots(results: Mapping[str, Any], directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    summary = results["summary"]
+    plot_search(summary, directory / SEARCH_PLOT)
+    plot_append(summary, directory / APPEND_PLOT)
+    plot_breakdown(summary, directory / BREAKDOWN_PLOT)
+
+
+# -- markdown ----------------------------------------------------------------------------------
+
+
+def _machine_section(meta: Mapping[str, Any]) -> str:
+    box = meta["machine"]
+    packages = ", ".join(f"{name} {version}" for name, version in box["packages"].items())
+    return "\n".join(
+        [
+            f"- CPU: {box['cpu']}, {box['usable_cpus']} of {box['logical_cpus']} logical CPUs "
+            f"usable ({', '.join(box['cpu_flags']) or 'no SIMD flags reported'})",
+            f"- RAM: {box['ram_gb']:.1f} GB; OS: {box['os']}",
+            f"- Python {box['python']}; {packages}",
+            "- Embedding: the offline all-MiniLM-L6-v2 ONNX model (`make model`), memsearch "
+            "provider `onnx`, on the CPU; database: Milvus Lite (a local `milvus.db`)",
+        ]
+    )
+
+
+def _targets_section(results: Mapping[str, Any]) -> str:
+    rows = [
+        (
+            check["target"],
+            "-" if check["chunks"] is None else _count(check["chunks"]),
+            _measured(check),
+            "met" if check["met"] else "**missed**",
+        )
+        for check in results["targets"]
+    ]
+    return _table(("Target", "Chunks", "Measured", "Result"), rows)
+
+
+def _search_section(summary: Mapping[str, Any]) -> str:
+    rows = []
+    for size in summary["sizes"]:
+        for key, label, _ in CONDITIONS:
+            stats = size[key]
+            rows.append(
+                (
+                    _count(size["chunks"]),
+                    label,
+                    _time(stats["p50"]),
+                    _time(stats["p95"]),
+                    _time(stats["mean"]),
+                    str(stats["n"]),
+                )
+            )
+        speedup = f"**{size['speedup_p50']:.0f}x**"
+        rows.append((_count(size["chunks"]), "speed-up: CLI p50 / pimem p50", speedup, "", "", ""))
+    return _table(("Chunks", "Condition", "p50", "p95", "mean", "n"), rows)
+
+
+def _breakdown_section(summary: Mapping[str, Any]) -> str:
+    warm_rows, cold_rows = [], []
+    for size in summary["sizes"]:
+        warm = _warm_parts(size)
+        warm_rows.append(
+            (
+                _count(size["chunks"]),
+                *(_time(warm[name]) for name in ("config", "embed", "database")),
+                _time(sum(warm.values())),
+                _time(size["leased"]["p50"]),
+            )
+        )
+        cold = _cold_parts(size)
+        cold_rows.append(
+            (
+                _count(size["chunks"]),
+                *(_time(cold[name]) for name in ("open", "first_search", "close")),
+                _time(size["breakdown"]["database"]["p50"]),
+                _time(size["cold"]["p50"]),
+            )
+        )
+    warm_table = _table(
+        (
+            "Chunks",
+            "configuration",
+            "query embedding",
+            "database (hybrid search)",
+            "sum of the steps",
+            "whole search p50",
+        ),
+        warm_rows,
+    )
+    cold_table = _table(
+        ("Chunks", "open", "first search", "close", "(warm search)", "whole cold call p50"),
+        cold_rows,
+    )
+    return f"{warm_table}\n\nA cold call (`PIMEM_DB_LINGER_MS=0`) adds:\n\n{cold_table}"
+
+
+def _append_section(summary: Mapping[str, Any]) -> str:
+    rows = []
+    for size in summary["sizes"]:
+        for group, key, label, _ in APPEND_PATHS:
+            stats = size[group][key]
+            rows.append(
+                (
+                    _count(size["chunks"]),
+                    label,
+                    _time(stats["p50"]),
+                    _time(stats["max"]),
+                    str(stats["n"]),
+                )
+            )
+    return _table(("Chunks", "Path", "p50", "max", "n"), rows)
+
+
+def _resources_section(results: Mapping[str, Any]) -> str:
+    rows = []
+    for run, size in zip(results["runs"], results["summary"]["sizes"], strict=True):
+        index = size["index"]
+        reused = " (kept store: measured when it was built)" if run["index_reused"] else ""
+        rows.append(
+            (
+                _count(size["chunks"]),
+                _count(index["files"]),
+                f"{index['seconds']:.0f} s{reused}",
+                f"{index['chunks_per_s']:.1f}",
+                f"{index['embedding_seconds']:.0f} s ({_share(index['embedding_seconds'], index['seconds'])})",
+                f"{index['embedding_chunks_per_s']:.1f}",
+                f"{run['rss']['end']['current_mb']:.0f} MB",
+                f"{run['rss']['end']['peak_mb']:.0f} MB",
+                f"{run['cli']['rss_mb']:.0f} MB",
+            )
+        )
+    return _table(
+        (
+            "Chunks",
+            "day files",
+            "full index (in-process)",
+            "chunks/s",
+            "of which embedding",
+            "embedding throughput, chunks/s",
+            "RSS after the size",
+            "RSS peak so far",
+            "one `memsearch search`, peak RSS",
+        ),
+        rows,
+    )
+
+
+def _contention(results: Mapping[str, Any]) -> str:
+    return ", ".join(
+        f"{size['contention']['measurements']:.0%} at {_count(size['chunks'])} chunks"
+        for size in results["summary"]["sizes"]
+    )
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "n/a"
+
+
+def _notes(summary: Mapping[str, Any]) -> list[str]:
+    """Observations computed from this run's numbers, so they stay true when it is re-run."""
+    sizes = summary["sizes"]
+    notes = []
+    for size in sizes:
+        others = size["contention"]["measurements"]
+        if others > CONTENTION_WARNING:
+            notes.append(
+                f"**Caution:** other processes took {others:.0%} of the CPUs while the "
+                f"{_count(size['chunks'])}-chunk numbers were measured; they are slower than "
+                "on an idle machine."
+            )
+    for size in sizes:
+        warm, steps = _warm_parts(size), sum(_warm_parts(size).values())
+        larger = "the database" if warm["database"] >= warm["embed"] else "the query embedding"
+        notes.append(
+            f"At {_count(size['chunks'])} chunks, timed step by step, a warm search is "
+            f"{_time(warm['database'])} of Milvus Lite's hybrid search "
+            f"({_share(warm['database'], steps)}), {_time(warm['embed'])} of query embedding "
+            f"({_share(warm['embed'], steps)}) and {_time(warm['config'])} of resolving "
+            f"memsearch's configuration ({_share(warm['config'], steps)}); {larger} dominates. "
+            f"The whole call's p50 is {_time(size['leased']['p50'])} against {_time(steps)} for "
+            "the steps: the queue hand-off, hook dispatch and building the hits add little "
+            "beyond the noise."
+        )
+    for size in sizes:
+        cpu = size["leased_cpu_s"]
+        notes.append(
+            f"During the warm searches at {_count(size['chunks'])} chunks ({cpu['wall']:.1f} s), "
+            f"the process used {cpu['python']:.1f} s of CPU in Python threads and "
+            f"{cpu['native']:.1f} s in native ones (the worker pools of ONNX Runtime, OpenBLAS "
+            "and gRPC, which spin while they wait for work): on a small machine they take "
+            "cores from the Python threads that do the search."
+        )
+    if len(sizes) > 1:
+        first, last = sizes[0], sizes[-1]
+        notes.append(
+            f"From {_count(first['chunks'])} to {_count(last['chunks'])} chunks the database "
+            f"search grows from {_time(first['breakdown']['database']['p50'])} to "
+            f"{_time(last['breakdown']['database']['p50'])}, while the query embedding does not "
+            f"depend on the store ({_time(first['breakdown']['embed']['p50'])} and "
+            f"{_time(last['breakdown']['embed']['p50'])}): Milvus Lite 3 is pure Python "
+            "(brute-force dense scores plus BM25 over every chunk, merged by RRF), so its "
+            "cost grows with the collection."
+        )
+    for size in sizes:
+        opened = size["open_close"]
+        notes.append(
+            f"At {_count(size['chunks'])} chunks, opening the database costs "
+            f"{_time(opened['open']['p50'])} and the first search on a fresh client "
+            f"{_time(opened['first_search']['p50'])} (a warm one: "
+            f"{_time(size['breakdown']['database']['p50'])}); that is why pimem leases the "
+            f"database between calls: a cold call is {_time(size['cold']['p50'])} at p50."
+        )
+    for size in sizes:
+        floor, cli = size["cli_floor"]["p50"], size["cli"]["p50"]
+        notes.append(
+            f"A `memsearch search` call at {_count(size['chunks'])} chunks takes {_time(cli)}; "
+            f"{_time(floor)} of it ({_share(floor, cli)}) is starting Python and the CLI "
+            "(`memsearch --version`), the rest loading the ONNX model, opening the database "
+            "and searching once."
+        )
+    for size in sizes:
+        index = size["index"]
+        notes.append(
+            f"Indexing {_count(size['chunks'])} chunks in-process took "
+            f"{index['seconds']:.0f} s ({index['chunks_per_s']:.1f} chunks/s): "
+            f"{index['embedding_seconds']:.0f} s embedding "
+            f"({index['embedding_chunks_per_s']:.0f} chunks/s), the rest memsearch and Milvus "
+            "Lite around it (a lookup of each file's chunks, upserts with their BM25 vectors, "
+            "flushes), which grows with the collection."
+        )
+    for size in sizes:
+        append = size["append"]
+        notes.append(
+            f"At {_count(size['chunks'])} chunks, indexing one appended entry takes "
+            f"{_time(append['index_ms']['p50'])} (memsearch re-embeds the new entry and the "
+            "one before it, whose line range changed) and the first search after it "
+            f"{_time(append['first_search_ms']['p50'])}: a few changed files are indexed "
+            "through the database client the searches use, so the search after it stays warm."
+        )
+    return notes
+
+
+def _capture_section(results: Mapping[str, Any]) -> str:
+    capture = results.get("capture")
+    if not capture:
+        return ""
+    settled = capture["settled_ms"]
+    rows = [
+        (
+            f"{capture['exchanges']} exchanges",
+            f"{settled['p50'] * 1000:.1f} µs",
+            f"{settled['p95'] * 1000:.1f} µs",
+            _time(settled["max"]),
+            f"{capture['drain_seconds']:.1f} s",
+        )
+    ]
+    table = _table(("Settled", "settled p50", "settled p95", "max", "all written after"), rows)
+    return f"""
+## Capture, off the agent's path
+
+`Session.settled` only queues the exchange: the host gets control back at once while the
+distiller (here one that takes {capture["distill_seconds"] * 1000:.0f} ms, like a small model
+call) and the append run on the capture thread, one exchange after another.
+
+{table}
+"""
+
+
+def render_markdown(results: Mapping[str, Any], plots: str) -> str:
+    """The report; *plots* is the plots' directory relative to the report."""
+    meta, summary, plan = results["meta"], results["summary"], results["plan"]
+    sizes = ", ".join(_count(size["chunks"]) for size in summary["sizes"])
+    kind = "quick run (`--quick`)" if meta["quick"] else "full run"
+    notes = "\n".join(f"- {note}" for note in _notes(summary))
+    return f"""# Benchmarks
+
+Warm L1 search and append-to-searchable latency of pimem's in-process memsearch engine, side by
+side with the `memsearch` CLI on the same store in the same run. Generated by `python -m bench`
+from [the raw results]({plots}/latency.json); do not edit by hand.
+
+## This run
+
+A {kind} started {meta["started_at"]}, taking {meta["duration_s"] / 60:.1f} minutes, at
+{sizes} chunks:
+
+```sh
+make bench                      # = .venv/bin/python -m bench (after `make model`)
+make bench BENCH_ARGS=--quick   # 2,000 chunks only, fewer samples: a few minutes
+```
+
+Recorded command: `{meta["command"]}`. Share of the CPUs other processes took while it
+measured (after indexing): {_contention(results)}.
+
+{_machine_section(meta)}
+
+## Against the targets
+
+{_targets_section(results)}
+
+## Search latency, per query
+
+![Search latency]({plots}/{SEARCH_PLOT})
+
+{_search_section(summary)}
+
+## Where a search goes
+
+![Where a search goes]({plots}/{BREAKDOWN_PLOT})
+
+{_breakdown_section(summary)}
+
+## One appended entry
+
+Measured from the moment the index starts (the entry is already on disk) until a search
+returns it; pimem's engine is warm (a search was just made).
+
+![One appended entry]({plots}/{APPEND_PLOT})
+
+{_append_section(summary)}
+
+## Indexing and memory
+
+{_resources_section(results)}
+{_capture_section(results)}
+## Notes
+
+{notes}
+
+## Method
+
+- **Corpus** (`bench/corpus.py`, seed {plan["seed"]}): daily memory files
+  (`.memsearch/memory/YYYY-MM-DD.md`) in pimem's exact format, written by
+  `pimem_plugins.day_file.format_entry`: working days, one to four sessions a day under
+  `## Session HH:MM` headings, entries with session anchors and one to three bullets about
+  bugs, fixes, decisions, renames, dependency upgrades, tests, measurements and preferences.
+  Each `### HH:MM` entry is one chunk, so N entries make N chunks.
+- **Store**: a temporary project with a `.git` directory and an isolated memsearch home (its
+  own `config.toml` and `milvus.db`) per size, indexed in-process with
+  `Pimem.index_memory(scope, "bench")`.
+- **Queries**: distinct paraphrases of corpus bullets ("what caused ...", "how did we fix
+  issue ...", "which tests cover ..."), top {TOP_K} hits, {plan["warmup"]} warm-up searches first.
+- **pimem, database leased**: {plan["warm_queries"]} queries through `Pimem.search_memory` in
+  this process with the default `PIMEM_DB_LINGER_MS` (1000 ms): the database stays open
+  between calls. **Linger 0**: {plan["cold_queries"]} queries with `PIMEM_DB_LINGER_MS=0`,
+  which opens and closes the database on every call.
+- **Breakdown**: the engine's steps timed one by one on its backend queue
+  ({plan["breakdown_queries"]} queries): `engine.config`, the embedder on the query,
+  `store.search` on the leased client. Timed apart, their p50s need not add up to the whole
+  call's, which also holds the queue hand-off, hook dispatch and building the hits.
+- **CLI**: `memsearch search QUERY -j -k 5 -c COLLECTION` in a child process with the same
+  `HOME`, `HF_HOME` and `HF_HUB_OFFLINE=1`, cwd the project: wall time of the child,
+  {plan["cli_queries"]} queries after one untimed call; pimem's database is released first.
+- **Appended entry**: {plan["appends"]} times, `Pimem.append_entry` with a word found nowhere
+  else, then `Pimem.index_memory(scope, "write", files=(day file,))` and a search for that
+  word, which must be among the hits. The CLI ({plan["cli_appends"]} times each):
+  `memsearch index DAY_FILE -c COLLECTION` or `memsearch index MEMORY_DIR -c COLLECTION`, then
+  `memsearch search`.
+- Times are `time.perf_counter()` around each call; p95 interpolates between the closest
+  ranks. RSS comes from `/proc/self/status` and `getrusage`: the peak includes indexing.
+"""
+
+
+def write_report(results: Mapping[str, Any], markdown: Path, plot_dir: Path) -> Path:
+    """Plots and raw results in *plot_dir*, the report at *markdown*."""
+    write_plots(results, plot_dir)
+    (plot_dir / "latency.json").write_text(json.dumps(results, indent=1) + "\n")
+    relative = os.path.relpath(plot_dir, markdown.parent)
+    markdown.write_text(render_markdown(results, relative))
+    return markdown
+
+
+def render(results: Mapping[str, Any], out: Path) -> Path:
+    """The report beside the raw results, in *out*."""
+    return write_report(results, out / "report.md", out)
+
+
+def publish(results: Mapping[str, Any], docs: Path) -> Path:
+    """``docs/benchmarks.md``, its plots and raw results in ``docs/benchmarks/``."""
+    return write_report(results, docs / "benchmarks.md", docs / "benchmarks")

@@ -1,0 +1,49 @@
+"""The benchmark corpus: deterministic, in pimem's format, one chunk per entry (no timing here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from memsearch.chunker import chunk_markdown
+
+from bench.corpus import generate_corpus
+from bench.latency import summarize
+from pimem_plugins.day_file import list_entries
+
+
+def test_the_same_seed_gives_the_same_bytes() -> None:
+    assert generate_corpus(300, seed=7).digest() == generate_corpus(300, seed=7).digest()
+    assert generate_corpus(300, seed=7).digest() != generate_corpus(300, seed=8).digest()
+
+
+def test_every_entry_is_one_chunk_of_a_day_file(tmp_path: Path) -> None:
+    corpus = generate_corpus(500)
+    files = corpus.write(tmp_path / "memory")
+    texts = [file.read_text() for file in files]
+    assert sum(len(list_entries(text)) for text in texts) == 500
+    chunks = [chunk for text in texts for chunk in chunk_markdown(text)]
+    assert len(chunks) == 500
+    assert all(chunk.heading_level == 3 for chunk in chunks)
+    assert len(files) == len(corpus.days) > 1
+
+
+def test_sessions_open_with_one_heading_each() -> None:
+    corpus = generate_corpus(400)
+    sessions = {item.entry.anchor.session for item in corpus.entries}
+    headings = sum(text.count("\n## Session ") for text in corpus.day_files().values())
+    assert headings == len(sessions) > 1
+
+
+def test_queries_are_distinct_and_point_at_an_entry() -> None:
+    corpus = generate_corpus(300)
+    queries = corpus.queries(50)
+    assert len({query.text for query in queries}) == 50
+    assert all(0 <= query.target < 300 for query in queries)
+
+
+def test_summary_interpolates_the_95th_percentile() -> None:
+    stats = summarize([float(value) for value in range(1, 101)])
+    assert stats["p50"] == 50.5
+    assert stats["p95"] == pytest.approx(95.05)
+    assert (stats["min"], stats["max"], stats["n"]) == (1.0, 100.0, 100)
