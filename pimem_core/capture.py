@@ -108,7 +108,6 @@ class CaptureCounters:
 class _Settled:
     leaf: str | None
     branch: tuple[BranchEntry, ...] | None
-    settled_at: float
 
 
 class Capture:
@@ -123,7 +122,6 @@ class Capture:
         transcript: Path,
         host_model: HostModel | None,
         budget: DistillBudget,
-        on_written: Callable[[Path], None] = lambda _: None,
     ) -> None:
         self._pimem = pimem
         self._scope = scope
@@ -131,7 +129,6 @@ class Capture:
         self._transcript = transcript
         self._host_model = host_model
         self._budget = budget
-        self._on_written = on_written
         self._jobs: queue.SimpleQueue[_Settled | None] = queue.SimpleQueue()
         self._pending = 0
         self._lock = threading.Lock()
@@ -146,13 +143,7 @@ class Capture:
         """Queue the settled exchange ending at *leaf* (or the given *branch*). Returns at once."""
         with self._lock:
             self._pending += 1
-        self._jobs.put(
-            _Settled(
-                leaf=leaf,
-                branch=None if branch is None else tuple(branch),
-                settled_at=time.monotonic(),
-            )
-        )
+        self._jobs.put(_Settled(leaf=leaf, branch=None if branch is None else tuple(branch)))
 
     def drain(self, deadline: float) -> bool:
         """Wait until every queued exchange is written, or *deadline* (monotonic) passes; at the
@@ -186,7 +177,14 @@ class Capture:
     def _capture(self, job: _Settled) -> None:
         branch = job.branch
         if branch is None:
-            branch = self._pimem.read_branch(self._transcript, leaf=job.leaf)
+            try:
+                branch = self._pimem.read_branch(self._transcript, leaf=job.leaf)
+            except PimemError as error:
+                if job.leaf is not None:  # keep a trace that something settled here
+                    anchor = self._anchor(job.leaf)
+                    self.counters.failed += 1
+                    self._write(anchor, marker(f"the transcript could not be read: {error}"))
+                return
         window = exchange_window(branch, self._last_captured)
         if window.last_id is None:
             return
@@ -195,9 +193,11 @@ class Capture:
         if not window.entries or not passes_gates(window.entries):
             self.counters.gated += 1
             return
-        turn = window.entries[-1].id
-        anchor = Anchor(session=self._session_id, turn=turn, transcript=str(self._transcript))
+        anchor = self._anchor(window.entries[-1].id)
         self._write(anchor, self._distil(anchor, window.entries))
+
+    def _anchor(self, turn: str) -> Anchor:
+        return Anchor(session=self._session_id, turn=turn, transcript=str(self._transcript))
 
     def _distil(self, anchor: Anchor, window: Sequence[BranchEntry]) -> str:
         if self._abort.is_set():
@@ -252,7 +252,7 @@ class Capture:
                 self._scope, Entry(anchor=anchor, content=marker(str(error)), written_at=now)
             )
         self.counters.captured += 1
-        self._on_written(file)
+        log.debug("captured an exchange into %s", file)
 
 
 class _Aborted(Exception):

@@ -370,3 +370,18 @@ def test_capture_reads_the_exchange_from_a_pi_session_file(
         "[User]: fix the login bug\n\n[Assistant]: fixed it by escaping the query"
     ]
     assert "session:3f2c9b1e-8d4a-4f6b-9c0d-1a2b3c4d5e6f turn:a1 " in day(repo)
+
+
+def test_an_unreadable_transcript_still_leaves_a_marker(
+    world: tuple[Host, ScriptedDistiller, CountingIndex], repo: Path
+) -> None:
+    host, distiller, _ = world
+    host.session.start(host.info)  # the transcript file was never written
+    host.session.settled(leaf="a9")
+    host.session.shutdown(cap=10)
+    assert distiller.requests == []
+    text = day(repo)
+    assert "turn:a9 " in text
+    assert (
+        "- [pimem] this exchange could not be distilled: the transcript could not be read" in text
+    )
