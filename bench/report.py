@@ -59,6 +59,8 @@ def _time(ms: float) -> str:
         return f"{ms / 1000:.2f} s"
     if ms >= 100:
         return f"{ms:.0f} ms"
+    if ms < 0.1:
+        return f"{ms * 1000:.1f} µs"
     return f"{ms:.1f} ms"
 
 
@@ -472,8 +474,8 @@ def _capture_section(results: Mapping[str, Any]) -> str:
     rows = [
         (
             f"{capture['exchanges']} exchanges",
-            f"{settled['p50'] * 1000:.1f} µs",
-            f"{settled['p95'] * 1000:.1f} µs",
+            _time(settled["p50"]),
+            _time(settled["p95"]),
             _time(settled["max"]),
             f"{capture['drain_seconds']:.1f} s",
         )
