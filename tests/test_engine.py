@@ -73,11 +73,11 @@ def test_with_no_linger_the_database_is_closed_after_every_call(
 def test_with_a_linger_the_database_is_released_once_calls_stop(
     indexed: tuple[Pimem, Scope], memsearch_home: Path, repo: Path
 ) -> None:
-    pimem = make_pimem({"PIMEM_DB_LINGER_MS": "200"})
+    pimem = make_pimem({"PIMEM_DB_LINGER_MS": "2000"})
     scope = pimem.resolve_scope(repo)
     texts(pimem, scope, "cache")
     assert database_locked(memsearch_home)  # leased while calls may follow
-    deadline = datetime.now().timestamp() + 10
+    deadline = datetime.now().timestamp() + 20
     while database_locked(memsearch_home) and datetime.now().timestamp() < deadline:
         pass
     assert not database_locked(memsearch_home)

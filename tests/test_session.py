@@ -110,7 +110,8 @@ def test_a_whole_session_writes_entries_and_indexes_once(
         f"### 22:41\n{anchor.format('a2')}\n- the user asked about the cache\n\n"
         f"### 22:41\n{anchor.format('a3')}\n- the user asked about the tests\n\n"
     )
-    assert [run[0] for run in index.runs] == ["catch-up", "shutdown"]  # one debounced run
+    # The catch-up, then one run for the three writes: at shutdown, or when the wait ended.
+    assert [run[0] for run in index.runs] in (["catch-up", "shutdown"], ["catch-up", "write"])
     assert index.runs[1][1] == (repo / ".memsearch" / "memory" / "2026-08-13.md",)
     sent = distiller.requests[0].exchange.transcript
     assert sent == "[User]: the login bug\n\n[Assistant]: fixed it by escaping the query"
@@ -249,7 +250,6 @@ def test_start_is_idempotent_and_rearms_after_a_switch(
     capture = host.session.capture
     host.session.start(host.info)  # fired twice by the host
     assert host.session.capture is capture
-    assert [run[0] for run in index.runs].count("catch-up") == 1
     host.exchange(1, "first", "one")
     switched = SessionInfo(session_id="other", cwd=repo, transcript=host.info.transcript)
     host.session.start(switched)
@@ -258,6 +258,8 @@ def test_start_is_idempotent_and_rearms_after_a_switch(
     host.exchange(2, "after switch", "two")
     host.session.shutdown(cap=10)
     assert "session:other turn:a2 " in day(repo)
+    # One catch-up for the first start and one for the switch; the repeated start adds none.
+    assert [run[0] for run in index.runs].count("catch-up") == 2
 
 
 def test_a_forget_refreshes_the_snapshot(
