@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import IO
 
 import attrs
-import platformdirs
 
 from pimem_core.errors import PimemError
+from pimem_core.paths import PimemPaths
 
 MODEL_ID = "local/all-MiniLM-L6-v2"
 PROVIDER = "onnx"
@@ -71,25 +71,14 @@ class OfflineModel:
         return {"HF_HOME": str(self.hf_home), "HF_HUB_OFFLINE": "1"}
 
 
-def _pimem_home(environ: Mapping[str, str] | None) -> Path | None:
-    value = (os.environ if environ is None else environ).get("PIMEM_HOME")
-    return Path(value).expanduser() if value else None
-
-
 def default_hf_home(environ: Mapping[str, str] | None = None) -> Path:
     """``$PIMEM_HOME/hf-home``, else ``hf-home`` in pimem's per-user data directory."""
-    home = _pimem_home(environ)
-    if home is not None:
-        return home / "hf-home"
-    return platformdirs.PlatformDirs("pimem", appauthor=False).user_data_path / "hf-home"
+    return PimemPaths.from_env(environ).data_dir / "hf-home"
 
 
 def default_build_dir(environ: Mapping[str, str] | None = None) -> Path:
     """``$PIMEM_HOME/cache/model-build``, else ``model-build`` in pimem's per-user cache."""
-    home = _pimem_home(environ)
-    if home is not None:
-        return home / "cache" / "model-build"
-    return platformdirs.PlatformDirs("pimem", appauthor=False).user_cache_path / "model-build"
+    return PimemPaths.from_env(environ).cache_dir / "model-build"
 
 
 def revision() -> str:

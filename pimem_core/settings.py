@@ -2,7 +2,8 @@
 
 The variable names are the original pi extension's (``PI_MEMSEARCH_*``) and memsearch's own
 (``MEMSEARCH_DIR``), so existing setups and store commands keep working; pimem's own knobs are
-``PIMEM_*``. Nothing else in pimem reads ``os.environ`` for configuration.
+``PIMEM_*``. Nothing else in pimem reads its behaviour from ``os.environ``; where pimem
+keeps its own files (``PIMEM_HOME``) is read by :mod:`pimem_core.paths`.
 """
 
 from __future__ import annotations
