@@ -68,8 +68,8 @@ class Params:
             raise RequestError("params must be a JSON object")
         self._raw: dict[str, Any] = raw
 
-    def text(self, name: str, *, default: str | None = None, required: bool = True) -> str:
-        value = self._raw.get(name, default)
+    def text(self, name: str, *, required: bool = True) -> str:
+        value = self._raw.get(name)
         if value is None and not required:
             return ""
         if not isinstance(value, str) or (required and not value):

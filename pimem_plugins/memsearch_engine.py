@@ -219,6 +219,7 @@ class MemsearchEngine:
         self._probed_at = 0.0
         self.bootstrap_note = "not checked yet"
         self._lease: _Lease | None = None
+        self._release_timer: threading.Timer | None = None
         self._configs: dict[tuple[Path, Path], tuple[tuple[object, ...], Any]] = {}
         #: Seconds the database stays open after a call, waiting for the next one.
         self.linger = DEFAULT_LINGER_SECONDS
@@ -377,9 +378,12 @@ class MemsearchEngine:
         if self.linger <= 0:
             self.release()
             return
-        timer = threading.Timer(self.linger, self._release_when_idle)
-        timer.daemon = True
-        timer.start()
+        # One pending release at a time: a burst of calls must not leave a thread per call.
+        if self._release_timer is not None:
+            self._release_timer.cancel()
+        self._release_timer = threading.Timer(self.linger, self._release_when_idle)
+        self._release_timer.daemon = True
+        self._release_timer.start()
 
     def _release_when_idle(self) -> None:
         from pimem_core.backend import process_queue

@@ -43,18 +43,23 @@ def test_operations_run_one_at_a_time_in_submission_order() -> None:
     assert order == list(range(20))
 
 
-def test_a_queued_caller_learns_what_it_waits_on() -> None:
-    queue = BackendQueue()
-    release = threading.Event()
-    started = threading.Event()
+def hold(queue: BackendQueue, label: str) -> tuple[threading.Event, threading.Thread]:
+    """Occupy *queue* with an operation that runs until the returned event is set."""
+    release, started = threading.Event(), threading.Event()
 
-    def hold() -> None:
+    def operation() -> None:
         started.set()
         release.wait(5)
 
-    holder = threading.Thread(target=queue.run, args=("index", hold))
+    holder = threading.Thread(target=queue.run, args=(label, operation))
     holder.start()
     started.wait(5)
+    return release, holder
+
+
+def test_a_queued_caller_learns_what_it_waits_on() -> None:
+    queue = BackendQueue()
+    release, holder = hold(queue, "index")
     notes: list[str] = []
     waiter = threading.Thread(
         target=queue.run, args=("search", lambda: 1), kwargs={"on_wait": notes.append}
@@ -118,16 +123,7 @@ def test_other_failures_are_not_retried() -> None:
 
 def test_time_spent_queued_does_not_count_toward_the_timeout() -> None:
     queue = BackendQueue()
-    release = threading.Event()
-    started = threading.Event()
-
-    def hold() -> None:
-        started.set()
-        release.wait(5)
-
-    holder = threading.Thread(target=queue.run, args=("index", hold))
-    holder.start()
-    started.wait(5)
+    release, holder = hold(queue, "index")
     threading.Timer(0.3, release.set).start()
     assert queue.run("search", lambda: "answer", timeout=0.2) == "answer"
     holder.join()
