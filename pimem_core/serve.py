@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -25,6 +26,7 @@ from typing import IO, Any
 
 from pimem_core.api import Pimem
 from pimem_core.errors import PimemError
+from pimem_core.host_model import ModelRef, model_ref_from_json, resolve_capture_model
 from pimem_core.render import (
     hit_to_json,
     redaction_to_json,
@@ -44,6 +46,7 @@ from pimem_core.types import (
     DayAddress,
     Entry,
     HostModel,
+    Scope,
     SearchQuery,
     TranscriptRequest,
 )
@@ -92,6 +95,26 @@ class Params:
             raise RequestError(f'"{name}" must be a whole number of at least {minimum}')
         return value
 
+    def model(self, name: str) -> ModelRef | None:
+        raw = self._raw.get(name)
+        if raw is None:
+            return None
+        try:
+            return model_ref_from_json(raw)
+        except PimemError as error:
+            raise RequestError(f'"{name}": {error}') from None
+
+    def models(self, name: str) -> tuple[ModelRef, ...]:
+        raw = self._raw.get(name)
+        if raw is None:
+            return ()
+        if not isinstance(raw, list):
+            raise RequestError(f'"{name}" must be a list of models')
+        try:
+            return tuple(model_ref_from_json(item) for item in raw)
+        except PimemError as error:
+            raise RequestError(f'"{name}": {error}') from None
+
     def branch(self) -> tuple[BranchEntry, ...] | None:
         raw = self._raw.get("branch")
         if raw is None:
@@ -124,6 +147,9 @@ class Server:
         self._write_lock = threading.Lock()
         self._asked: dict[str, Future[Any]] = {}
         self._ids = itertools.count(1)
+        self._capture_model: ModelRef | PimemError = PimemError(
+            "the host lent no model: session.start had no model catalog"
+        )
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="pimem-serve")
         self.session = Session(pimem, host_model=HostModel(name="host", complete=self._complete))
         self._methods: Mapping[str, Callable[[Params], object]] = {
@@ -205,6 +231,9 @@ class Server:
     # -- asking the host ----------------------------------------------------------------
 
     def _complete(self, system: str, prompt: str, timeout: float) -> str:
+        model = self._capture_model
+        if isinstance(model, PimemError):
+            raise model
         request_id = f"pimem-{next(self._ids)}"
         answer: Future[Any] = Future()
         self._asked[request_id] = answer
@@ -214,6 +243,7 @@ class Server:
                     "id": request_id,
                     "method": "complete",
                     "params": {
+                        "model": {"provider": model.provider, "id": model.id},
                         "system": system,
                         "prompt": prompt,
                         "timeout_ms": int(timeout * 1000),
@@ -240,21 +270,40 @@ class Server:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def _scope(self) -> Any:
+    def _scope(self) -> Scope:
         if self.session.scope is None:
             raise RequestError("call session.start first")
         return self.session.scope
 
     def _start(self, params: Params) -> object:
         transcript = params.optional_text("transcript")
-        self.session.start(
-            SessionInfo(
-                session_id=params.text("session_id"),
-                cwd=Path(params.text("cwd")),
-                transcript=None if transcript is None else Path(transcript),
-            )
+        info = SessionInfo(
+            session_id=params.text("session_id"),
+            cwd=Path(params.text("cwd")),
+            transcript=None if transcript is None else Path(transcript),
         )
-        return {"scope": self._scope().to_json()}
+        session_model, catalog = params.model("model"), params.models("models")
+        try:
+            self._capture_model = resolve_capture_model(
+                self._pimem.settings.capture_model, session_model, catalog
+            )
+        except PimemError as error:  # surfaces as a marker entry when an exchange is captured
+            self._capture_model = error
+        self.session.start(info)
+        scope = self._scope()
+        self._work_in(scope)
+        return {"scope": scope.to_json()}
+
+    @staticmethod
+    def _work_in(scope: Scope) -> None:
+        """Run where memsearch would for this store: one process serves one session, so the
+        working directory and environment are the session's (a project ``.memsearch.toml``
+        and the store command's state directory apply to everything memsearch does here)."""
+        os.environ.update(scope.memsearch_environment({}))
+        try:
+            os.chdir(scope.repository_dir)
+        except OSError as error:  # memsearch then runs where the host started the bridge
+            log.warning("cannot work in %s: %s", scope.repository_dir, error)
 
     def _before_prompt(self, params: Params) -> object:
         additions = self.session.before_prompt(params.text("prompt", required=False))

@@ -15,6 +15,7 @@ import attrs
 import pytest
 
 from pimem_core import Pimem, PimemError
+from pimem_core.host_model import ModelRef, resolve_capture_model
 from pimem_core.types import (
     Anchor,
     Distillation,
@@ -25,7 +26,6 @@ from pimem_core.types import (
     HostModel,
 )
 from pimem_plugins.distill_extractive import extract, shorten
-from pimem_plugins.distill_host import ModelRef, resolve_capture_model
 from pimem_plugins.distill_prompt import SYSTEM_PROMPT, clean_bullets
 
 from conftest import make_pimem

@@ -77,10 +77,31 @@ def bridge(tmp_path: Path) -> Iterator[Bridge]:
         connection.close()
 
 
-def start(bridge: Bridge, repo: Path, tmp_path: Path) -> dict[str, Any]:
+SESSION_MODEL = {"provider": "anthropic", "id": "big", "input_cost": 15, "output_cost": 75}
+CATALOG = [
+    SESSION_MODEL,
+    {"provider": "openai", "id": "tiny", "input_cost": 0.1, "output_cost": 0.4},
+    {"provider": "anthropic", "id": "small", "input_cost": 1, "output_cost": 5},
+]
+
+
+def start(bridge: Bridge, repo: Path, tmp_path: Path, **params: Any) -> dict[str, Any]:
+    defaults = {"model": SESSION_MODEL, "models": CATALOG}
     return bridge.call(
-        "session.start", session_id="s1", cwd=str(repo), transcript=str(tmp_path / "s1.jsonl")
+        "session.start",
+        session_id="s1",
+        cwd=str(repo),
+        transcript=str(tmp_path / "s1.jsonl"),
+        **{**defaults, **params},
     )
+
+
+def settle_one_exchange(bridge: Bridge) -> None:
+    branch = [
+        {"id": "u1", "kind": "message", "role": "user", "text": "fix the login bug"},
+        {"id": "a1", "kind": "message", "role": "assistant", "text": "escaped the query"},
+    ]
+    assert bridge.call("session.settled", leaf="a1", branch=branch)["result"] == {"queued": True}
 
 
 def test_the_bridge_says_it_is_ready_first(bridge: Bridge) -> None:
@@ -97,17 +118,15 @@ def test_a_session_writes_snapshots_and_captures_through_the_hosts_model(
     assert written["result"]["file"].endswith("2026-08-13.md")
     snapshot = bridge.call("session.before_prompt", prompt="hi")["result"]["snapshot"]
     assert "Redis" not in snapshot  # mid-session writes wait for a checkpoint
-    branch = [
-        {"id": "u1", "kind": "message", "role": "user", "text": "fix the login bug"},
-        {"id": "a1", "kind": "message", "role": "assistant", "text": "escaped the query"},
-    ]
-    assert bridge.call("session.settled", leaf="a1", branch=branch)["result"] == {"queued": True}
+    settle_one_exchange(bridge)
     shutdown = bridge.call("session.shutdown")
     assert shutdown["result"]["captured_in_time"] is True
     assert (
         bridge.completions[0]["prompt"]
         == "[User]: fix the login bug\n\n[Assistant]: escaped the query"
     )
+    # the cheapest model of the session's provider, never another provider's
+    assert bridge.completions[0]["model"] == {"provider": "anthropic", "id": "small"}
     day = (repo / ".memsearch" / "memory" / "2026-08-13.md").read_text()
     assert "turn:a1 " in day
     assert "- the agent fixed it\n" in day
@@ -116,6 +135,42 @@ def test_a_session_writes_snapshots_and_captures_through_the_hosts_model(
     )
     assert "Redis" in bridge.call("session.before_prompt", prompt="again")["result"]["snapshot"]
     assert bridge.close() == 0
+
+
+def test_a_capture_model_missing_from_the_catalog_leaves_a_marker_not_a_call(
+    tmp_path: Path, repo: Path
+) -> None:
+    bridge = Bridge(
+        {
+            "HOME": str(tmp_path / "home"),
+            "PIMEM_DISABLE_PLUGINS": "memsearch-index",
+            "PI_MEMSEARCH_CAPTURE_MODEL": "ghost",
+        }
+    )
+    start(bridge, repo, tmp_path)
+    settle_one_exchange(bridge)
+    bridge.call("session.shutdown")
+    assert bridge.close() == 0
+    assert bridge.completions == []
+    day = (repo / ".memsearch" / "memory" / "2026-08-13.md").read_text()
+    assert "capture model 'ghost' not found in the model registry" in day
+
+
+def test_the_bridge_works_at_the_repository_directory(
+    bridge: Bridge, repo: Path, tmp_path: Path
+) -> None:
+    subdirectory = repo / "src" / "deep"
+    subdirectory.mkdir(parents=True)
+    bridge.call("session.start", session_id="s1", cwd=str(subdirectory), transcript=None)
+    assert Path(f"/proc/{bridge.process.pid}/cwd").resolve() == repo.resolve()
+
+
+def test_a_malformed_model_catalog_is_a_request_error(
+    bridge: Bridge, repo: Path, tmp_path: Path
+) -> None:
+    reply = start(bridge, repo, tmp_path, models=[{"provider": "anthropic"}])
+    assert reply["error"]["type"] == "request"
+    assert '"models"' in reply["error"]["message"]
 
 
 def test_bad_lines_get_an_error_and_the_bridge_keeps_serving(
