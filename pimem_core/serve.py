@@ -64,12 +64,14 @@ class RequestError(PimemError):
 class Params:
     """A request's params, read with their types checked."""
 
-    def __init__(self, raw: object) -> None:
+    def __init__(self, raw: object, progress: Callable[[str], None] = lambda text: None) -> None:
         if raw is None:
             raw = {}
         if not isinstance(raw, dict):
             raise RequestError("params must be a JSON object")
         self._raw: dict[str, Any] = raw
+        #: Tells the host what a queued request waits on.
+        self.progress = progress
 
     def text(self, name: str, *, required: bool = True) -> str:
         value = self._raw.get(name)
@@ -216,7 +218,7 @@ class Server:
 
     def _handle(self, request_id: object, handler: Callable[[Params], object], raw: object) -> None:
         try:
-            result = handler(Params(raw))
+            result = handler(Params(raw, lambda text: self._progress(request_id, text)))
         except RequestError as error:
             self._fail(request_id, "request", str(error))
         except PimemError as error:
@@ -227,6 +229,9 @@ class Server:
             self._fail(request_id, "internal", f"{type(error).__name__}: {error}")
         else:
             self._send({"id": request_id, "result": result})
+
+    def _progress(self, request_id: object, holder: str) -> None:
+        self._send({"id": request_id, "progress": f"waiting for {holder}"})
 
     # -- asking the host ----------------------------------------------------------------
 
@@ -339,7 +344,9 @@ class Server:
         if scope_name != "project":
             raise RequestError(f'"scope" must be "project", got {scope_name!r}')
         hits = self._pimem.search_memory(
-            self._scope(), SearchQuery(text=query, top_k=params.number("top_k", 5, minimum=1))
+            self._scope(),
+            SearchQuery(text=query, top_k=params.number("top_k", 5, minimum=1)),
+            on_wait=params.progress,
         )
         return {"text": render_hits(query, hits), "hits": [hit_to_json(hit) for hit in hits]}
 
@@ -348,7 +355,9 @@ class Server:
         project = params.optional_text("project")
         if project is not None and Path(project) != scope.scope_dir:
             scope = self._pimem.resolve_project(Path(project))
-        section = self._pimem.expand_chunk(scope, params.text("chunk_hash"))
+        section = self._pimem.expand_chunk(
+            scope, params.text("chunk_hash"), on_wait=params.progress
+        )
         return {"text": render_section(section), "section": section_to_json(section)}
 
     def _transcript(self, params: Params) -> object:
@@ -387,7 +396,7 @@ class Server:
                 "memory_forget takes exactly one address: a chunk_hash, or date and time together"
             )
         if chunk is not None:
-            redaction = self._pimem.forget_chunk(scope, chunk)
+            redaction = self._pimem.forget_chunk(scope, chunk, on_wait=params.progress)
         elif day is None or time is None:
             raise RequestError("memory_forget by day needs date and time together")
         else:
@@ -395,7 +404,7 @@ class Server:
         return {"text": render_redaction(redaction), **redaction_to_json(redaction)}
 
     def _compact(self, params: Params) -> object:
-        result = self._pimem.compact_memory(self._scope())
+        result = self._pimem.compact_memory(self._scope(), on_wait=params.progress)
         text = result.summary or "Nothing to compact: the collection has no indexed chunks."
         return {"text": text, "summary": result.summary}
 

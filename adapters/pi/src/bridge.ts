@@ -1,0 +1,214 @@
+// One `pimem serve` process and the JSON-lines conversation with it (docs/host-protocol.md).
+
+import { type ChildProcess, spawn as nodeSpawn } from "node:child_process";
+
+export type Spawn = typeof nodeSpawn;
+
+/** A request pimem could not answer; `type` is the protocol's error kind. */
+export class BridgeError extends Error {
+  readonly type: string;
+
+  constructor(type: string, message: string) {
+    super(message);
+    this.name = "BridgeError";
+    this.type = type;
+  }
+}
+
+/** pimem asks the host (e.g. `complete`); the answer is sent back as the result. */
+export type HostRequestHandler = (method: string, params: Record<string, unknown>) => Promise<unknown>;
+
+export interface BridgeOptions {
+  command: string;
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  onHostRequest: HostRequestHandler;
+  /** Called once when the process ends, with a reason a person can read. */
+  onExit?: (reason: string) => void;
+  spawn?: Spawn;
+}
+
+export interface CallOptions {
+  timeoutMs: number;
+  signal?: AbortSignal;
+  onProgress?: (text: string) => void;
+}
+
+interface Pending {
+  resolve: (result: Record<string, unknown>) => void;
+  reject: (error: Error) => void;
+  onProgress?: (text: string) => void;
+}
+
+const STDERR_LINES = 20;
+
+export function notInstalledMessage(command: string): string {
+  return (
+    `pimem is not installed here: "${command}" could not be started. Install pimem into a ` +
+    `Python environment (pip install <path to a pimem checkout>) and put its "pimem" ` +
+    `command on PATH, or set PIMEM_BIN to the full path of that command.`
+  );
+}
+
+export class Bridge {
+  readonly ready: Promise<void>;
+  private readonly child: ChildProcess;
+  private readonly pending = new Map<number, Pending>();
+  private readonly stderr: string[] = [];
+  private nextId = 1;
+  private buffer = "";
+  private exitReason: string | undefined;
+  private readonly exited: Promise<void>;
+  private readonly options: BridgeOptions;
+
+  constructor(options: BridgeOptions) {
+    this.options = options;
+    const spawn = options.spawn ?? nodeSpawn;
+    this.child = spawn(options.command, ["serve"], {
+      cwd: options.cwd,
+      env: { ...options.env, PYTHONIOENCODING: "utf-8" },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let markReady: () => void = () => {};
+    let failReady: (error: Error) => void = () => {};
+    this.ready = new Promise<void>((resolve, reject) => {
+      markReady = resolve;
+      failReady = reject;
+    });
+    this.ready.catch(() => {}); // observed through calls; never an unhandled rejection
+    this.exited = new Promise<void>((resolve) => {
+      const finish = (reason: string) => {
+        if (this.exitReason !== undefined) return;
+        this.exitReason = reason;
+        const error = new BridgeError("bridge", reason);
+        failReady(error);
+        for (const pending of this.pending.values()) pending.reject(error);
+        this.pending.clear();
+        options.onExit?.(reason);
+        resolve();
+      };
+      this.child.on("error", (error: NodeJS.ErrnoException) => {
+        finish(error.code === "ENOENT" ? notInstalledMessage(options.command) : `pimem could not be started: ${error.message}`);
+      });
+      this.child.on("exit", (code, signal) => {
+        const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+        const last = this.stderr.at(-1);
+        finish(`the pimem bridge ${how}${last ? ` (last message: ${last})` : ""}`);
+      });
+    });
+    this.child.stdout?.setEncoding("utf8");
+    this.child.stdout?.on("data", (chunk: string) => this.receive(chunk, markReady));
+    this.child.stderr?.setEncoding("utf8");
+    this.child.stderr?.on("data", (chunk: string) => {
+      for (const line of chunk.split("\n")) {
+        if (line.trim()) this.stderr.push(line.trim());
+      }
+      this.stderr.splice(0, Math.max(0, this.stderr.length - STDERR_LINES));
+    });
+    this.child.stdin?.on("error", () => {}); // a dead process shows up as "exit"
+  }
+
+  get alive(): boolean {
+    return this.exitReason === undefined;
+  }
+
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  /** Send a request and wait for its answer, at most `timeoutMs`. */
+  call(method: string, params: Record<string, unknown>, options: CallOptions): Promise<Record<string, unknown>> {
+    if (this.exitReason !== undefined) return Promise.reject(new BridgeError("bridge", this.exitReason));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
+      const done = () => {
+        if (timer) clearTimeout(timer);
+        options.signal?.removeEventListener("abort", aborted);
+        this.pending.delete(id);
+      };
+      const aborted = () => {
+        done();
+        reject(new BridgeError("aborted", `${method} was cancelled`));
+      };
+      timer = setTimeout(() => {
+        done();
+        reject(new BridgeError("timeout", `pimem did not answer ${method} within ${options.timeoutMs} ms`));
+      }, options.timeoutMs);
+      options.signal?.addEventListener("abort", aborted, { once: true });
+      this.pending.set(id, {
+        resolve: (result) => {
+          done();
+          resolve(result);
+        },
+        reject: (error) => {
+          done();
+          reject(error);
+        },
+        onProgress: options.onProgress,
+      });
+      this.write({ id, method, params });
+    });
+  }
+
+  /** End stdin so pimem finishes its session, then kill it if it is still there after `graceMs`. */
+  async stop(graceMs: number): Promise<void> {
+    this.child.stdin?.end();
+    if (this.exitReason !== undefined) return;
+    const timer = setTimeout(() => this.child.kill("SIGKILL"), graceMs);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  private write(message: object): void {
+    if (this.exitReason === undefined) this.child.stdin?.write(`${JSON.stringify(message)}\n`);
+  }
+
+  // Split on "\n" only: JSON strings may hold U+2028, which line readers treat as a break.
+  private receive(chunk: string, markReady: () => void): void {
+    this.buffer += chunk;
+    let newline = this.buffer.indexOf("\n");
+    while (newline >= 0) {
+      const line = this.buffer.slice(0, newline);
+      this.buffer = this.buffer.slice(newline + 1);
+      if (line.trim()) this.dispatch(line, markReady);
+      newline = this.buffer.indexOf("\n");
+    }
+  }
+
+  private dispatch(line: string, markReady: () => void): void {
+    let message: Record<string, unknown>;
+    try {
+      message = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      this.stderr.push(`unreadable line from pimem: ${line.slice(0, 200)}`);
+      return;
+    }
+    if (message.event === "ready") {
+      markReady();
+      return;
+    }
+    if (typeof message.method === "string") {
+      this.answerHost(message.id, message.method, (message.params ?? {}) as Record<string, unknown>);
+      return;
+    }
+    const pending = typeof message.id === "number" ? this.pending.get(message.id) : undefined;
+    if (!pending) return;
+    if (typeof message.progress === "string") {
+      pending.onProgress?.(message.progress);
+    } else if (message.error) {
+      const error = message.error as { type?: string; message?: string };
+      pending.reject(new BridgeError(error.type ?? "internal", error.message ?? "pimem failed"));
+    } else {
+      pending.resolve((message.result ?? {}) as Record<string, unknown>);
+    }
+  }
+
+  private answerHost(id: unknown, method: string, params: Record<string, unknown>): void {
+    this.options.onHostRequest(method, params).then(
+      (result) => this.write({ id, result }),
+      (error: unknown) =>
+        this.write({ id, error: { type: "host", message: error instanceof Error ? error.message : String(error) } }),
+    );
+  }
+}

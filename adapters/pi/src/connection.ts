@@ -1,0 +1,185 @@
+// The session's link to pimem: one bridge at a time, started lazily again after a crash, up to a
+// cap per session. A crash is reported once, to the next tool call, so the agent learns why a
+// memory call failed; prompts meanwhile go on without memory.
+
+import { Bridge, BridgeError, type CallOptions, type HostRequestHandler, type Spawn } from "./bridge.ts";
+
+export const MAX_RESPAWNS = 2;
+export const START_TIMEOUT_MS = 60_000;
+
+export interface SessionParams {
+  session_id: string;
+  cwd: string;
+  transcript: string | null;
+  model?: Record<string, unknown>;
+  models?: Record<string, unknown>[];
+  [key: string]: unknown;
+}
+
+export interface ConnectionOptions {
+  command: string;
+  env: NodeJS.ProcessEnv;
+  onHostRequest: HostRequestHandler;
+  spawn?: Spawn;
+  maxRespawns?: number;
+  /** Milliseconds from spawning a bridge to its ready line. */
+  onReady?: (ms: number) => void;
+}
+
+/** Who is asking: tools hear about crashes, prompts never wait for a respawn. */
+export type Caller = "tool" | "prompt" | "background";
+
+export class Connection {
+  private readonly options: ConnectionOptions;
+  private bridge: Bridge | undefined;
+  private started: Promise<void> | undefined;
+  private session: SessionParams | undefined;
+  private spawns = 0;
+  private unreportedCrash: string | undefined;
+  private lastCrash: string | undefined;
+  private closing = false;
+
+  constructor(options: ConnectionOptions) {
+    this.options = options;
+  }
+
+  get sessionId(): string | undefined {
+    return this.session?.session_id;
+  }
+
+  get spawnCount(): number {
+    return this.spawns;
+  }
+
+  get pid(): number | undefined {
+    return this.bridge?.pid;
+  }
+
+  /** Start the bridge for a session; nothing is awaited, so pi's start-up never waits on Python. */
+  open(session: SessionParams): void {
+    this.session = session;
+    this.closing = false;
+    this.spawns = 0;
+    this.unreportedCrash = undefined;
+    this.lastCrash = undefined;
+    this.spawn();
+  }
+
+  /** Wait at most `waitMs` for the session to be started; false when it is not (yet). */
+  async whenStarted(waitMs: number): Promise<boolean> {
+    if (!this.started) return false;
+    return withDeadline(this.started.then(() => true), waitMs, false).catch(() => false);
+  }
+
+  async request(
+    method: string,
+    params: Record<string, unknown>,
+    caller: Caller,
+    options: CallOptions,
+  ): Promise<Record<string, unknown>> {
+    if (!this.session) throw new BridgeError("bridge", "memory is not started: the pi session has not started yet");
+    if (this.closing) throw new BridgeError("bridge", "memory is shut down: the pi session has ended");
+    if (!this.bridge?.alive) {
+      if (this.unreportedCrash !== undefined && caller !== "background") {
+        const crash = this.unreportedCrash;
+        if (caller === "tool") {
+          this.unreportedCrash = undefined;
+          this.respawnOrGiveUp();
+        }
+        throw new BridgeError("bridge", `${crash}. Memory restarts on the next memory call.`);
+      }
+      this.respawnOrGiveUp();
+    }
+    const bridge = this.bridge;
+    const started = this.started;
+    if (!bridge?.alive || !started) throw new BridgeError("bridge", this.gaveUpMessage());
+    await withDeadline(started, options.timeoutMs, undefined, () => {
+      throw new BridgeError("timeout", `pimem did not start within ${options.timeoutMs} ms`);
+    });
+    return bridge.call(method, params, options);
+  }
+
+  /** Shut the session down in pimem within `capMs`, then stop the process (killed after `graceMs`). */
+  async close(capMs: number, graceMs: number): Promise<Record<string, unknown> | undefined> {
+    this.closing = true;
+    const bridge = this.bridge;
+    if (!bridge) return undefined;
+    let report: Record<string, unknown> | undefined;
+    if (bridge.alive && this.started) {
+      report = await withDeadline(
+        this.started.then(() => bridge.call("session.shutdown", {}, { timeoutMs: capMs })),
+        capMs,
+        undefined,
+      ).catch(() => undefined);
+    }
+    await bridge.stop(graceMs);
+    this.bridge = undefined;
+    this.started = undefined;
+    return report;
+  }
+
+  private spawn(): void {
+    const session = this.session;
+    if (!session) return;
+    this.spawns += 1;
+    const bridge = new Bridge({
+      command: this.options.command,
+      cwd: session.cwd,
+      env: this.options.env,
+      spawn: this.options.spawn,
+      onHostRequest: this.options.onHostRequest,
+      onExit: (reason) => {
+        if (this.closing || this.bridge !== bridge) return;
+        this.unreportedCrash = reason;
+        this.lastCrash = reason;
+      },
+    });
+    this.bridge = bridge;
+    const spawned = performance.now();
+    const onReady = this.options.onReady;
+    if (onReady) bridge.ready.then(() => onReady(performance.now() - spawned), () => {});
+    this.started = bridge.ready.then(() =>
+      bridge.call("session.start", session, { timeoutMs: START_TIMEOUT_MS }).then(() => undefined),
+    );
+    this.started.catch(() => {}); // seen by whoever waits on it
+  }
+
+  private respawnOrGiveUp(): void {
+    if (this.spawns <= (this.options.maxRespawns ?? MAX_RESPAWNS)) this.spawn();
+  }
+
+  private gaveUpMessage(): string {
+    return (
+      `memory is off for the rest of this session: the pimem bridge stopped ${this.spawns} times` +
+      `${this.lastCrash ? ` (last: ${this.lastCrash})` : ""}. Run "pimem status" in the project to see why.`
+    );
+  }
+}
+
+/** `promise`, or `fallback` (or what `onLate` returns or throws) once `ms` have passed. */
+export function withDeadline<T, F>(
+  promise: Promise<T>,
+  ms: number,
+  fallback: F,
+  onLate?: () => F,
+): Promise<T | F> {
+  return new Promise<T | F>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      try {
+        resolve(onLate ? onLate() : fallback);
+      } catch (error) {
+        reject(error);
+      }
+    }, ms);
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}

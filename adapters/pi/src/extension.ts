@@ -1,0 +1,142 @@
+// pi's events, translated into pimem's session lifecycle. No memory logic lives here.
+
+import { appendFileSync } from "node:fs";
+import type { Spawn } from "./bridge.ts";
+import { Connection, withDeadline } from "./connection.ts";
+import { type Complete, completeWithRegistry, modelCatalog, piComplete } from "./host-model.ts";
+import type { BeforeAgentStartEvent, BeforeAgentStartResult, ContextLike, ModelRegistryLike, PiLike } from "./pi.ts";
+import { registerTools } from "./tools.ts";
+
+/** How long a prompt waits for memory; after that it goes on without it. */
+export const PROMPT_WAIT_MS = 300;
+/** The first prompt of a session may also wait for the bridge to come up. */
+export const FIRST_PROMPT_WAIT_MS = 3_000;
+/** pimem flushes capture and indexing within 15 s; the reply gets a little slack. */
+export const SHUTDOWN_CAP_MS = 16_000;
+/** After stdin ends, pimem has this long to exit before it is killed. */
+export const SHUTDOWN_GRACE_MS = 2_000;
+const SETTLED_TIMEOUT_MS = 2_000;
+export const HIDDEN_MESSAGE_TYPE = "pimem-context";
+
+export interface Dependencies {
+  /** The `pimem` command (`PIMEM_BIN`, else `pimem` on PATH). */
+  command: string;
+  env: NodeJS.ProcessEnv;
+  complete: Complete;
+  spawn?: Spawn;
+  /** Receives how long each measured step took (for the latency benchmark). */
+  timing?: (step: string, ms: number) => void;
+}
+
+export function defaultDependencies(env: NodeJS.ProcessEnv = process.env): Dependencies {
+  const file = env.PIMEM_PI_TIMINGS;
+  const timing = file
+    ? (step: string, ms: number) => appendFileSync(file, `${JSON.stringify({ step, ms })}\n`)
+    : undefined;
+  return { command: env.PIMEM_BIN || "pimem", env, complete: piComplete, timing };
+}
+
+/** Runs `handler`, reporting how long it took until it returned (or its promise settled). */
+function timed<E, R>(
+  step: string,
+  timing: Dependencies["timing"],
+  handler: (event: E, ctx: ContextLike) => R,
+): (event: E, ctx: ContextLike) => R {
+  if (!timing) return handler;
+  return (event, ctx) => {
+    const started = performance.now();
+    const result = handler(event, ctx);
+    const report = () => timing(step, performance.now() - started);
+    if (result instanceof Promise) result.finally(report).catch(() => {});
+    else report();
+    return result;
+  };
+}
+
+export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection {
+  let registry: ModelRegistryLike | undefined;
+  let prompts = 0;
+  let settledEventExists = false;
+
+  const connection = new Connection({
+    command: deps.command,
+    env: deps.env,
+    spawn: deps.spawn,
+    onReady: deps.timing && ((ms) => deps.timing?.("bridge_ready", ms)),
+    onHostRequest: (method, params) =>
+      method === "complete"
+        ? completeWithRegistry(registry, params, deps.complete)
+        : Promise.reject(new Error(`pi does not answer "${method}"`)),
+  });
+
+  const settle = (ctx: ContextLike): Promise<unknown> => {
+    const leaf = ctx.sessionManager.getLeafId();
+    if (!leaf) return Promise.resolve();
+    return connection
+      .request("session.settled", { leaf }, "background", { timeoutMs: SETTLED_TIMEOUT_MS })
+      .catch(() => undefined); // capture is best effort; the session goes on
+  };
+
+  pi.on("session_start", async (_event, ctx) => {
+    registry = ctx.modelRegistry;
+    const sessionId = ctx.sessionManager.getSessionId();
+    if (connection.sessionId === sessionId) return; // pi 0.73 may announce a session twice
+    if (connection.sessionId !== undefined) await connection.close(SHUTDOWN_CAP_MS, SHUTDOWN_GRACE_MS);
+    prompts = 0;
+    connection.open({
+      session_id: sessionId,
+      cwd: ctx.cwd,
+      transcript: ctx.sessionManager.getSessionFile() ?? null,
+      ...modelCatalog(ctx),
+    });
+  });
+
+  pi.on("before_agent_start", timed("before_agent_start", deps.timing, async (event: BeforeAgentStartEvent) => {
+    const wait = prompts++ === 0 ? FIRST_PROMPT_WAIT_MS : PROMPT_WAIT_MS;
+    if (!(await connection.whenStarted(wait))) return undefined;
+    try {
+      const answer = await connection.request("session.before_prompt", { prompt: event.prompt }, "prompt", {
+        timeoutMs: PROMPT_WAIT_MS,
+      });
+      return promptAdditions(event, answer);
+    } catch {
+      return undefined; // the prompt goes on without memory
+    }
+  }));
+
+  // pi 1.x says when it will not continue on its own; 0.73 only has agent_end (which can even
+  // come after shutdown in print mode), so there capture is also flushed at shutdown.
+  const unsubscribe = pi.on("agent_settled", timed("agent_settled", deps.timing, (_event: unknown, ctx) => {
+    settledEventExists = true;
+    void settle(ctx);
+  }));
+  settledEventExists = typeof unsubscribe === "function";
+  pi.on("agent_end", (_event, ctx) => {
+    if (!settledEventExists) void settle(ctx);
+  });
+
+  pi.on("session_compact", () => {
+    connection.request("session.compacted", {}, "background", { timeoutMs: SETTLED_TIMEOUT_MS }).catch(() => {});
+  });
+
+  pi.on("session_shutdown", async (_event, ctx) => {
+    if (!settledEventExists) await withDeadline(settle(ctx), SETTLED_TIMEOUT_MS, undefined);
+    await connection.close(SHUTDOWN_CAP_MS, SHUTDOWN_GRACE_MS);
+  });
+
+  registerTools(pi, connection);
+  return connection;
+}
+
+function promptAdditions(event: BeforeAgentStartEvent, answer: Record<string, unknown>): BeforeAgentStartResult | undefined {
+  const result: BeforeAgentStartResult = {};
+  if (typeof answer.snapshot === "string" && answer.snapshot) {
+    result.systemPrompt = `${event.systemPrompt}\n\n${answer.snapshot}`;
+  }
+  const hidden = Array.isArray(answer.hidden) ? (answer.hidden as { text?: unknown }[]) : [];
+  const texts = hidden.map((item) => item.text).filter((text): text is string => typeof text === "string" && text !== "");
+  if (texts.length > 0) {
+    result.message = { customType: HIDDEN_MESSAGE_TYPE, content: texts.join("\n\n"), display: false };
+  }
+  return result.systemPrompt || result.message ? result : undefined;
+}

@@ -1,0 +1,152 @@
+// The seven memory tools. Each one is a request to pimem; what pimem answers in `text` is what
+// the agent reads, the rest of the answer goes into the tool result's details.
+
+import { Type } from "typebox";
+import { BridgeError } from "./bridge.ts";
+import type { Connection } from "./connection.ts";
+import type { ContextLike, PiLike, ToolResult, ToolUpdate } from "./pi.ts";
+
+export const TOOL_TIMEOUT_MS = 120_000;
+export const COMPACT_TIMEOUT_MS = 300_000;
+
+interface ToolSpec {
+  name: string;
+  label: string;
+  description: string;
+  promptSnippet: string;
+  parameters: unknown;
+  method: string;
+  timeoutMs?: number;
+  /** Turns the agent's arguments into the request's params. */
+  params?: (args: Record<string, unknown>, ctx: ContextLike) => Record<string, unknown>;
+}
+
+const TOOLS: ToolSpec[] = [
+  {
+    name: "memory_search",
+    label: "Memory search",
+    description:
+      "Search the project's shared memory (decisions, fixes, preferences recorded in earlier sessions, " +
+      "by any agent). Returns the best chunks with their score, chunk hash and source file. " +
+      'scope "all" also searches the other projects under PI_MEMSEARCH_SCAN_ROOTS; use it after a ' +
+      "project search found nothing or when the user asks about other projects.",
+    promptSnippet: "Search the shared project memory for past decisions, fixes and context",
+    parameters: Type.Object({
+      query: Type.String({ description: "What to look for, in words" }),
+      scope: Type.Optional(Type.Union([Type.Literal("project"), Type.Literal("all")], { description: 'Default "project"' })),
+      top_k: Type.Optional(Type.Integer({ minimum: 1, description: "How many chunks to return (default 5)" })),
+    }),
+    method: "memory.search",
+  },
+  {
+    name: "memory_expand",
+    label: "Memory expand",
+    description:
+      "Show the full memory section behind a chunk hash from memory_search, with its session anchor " +
+      "(session, turn, transcript path) when it has one. Pass the hit's project label as project for " +
+      "hits from other projects.",
+    promptSnippet: "Read the full memory section behind a memory_search hit",
+    parameters: Type.Object({
+      chunk_hash: Type.String({ description: "The chunk hash of a memory_search hit" }),
+      project: Type.Optional(Type.String({ description: "The hit's project label, for cross-project hits" })),
+    }),
+    method: "memory.expand",
+  },
+  {
+    name: "memory_transcript",
+    label: "Memory transcript",
+    description:
+      "Read the original conversation behind a memory: the turns of a pi session file around an " +
+      "entry id. Use the transcript path and turn from memory_expand's anchor.",
+    promptSnippet: "Read the session turns a memory was distilled from",
+    parameters: Type.Object({
+      transcript_path: Type.String({ description: "The session file from a memory anchor" }),
+      turn: Type.Optional(Type.String({ description: "Entry id (or a unique prefix) to centre on" })),
+      context: Type.Optional(Type.Integer({ minimum: 0, description: "Turns either side of the target (default 3)" })),
+      limit: Type.Optional(Type.Integer({ minimum: 1, description: "Turns to show without a target (default 20)" })),
+    }),
+    method: "memory.transcript",
+  },
+  {
+    name: "memory_write",
+    label: "Memory write",
+    description:
+      "Save something worth remembering across sessions (a decision, a convention, a user preference) " +
+      "to today's memory file. Write short third-person bullets. Exchanges are captured automatically; " +
+      "use this when the user asks you to remember something.",
+    promptSnippet: "Save a memory entry to the shared project memory",
+    parameters: Type.Object({
+      content: Type.String({ description: "Markdown bullets to remember" }),
+    }),
+    method: "memory.write",
+    params: (args, ctx) => ({ ...args, turn: ctx.sessionManager.getLeafId() ?? null }),
+  },
+  {
+    name: "memory_forget",
+    label: "Memory forget",
+    description:
+      "Permanently delete one memory entry: the entry behind a chunk hash, or the entry written at a " +
+      "date (YYYY-MM-DD) and time (HH:MM). Only when the user asks to forget or redact something.",
+    promptSnippet: "Delete one memory entry, by chunk hash or by date and time",
+    parameters: Type.Object({
+      chunk_hash: Type.Optional(Type.String({ description: "The chunk hash of the entry to delete" })),
+      date: Type.Optional(Type.String({ description: "The entry's day, YYYY-MM-DD" })),
+      time: Type.Optional(Type.String({ description: "The entry's time heading, HH:MM" })),
+    }),
+    method: "memory.forget",
+  },
+  {
+    name: "memory_compact",
+    label: "Memory compact",
+    description:
+      "Summarize the project's indexed memory into one compact entry with memsearch's compaction. " +
+      "This compacts memory files, not the conversation: only when the user explicitly asks for it.",
+    promptSnippet: "Compact the project's memory files (only on explicit request)",
+    parameters: Type.Object({}),
+    method: "memory.compact",
+    timeoutMs: COMPACT_TIMEOUT_MS,
+  },
+  {
+    name: "memory_status",
+    label: "Memory status",
+    description:
+      "Show how memory is set up for this project: backend, store, collection, index health, last " +
+      "index failure, chunk count and plugin lines. Use it to explain why memory is not working.",
+    promptSnippet: "Show the memory setup and index health for this project",
+    parameters: Type.Object({}),
+    method: "memory.status",
+  },
+];
+
+export const TOOL_NAMES = TOOLS.map((tool) => tool.name);
+
+function text(value: string, details: Record<string, unknown> = {}): ToolResult {
+  return { content: [{ type: "text", text: value }], details };
+}
+
+export function registerTools(pi: PiLike, connection: Connection): void {
+  for (const spec of TOOLS) {
+    pi.registerTool({
+      name: spec.name,
+      label: spec.label,
+      description: spec.description,
+      promptSnippet: spec.promptSnippet,
+      parameters: spec.parameters,
+      async execute(_id, args, signal, onUpdate: ToolUpdate | undefined, ctx) {
+        const params = spec.params ? spec.params(args, ctx) : args;
+        try {
+          const { text: answer, ...details } = await connection.request(spec.method, params, "tool", {
+            timeoutMs: spec.timeoutMs ?? TOOL_TIMEOUT_MS,
+            signal,
+            onProgress: (progress) => onUpdate?.(text(progress)),
+          });
+          return text(String(answer ?? ""), details);
+        } catch (error) {
+          // Missing memsearch is a normal answer: the agent relays the install instructions.
+          if (error instanceof BridgeError && error.type === "unavailable") return text(error.message);
+          throw new Error(`${spec.name} failed: ${error instanceof Error ? error.message : String(error)}`);
+        }
+      },
+    });
+  }
+}
