@@ -10,7 +10,11 @@ PIMEM_HOME ?= $(CURDIR)/.pimem-home
 BENCH_ARGS ?=
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: venv demo test lint typecheck model unit bench clean
+# The pi adapter's Node packages: its dev tools (TypeScript, Node 22, pi 0.73) and pi 1.x.
+ADAPTER := adapters/pi
+NODE_STAMP := $(ADAPTER)/node_modules/.installed
+
+.PHONY: venv node demo test lint typecheck adapter model unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +22,13 @@ $(STAMP): pyproject.toml
 	touch $@
 
 venv: $(STAMP)
+
+$(NODE_STAMP): $(ADAPTER)/package-lock.json $(ADAPTER)/e2e/pi-1/package-lock.json
+	cd $(ADAPTER) && npm ci --no-audit --no-fund --loglevel=error
+	cd $(ADAPTER)/e2e/pi-1 && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+node: $(NODE_STAMP)
 
 demo: $(STAMP) model  ## a CLI walk-through on a temporary project
 	PATH="$(CURDIR)/$(BIN):$$PATH" PIMEM_HOME="$(PIMEM_HOME)" bash scripts/demo.sh
@@ -29,13 +40,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+adapter: $(NODE_STAMP)  ## type-check the pi adapter and run its unit tests (Node 22)
+	cd $(ADAPTER) && npm run --silent check && npm test --silent
+
 model: $(STAMP)  ## the offline embedding model; built once (about 1.5 min), then a no-op
 	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/python -m pimem_core.offline_model
 
-unit: $(STAMP) model  ## the test suite alone
+unit: $(STAMP) model node  ## the Python test suite, end-to-end tests with real pi included
 	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/pytest
 
-test: lint typecheck unit  ## everything CI runs
+test: lint typecheck adapter unit  ## everything CI runs
 
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
@@ -45,4 +59,4 @@ bench: $(BENCH_STAMP) model  ## latency against the memsearch CLI, into docs/ben
 	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis $(ADAPTER)/node_modules $(ADAPTER)/e2e/pi-1/node_modules
