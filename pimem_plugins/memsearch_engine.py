@@ -19,6 +19,7 @@ import fcntl
 import functools
 import importlib.metadata
 import logging
+import math
 import os
 import re
 import threading
@@ -480,19 +481,7 @@ class MemsearchEngine:
                 results = self._loop.run_until_complete(memsearch.search(text, top_k=top_k))
         except CollectionNotFoundError as error:
             raise self._missing(scope, error) from None
-        return tuple(
-            SearchHit(
-                chunk_hash=str(hit["chunk_hash"]),
-                content=str(hit["content"]),
-                source=str(hit["source"]),
-                heading=str(hit.get("heading", "")),
-                heading_level=int(hit.get("heading_level", 0)),
-                start_line=int(hit["start_line"]),
-                end_line=int(hit["end_line"]),
-                score=float(hit["score"]),
-            )
-            for hit in results
-        )
+        return tuple(_hit(result) for result in results)
 
     def expand(self, scope: Scope, chunk_hash: str) -> Section:
         if not CHUNK_HASH.fullmatch(chunk_hash):
@@ -559,6 +548,30 @@ class MemsearchEngine:
             self.release()  # compaction indexed through this client: reopen before searching
         return str(summary)
 
+    def warm(self, scope: Scope) -> None:
+        """Load *scope*'s embedder and run it once, so the first recall pays no start-up."""
+        config = self.config(scope)
+        self._loop.run_until_complete(self._embedder(config).embed(["warm-up"]))
+
+    def recall(self, scope: Scope, text: str, top_k: int) -> tuple[tuple[SearchHit, float], ...]:
+        """memsearch's hybrid search, each hit with the cosine similarity of its chunk to the
+        query: the rank-fusion score says two retrievers agreed, not that the chunk is about
+        the query, so a relevance filter needs the similarity itself."""
+        config = self.config(scope)
+        from memsearch.store import CollectionNotFoundError
+
+        vector = self._loop.run_until_complete(self._embedder(config).embed([text]))[0]
+        try:
+            with self._database(scope, config) as memsearch:
+                results = memsearch.store.search(vector, query_text=text, top_k=top_k)
+                stored = _stored_vectors(memsearch.store, [str(r["chunk_hash"]) for r in results])
+        except CollectionNotFoundError as error:
+            raise self._missing(scope, error) from None
+        return tuple(
+            (_hit(result), _cosine(vector, stored.get(str(result["chunk_hash"]))))
+            for result in results
+        )
+
     def count(self, scope: Scope) -> int | None:
         """Chunks in *scope*'s collection; ``None`` when it was never created."""
         config = self.config(scope)
@@ -578,6 +591,39 @@ class MemsearchEngine:
             "model": str(config.embedding.model),
             "milvus_uri": str(config.milvus.uri),
         }
+
+
+def _hit(result: dict[str, Any]) -> SearchHit:
+    return SearchHit(
+        chunk_hash=str(result["chunk_hash"]),
+        content=str(result["content"]),
+        source=str(result["source"]),
+        heading=str(result.get("heading", "")),
+        heading_level=int(result.get("heading_level", 0)),
+        start_line=int(result["start_line"]),
+        end_line=int(result["end_line"]),
+        score=float(result["score"]),
+    )
+
+
+def _stored_vectors(store: Any, hashes: list[str]) -> dict[str, list[float]]:
+    """The embeddings memsearch stored for these chunks (one primary-key lookup)."""
+    if not hashes:
+        return {}
+    rows = store._connected_client().query(  # memsearch has no public vector lookup
+        collection_name=store._collection,
+        filter="chunk_hash in [" + ", ".join(f'"{h}"' for h in hashes) + "]",
+        output_fields=["chunk_hash", "embedding"],
+    )
+    return {str(row["chunk_hash"]): list(row["embedding"]) for row in rows}
+
+
+def _cosine(left: list[float], right: list[float] | None) -> float:
+    if not right:
+        return 0.0
+    dot = sum(a * b for a, b in zip(left, right, strict=True))
+    norms = math.sqrt(sum(a * a for a in left)) * math.sqrt(sum(b * b for b in right))
+    return dot / norms if norms else 0.0
 
 
 async def _index_files(memsearch: Any, files: tuple[Path, ...]) -> Any:
