@@ -81,22 +81,26 @@ export class Connection {
     if (this.closing) throw new BridgeError("bridge", "memory is shut down: the pi session has ended");
     if (!this.bridge?.alive) {
       if (this.unreportedCrash !== undefined && caller !== "background") {
-        const crash = this.unreportedCrash;
-        if (caller === "tool") {
-          this.unreportedCrash = undefined;
-          this.respawnOrGiveUp();
-        }
-        throw new BridgeError("bridge", `${crash}. Memory restarts on the next memory call.`);
+        if (caller === "tool") throw this.reportCrash();
+        throw new BridgeError("bridge", this.unreportedCrash);
       }
       this.respawnOrGiveUp();
     }
     const bridge = this.bridge;
     const started = this.started;
     if (!bridge?.alive || !started) throw new BridgeError("bridge", this.gaveUpMessage());
-    await withDeadline(started, options.timeoutMs, undefined, () => {
-      throw new BridgeError("timeout", `pimem did not start within ${options.timeoutMs} ms`);
-    });
-    return bridge.call(method, params, options);
+    try {
+      await withDeadline(started, options.timeoutMs, undefined, () => {
+        throw new BridgeError("timeout", `pimem did not start within ${options.timeoutMs} ms`);
+      });
+      return await bridge.call(method, params, options);
+    } catch (error) {
+      // A crash that failed this very tool call is reported by it, not once more by the next one.
+      if (caller === "tool" && this.bridge === bridge && !bridge.alive && this.unreportedCrash !== undefined) {
+        throw this.reportCrash();
+      }
+      throw error;
+    }
   }
 
   /** Shut the session down in pimem within `capMs`, then stop the process (killed after `graceMs`). */
@@ -144,8 +148,19 @@ export class Connection {
     this.started.catch(() => {}); // seen by whoever waits on it
   }
 
-  private respawnOrGiveUp(): void {
-    if (this.spawns <= (this.options.maxRespawns ?? MAX_RESPAWNS)) this.spawn();
+  /** The crash, for a tool call; the bridge restarts for the next call unless the cap is reached. */
+  private reportCrash(): BridgeError {
+    const crash = this.unreportedCrash;
+    this.unreportedCrash = undefined;
+    // After the last respawn, "restarts on the next call" would be untrue.
+    if (!this.respawnOrGiveUp()) return new BridgeError("bridge", this.gaveUpMessage());
+    return new BridgeError("bridge", `${crash}. Memory restarts on the next memory call.`);
+  }
+
+  private respawnOrGiveUp(): boolean {
+    if (this.spawns > (this.options.maxRespawns ?? MAX_RESPAWNS)) return false;
+    this.spawn();
+    return true;
   }
 
   private gaveUpMessage(): string {

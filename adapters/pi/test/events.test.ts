@@ -1,0 +1,231 @@
+// pi's events -> pimem's session lifecycle: when the bridge starts, what it is told, what the
+// prompt gets back and when capture is flushed.
+
+import assert from "node:assert/strict";
+import { realpathSync } from "node:fs";
+import { describe, test } from "node:test";
+import { HIDDEN_MESSAGE_TYPE } from "../src/extension.ts";
+import { exited, fakeContext, setup } from "./harness.ts";
+
+describe("event wiring", () => {
+  test("creating the extension spawns nothing; session_start does", async (t) => {
+    const s = setup(t);
+    assert.equal(s.children.length, 0);
+    assert.equal(s.connection.pid, undefined);
+    await s.startSession();
+    assert.equal(s.children.length, 1);
+    assert.deepEqual(s.methods(), ["session.start"]);
+  });
+
+  test("session_start twice for the same session keeps one bridge (pi 0.73 fires it twice)", async (t) => {
+    const s = setup(t, { version: "0.73" });
+    await s.startSession();
+    await s.startSession();
+    assert.equal(s.children.length, 1);
+    assert.deepEqual(s.methods(), ["session.start"]);
+  });
+
+  test("a new session id shuts the old bridge down and starts a new one", async (t) => {
+    const s = setup(t);
+    await s.startSession();
+    const [first] = s.children;
+    await s.startSession(fakeContext({ cwd: s.dir, sessionId: "session-2" }));
+
+    assert.equal(s.children.length, 2);
+    await exited(first!);
+    assert.equal(first!.exitCode, 0, "the old bridge ended on its own after stdin closed");
+    const old = s.log().filter((entry) => entry.pid === first!.pid);
+    assert.deepEqual(
+      old.map((entry) => entry.method ?? entry.kind),
+      ["started", "session.start", "session.shutdown", "eof"],
+    );
+    const starts = s.requests().filter((entry) => entry.method === "session.start");
+    assert.deepEqual(
+      starts.map((entry) => entry.params?.session_id),
+      ["session-1", "session-2"],
+    );
+    assert.equal(starts[1]!.pid, s.children[1]!.pid);
+  });
+
+  test("session.start carries the session id, cwd, transcript and the model catalog", async (t) => {
+    const s = setup(t, {
+      context: {
+        sessionFile: "/sessions/s1.jsonl",
+        model: { provider: "anthropic", id: "claude-big", cost: { input: 3, output: 15 } },
+        models: [
+          { provider: "anthropic", id: "claude-small", cost: { input: 1, output: 5 } },
+          { provider: "local", id: "free-model" },
+        ],
+      },
+    });
+    await s.startSession();
+    const [start] = s.requests();
+    assert.equal(start!.method, "session.start");
+    assert.deepEqual(start!.params, {
+      session_id: "session-1",
+      cwd: s.dir,
+      transcript: "/sessions/s1.jsonl",
+      model: { provider: "anthropic", id: "claude-big", input_cost: 3, output_cost: 15 },
+      models: [
+        { provider: "anthropic", id: "claude-small", input_cost: 1, output_cost: 5 },
+        { provider: "local", id: "free-model", input_cost: 0, output_cost: 0 },
+      ],
+    });
+  });
+
+  test("an unsaved session (no session file) sends transcript null", async (t) => {
+    const s = setup(t, { context: { sessionFile: undefined } });
+    await s.startSession();
+    assert.equal(s.requests()[0]!.params?.transcript, null);
+  });
+
+  test("the bridge runs `serve` in the session's cwd with PYTHONIOENCODING=utf-8", async (t) => {
+    const s = setup(t);
+    await s.startSession();
+    const started = s.log().find((entry) => entry.kind === "started");
+    assert.equal(realpathSync(started!.cwd!), realpathSync(s.dir));
+    assert.equal(started!.pythonioencoding, "utf-8");
+    assert.deepEqual((started as unknown as { argv: string[] }).argv, ["serve"]);
+  });
+});
+
+describe("before_agent_start", () => {
+  test("the snapshot is appended to the system prompt after a blank line", async (t) => {
+    const s = setup(t, { script: { answers: { "session.before_prompt": { snapshot: "SNAPSHOT", hidden: [] } } } });
+    await s.startSession();
+    const result = await s.prompt("what did we decide?", "BASE PROMPT");
+    assert.deepEqual(result, { systemPrompt: "BASE PROMPT\n\nSNAPSHOT" });
+    assert.deepEqual(s.requests().at(-1)!.params, { prompt: "what did we decide?" });
+  });
+
+  test("hidden texts become one hidden pimem-context message", async (t) => {
+    const hidden = [
+      { text: "first recall", source: "memory/a.md" },
+      { text: "", source: "memory/empty.md" },
+      { text: "second recall", source: "memory/b.md" },
+    ];
+    const s = setup(t, { script: { answers: { "session.before_prompt": { snapshot: null, hidden } } } });
+    await s.startSession();
+    const result = await s.prompt();
+    assert.deepEqual(result, {
+      message: { customType: HIDDEN_MESSAGE_TYPE, content: "first recall\n\nsecond recall", display: false },
+    });
+    assert.equal(HIDDEN_MESSAGE_TYPE, "pimem-context");
+  });
+
+  test("snapshot and hidden texts together", async (t) => {
+    const s = setup(t, {
+      script: { answers: { "session.before_prompt": { snapshot: "SNAP", hidden: [{ text: "recall", source: "x" }] } } },
+    });
+    await s.startSession();
+    assert.deepEqual(await s.prompt("p", "BASE"), {
+      systemPrompt: "BASE\n\nSNAP",
+      message: { customType: "pimem-context", content: "recall", display: false },
+    });
+  });
+
+  test("no snapshot and no hidden texts leave the prompt alone", async (t) => {
+    const s = setup(t);
+    await s.startSession();
+    assert.equal(await s.prompt(), undefined);
+    assert.ok(s.methods().includes("session.before_prompt"));
+  });
+
+  test("a bridge that does not answer in time leaves the prompt alone", async (t) => {
+    const s = setup(t, {
+      script: {
+        answers: { "session.before_prompt": { snapshot: "TOO LATE", hidden: [] } },
+        delays: { "session.before_prompt": 30_000 },
+      },
+    });
+    await s.startSession();
+    assert.equal(await s.prompt(), undefined);
+  });
+
+  test("a crashed bridge leaves the prompt alone and is not respawned by prompts", async (t) => {
+    const s = setup(t, { script: { crash: ["session.before_prompt"] } });
+    await s.startSession();
+    assert.equal(await s.prompt(), undefined, "the prompt during which the bridge crashed");
+    await exited(s.children[0]!);
+    assert.equal(s.children[0]!.exitCode, 3);
+    assert.equal(await s.prompt(), undefined, "the prompt after the crash");
+    assert.equal(s.children.length, 1, "prompts never wait for a respawn");
+  });
+
+  test("a prompt before session_start goes on without memory", async (t) => {
+    const s = setup(t);
+    assert.equal(await s.prompt(), undefined);
+    assert.equal(s.children.length, 0);
+  });
+});
+
+describe("capture", () => {
+  test("pi 1.x: agent_settled sends session.settled with the leaf id", async (t) => {
+    const s = setup(t, { version: "1.x" });
+    await s.startSession();
+    s.ctx.leaf = "entry-42";
+    await s.pi.fire("agent_settled", {}, s.ctx);
+    const settled = await s.waitForLog((entry) => entry.method === "session.settled");
+    assert.deepEqual(settled.params, { leaf: "entry-42" });
+  });
+
+  test("pi 1.x: agent_end sends nothing", async (t) => {
+    const s = setup(t, { version: "1.x" });
+    await s.startSession();
+    await s.pi.fire("agent_end", {}, s.ctx);
+    await s.callTool("memory_status"); // a later request: whatever agent_end sent is logged by now
+    assert.deepEqual(s.methods(), ["session.start", "memory.status"]);
+  });
+
+  test("pi 0.73: agent_end sends session.settled with the leaf id", async (t) => {
+    const s = setup(t, { version: "0.73" });
+    await s.startSession();
+    s.ctx.leaf = "entry-7";
+    await s.pi.fire("agent_end", {}, s.ctx);
+    const settled = await s.waitForLog((entry) => entry.method === "session.settled");
+    assert.deepEqual(settled.params, { leaf: "entry-7" });
+  });
+
+  test("pi 0.73: session_shutdown flushes a settled before session.shutdown", async (t) => {
+    const s = setup(t, { version: "0.73" });
+    await s.startSession();
+    s.ctx.leaf = "entry-9";
+    await s.pi.fire("session_shutdown", {}, s.ctx);
+    assert.deepEqual(s.methods(), ["session.start", "session.settled", "session.shutdown"]);
+    assert.deepEqual(s.requests()[1]!.params, { leaf: "entry-9" });
+  });
+
+  test("no leaf id, no settled", async (t) => {
+    const s = setup(t, { version: "0.73", context: { leafId: null } });
+    await s.startSession();
+    await s.pi.fire("session_shutdown", {}, s.ctx);
+    assert.deepEqual(s.methods(), ["session.start", "session.shutdown"]);
+  });
+
+  test("session_compact sends session.compacted", async (t) => {
+    const s = setup(t);
+    await s.startSession();
+    await s.pi.fire("session_compact", {}, s.ctx);
+    const compacted = await s.waitForLog((entry) => entry.method === "session.compacted");
+    assert.deepEqual(compacted.params, {});
+  });
+
+  test("session_shutdown sends session.shutdown, then ends stdin and the bridge exits", async (t) => {
+    const s = setup(t, { version: "1.x" });
+    await s.startSession();
+    await s.pi.fire("session_shutdown", {}, s.ctx);
+    assert.deepEqual(
+      s.log().map((entry) => entry.method ?? entry.kind),
+      ["started", "session.start", "session.shutdown", "eof"],
+    );
+    assert.equal(s.children[0]!.exitCode, 0);
+  });
+
+  test("memory calls after shutdown say the session has ended", async (t) => {
+    const s = setup(t);
+    await s.startSession();
+    await s.pi.fire("session_shutdown", {}, s.ctx);
+    await assert.rejects(s.callTool("memory_status"), /memory is shut down/);
+    assert.equal(s.children.length, 1);
+  });
+});
