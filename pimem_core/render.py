@@ -11,14 +11,17 @@ def render_hits(query: str, hits: Sequence[SearchHit]) -> str:
     """L1 hits, best first. Scores are memsearch's normalised rank fusion, not a confidence."""
     if not hits:
         return f'No memories found for "{query}".'
-    blocks = []
-    for number, hit in enumerate(hits, 1):
-        origin = f" | {hit.project}" if hit.project is not None else ""
-        blocks.append(
-            f"{number}. score {hit.score:.3f} | chunk {hit.chunk_hash}{origin} | "
-            f"{hit.source}:{hit.start_line}-{hit.end_line}\n{hit.content}"
-        )
+    blocks = [render_hit_block(number, hit) for number, hit in enumerate(hits, 1)]
     return f"{len(hits)} memory chunk(s), best first:\n\n" + "\n\n".join(blocks)
+
+
+def render_hit_block(number: int, hit: SearchHit) -> str:
+    """One hit as the agent reads it; the chunk hash chains into ``memory_expand``."""
+    origin = f" | {hit.project}" if hit.project is not None else ""
+    return (
+        f"{number}. score {hit.score:.3f} | chunk {hit.chunk_hash}{origin} | "
+        f"{hit.source}:{hit.start_line}-{hit.end_line}\n{hit.content}"
+    )
 
 
 def hit_to_json(hit: SearchHit) -> dict[str, object]:
