@@ -23,6 +23,8 @@ DEFAULT_COMPACT_TIMEOUT_MS = 300_000
 DEFAULT_DB_LINGER_MS = 1_000
 DEFAULT_DISTILL_TIMEOUT_MS = 30_000
 DEFAULT_DISTILL_BUDGET = 500
+#: Calibrated for the offline all-MiniLM-L6-v2 model (docs/benchmarks.md, auto-context).
+DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY = 0.5
 DISTILLERS = ("auto", "host", "http", "extractive")
 
 
@@ -38,6 +40,9 @@ class Settings:
     snapshot: bool = True
     #: Per-prompt auto-context (``PI_MEMSEARCH_AUTO_CONTEXT=on`` turns it on).
     auto_context: bool = False
+    #: How close (cosine similarity, 0 to 1) a chunk must be to the prompt to be injected
+    #: (``PIMEM_AUTO_CONTEXT_MIN_SIMILARITY``).
+    auto_context_min_similarity: float = DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY
     search_timeout_ms: int = DEFAULT_SEARCH_TIMEOUT_MS
     compact_timeout_ms: int = DEFAULT_COMPACT_TIMEOUT_MS
     #: How long the memory database stays open after a call (``PIMEM_DB_LINGER_MS``; 0 closes
@@ -121,6 +126,9 @@ class Settings:
                 env, "PIMEM_DISTILL_TIMEOUT_MS", DEFAULT_DISTILL_TIMEOUT_MS
             ),
             distill_budget=_count(env, "PIMEM_DISTILL_BUDGET", DEFAULT_DISTILL_BUDGET),
+            auto_context_min_similarity=_fraction(
+                env, "PIMEM_AUTO_CONTEXT_MIN_SIMILARITY", DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY
+            ),
             fixed_now=_local_time(env, "PIMEM_NOW"),
         )
 
@@ -167,6 +175,21 @@ def _distiller(raw: str) -> Literal["auto", "host", "http", "extractive"]:
         return "extractive"
     raise SettingsError(
         f"PIMEM_DISTILLER must be one of {', '.join(DISTILLERS)}, got {raw!r}; unset it for auto."
+    )
+
+
+def _fraction(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "")
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if 0.0 <= value <= 1.0:
+        return value
+    raise SettingsError(
+        f"{name} must be a number from 0 to 1, got {raw!r}; unset it for the default of {default}."
     )
 
 

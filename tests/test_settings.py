@@ -42,6 +42,23 @@ def test_defaults() -> None:
     assert settings.disabled_plugins == frozenset()
     assert settings.strict_plugins is False
     assert settings.fixed_now is None
+    assert settings.auto_context_min_similarity == 0.5
+
+
+@pytest.mark.parametrize(("raw", "value"), [("0", 0.0), ("0.35", 0.35), ("1", 1.0)])
+def test_the_similarity_floor_is_a_fraction(raw: str, value: float) -> None:
+    env = {"PIMEM_AUTO_CONTEXT_MIN_SIMILARITY": raw}
+    assert Settings.from_env(env).auto_context_min_similarity == value
+
+
+@pytest.mark.parametrize("raw", ["1.5", "-0.1", "high", "nan"])
+def test_the_similarity_floor_rejects_anything_else(raw: str) -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({"PIMEM_AUTO_CONTEXT_MIN_SIMILARITY": raw})
+    assert str(raised.value) == (
+        f"PIMEM_AUTO_CONTEXT_MIN_SIMILARITY must be a number from 0 to 1, got {raw!r}; "
+        "unset it for the default of 0.5."
+    )
 
 
 def test_empty_values_mean_unset() -> None:
