@@ -26,6 +26,7 @@ from pimem_core.types import (
     BranchEntry,
     ChunkAddress,
     CompactResult,
+    CrossRepoResult,
     DayAddress,
     Distillation,
     DistillRequest,
@@ -150,8 +151,12 @@ class Pimem:
         self,
         on_wait: Callable[[str], None] | None = None,
         progress: Callable[[int, int], None] | None = None,
+        *,
+        read_only: bool = False,
     ) -> BackendCall:
-        return BackendCall(settings=self.settings, on_wait=on_wait, progress=progress)
+        return BackendCall(
+            settings=self.settings, on_wait=on_wait, progress=progress, read_only=read_only
+        )
 
     def index_memory(
         self,
@@ -174,17 +179,57 @@ class Pimem:
         query: SearchQuery,
         *,
         on_wait: Callable[[str], None] | None = None,
+        read_only: bool = False,
     ) -> tuple[SearchHit, ...]:
+        """L1 recall in *scope*'s collection; *read_only* for another project's store."""
         answer = self.pm.hook.pimem_search_memory(
-            scope=scope, query=query, call=self._call(on_wait)
+            scope=scope, query=query, call=self._call(on_wait, read_only=read_only)
         )
         return self._require("pimem_search_memory", answer, tuple)
 
+    def search_everywhere(
+        self,
+        scope: Scope,
+        query: SearchQuery,
+        *,
+        on_wait: Callable[[str], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> CrossRepoResult:
+        """Cross-repo recall: *query* over the session's project (*scope*) and every project
+        under the scan roots. Only the session's own leg may bootstrap; the others write
+        nothing."""
+        waited = False
+
+        def wait_once(holder: str) -> None:
+            # One note for the whole fan-out, not one per project.
+            nonlocal waited
+            if on_wait is not None and not waited:
+                waited = True
+                on_wait(holder)
+
+        def search_project(target: Scope) -> tuple[SearchHit, ...]:
+            return self.search_memory(target, query, on_wait=wait_once, read_only=target != scope)
+
+        answer = self.pm.hook.pimem_search_projects(
+            scope=scope,
+            query=query,
+            call=self._call(on_wait, progress),
+            resolve_project=self.resolve_project,
+            search_project=search_project,
+        )
+        return self._require("pimem_search_projects", answer, CrossRepoResult)
+
     def expand_chunk(
-        self, scope: Scope, chunk_hash: str, *, on_wait: Callable[[str], None] | None = None
+        self,
+        scope: Scope,
+        chunk_hash: str,
+        *,
+        on_wait: Callable[[str], None] | None = None,
+        read_only: bool = False,
     ) -> Section:
+        """L2 recall in *scope*'s collection; *read_only* for another project's store."""
         answer = self.pm.hook.pimem_expand_chunk(
-            scope=scope, chunk_hash=chunk_hash, call=self._call(on_wait)
+            scope=scope, chunk_hash=chunk_hash, call=self._call(on_wait, read_only=read_only)
         )
         return self._require("pimem_expand_chunk", answer, Section)
 

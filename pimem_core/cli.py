@@ -16,8 +16,10 @@ from pimem_core.api import Pimem
 from pimem_core.budget import DistillBudget
 from pimem_core.errors import PimemError, StoreError
 from pimem_core.render import (
+    cross_repo_to_json,
     hit_to_json,
     redaction_to_json,
+    render_cross_repo,
     render_hits,
     render_redaction,
     render_section,
@@ -133,15 +135,21 @@ def _progress_bar(done: int, total: int) -> None:
 
 def cmd_search(pimem: Pimem, args: argparse.Namespace) -> None:
     scope = pimem.resolve_scope(args.cwd)
-    hits = pimem.search_memory(scope, SearchQuery(text=args.query, top_k=args.k), on_wait=_waiting)
+    query = SearchQuery(text=args.query, top_k=args.k)
+    if args.all:
+        result = pimem.search_everywhere(scope, query, on_wait=_waiting)
+        _emit(args, cross_repo_to_json(result), render_cross_repo(args.query, result))
+        return
+    hits = pimem.search_memory(scope, query, on_wait=_waiting)
     _emit(args, [hit_to_json(hit) for hit in hits], render_hits(args.query, hits))
 
 
 def cmd_expand(pimem: Pimem, args: argparse.Namespace) -> None:
     scope = pimem.resolve_scope(args.cwd)
-    if args.project is not None and args.project != scope.scope_dir:
+    foreign = args.project is not None and args.project != scope.scope_dir
+    if foreign:
         scope = pimem.resolve_project(args.project)
-    section = pimem.expand_chunk(scope, args.chunk_hash, on_wait=_waiting)
+    section = pimem.expand_chunk(scope, args.chunk_hash, on_wait=_waiting, read_only=foreign)
     _emit(args, section_to_json(section), render_section(section))
 
 
@@ -289,6 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     search = command("search", cmd_search, "search memory (L1): the best chunks for a query")
     search.add_argument("query", metavar="QUERY")
     search.add_argument("-k", "--top-k", dest="k", type=_positive, default=5, metavar="N")
+    search.add_argument(
+        "--all",
+        action="store_true",
+        help="also search every project under PI_MEMSEARCH_SCAN_ROOTS (cross-repo recall)",
+    )
 
     expand = command("expand", cmd_expand, "show the whole section behind a chunk hash (L2)")
     expand.add_argument("chunk_hash", metavar="HASH")

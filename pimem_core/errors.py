@@ -24,6 +24,13 @@ class StoreError(PimemError):
     """A memory entry could not be written, found or forgotten."""
 
 
+class CollectionMissing(PimemError):
+    """A store's collection was never indexed on this machine (raised by search and expand).
+
+    Cross-repo recall lists such a project as skipped instead of failing the whole search.
+    """
+
+
 class IndexStateError(PimemError):
     """An ``.index-state.json`` file does not have the shape memsearch writes (schema version 1)."""
 

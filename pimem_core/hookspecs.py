@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         BranchEntry,
         ChunkAddress,
         CompactResult,
+        CrossRepoResult,
         DayAddress,
         Distillation,
         DistillRequest,
@@ -159,6 +160,29 @@ class PimemSpecs:
         self, scope: Scope, query: SearchQuery, call: BackendCall
     ) -> tuple[SearchHit, ...] | None:
         """L1 recall: the best chunks for *query*, best first. An empty tuple means no hits."""
+
+    @_hookspec(firstresult=True)
+    def pimem_search_projects(
+        self,
+        scope: Scope,
+        query: SearchQuery,
+        call: BackendCall,
+        resolve_project: Callable[[Path], Scope],
+        search_project: Callable[[Scope], tuple[SearchHit, ...]],
+    ) -> CrossRepoResult | None:
+        """Cross-repo recall: L1 over every project under the scan roots, merged best first.
+
+        Stops at the first non-``None`` result. Plugins cannot call hooks, so the facade
+        passes them in: *resolve_project* names a discovered project (``pimem_resolve_project``)
+        and *search_project* runs ``pimem_search_memory`` on one scope, read-only for every
+        scope but the session's; it raises :class:`~pimem_core.errors.CollectionMissing` for a
+        collection never indexed. Nothing may be written.
+
+        :param scope: the session's scope: the current project, searched in its own collection.
+        :param query: the query and how many merged hits to return.
+        :param call: the settings (``scan_roots``), and ``progress`` to tell ``(done, total)``
+            projects.
+        """
 
     @_hookspec(firstresult=True)
     def pimem_expand_chunk(

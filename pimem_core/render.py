@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
-from pimem_core.types import Redaction, Scope, SearchHit, Section, StatusSection, Transcript
+from pimem_core.types import (
+    CrossRepoResult,
+    Redaction,
+    Scope,
+    SearchHit,
+    Section,
+    StatusSection,
+    Transcript,
+)
 
 
 def render_hits(query: str, hits: Sequence[SearchHit]) -> str:
@@ -22,6 +31,41 @@ def render_hit_block(number: int, hit: SearchHit) -> str:
         f"{number}. score {hit.score:.3f} | chunk {hit.chunk_hash}{origin} | "
         f"{hit.source}:{hit.start_line}-{hit.end_line}\n{hit.content}"
     )
+
+
+def render_cross_repo(query: str, result: CrossRepoResult) -> str:
+    """Cross-repo L1: the hits with their project labels, what was searched, and what was not."""
+    searched = len(result.searched)
+    account = f"{searched} project{'' if searched == 1 else 's'} searched, "
+    account += f"{len(result.skipped)} skipped"
+    if result.collapsed:
+        account += f", {len(result.collapsed)} collapsed"
+    notes = []
+    if result.skipped:
+        notes.append(f"skipped, never indexed on this machine: {_paths(result.skipped)}")
+    if result.collapsed:
+        notes.append(
+            f"collapsed, sharing the collection of a project searched before: "
+            f"{_paths(result.collapsed)}"
+        )
+    if not result.hits:
+        return "\n".join([f'No memories found for "{query}" across {account}.', *notes])
+    blocks = [render_hit_block(number, hit) for number, hit in enumerate(result.hits, 1)]
+    heading = f"{len(result.hits)} memory chunk(s), {account}, best first:"
+    return "\n\n".join([heading, *blocks, *notes])
+
+
+def _paths(paths: Sequence[Path]) -> str:
+    return ", ".join(str(path) for path in paths)
+
+
+def cross_repo_to_json(result: CrossRepoResult) -> dict[str, object]:
+    return {
+        "hits": [hit_to_json(hit) for hit in result.hits],
+        "searched": [str(path) for path in result.searched],
+        "skipped": [str(path) for path in result.skipped],
+        "collapsed": [str(path) for path in result.collapsed],
+    }
 
 
 def hit_to_json(hit: SearchHit) -> dict[str, object]:

@@ -28,8 +28,10 @@ from pimem_core.api import Pimem
 from pimem_core.errors import PimemError
 from pimem_core.host_model import ModelRef, model_ref_from_json, resolve_capture_model
 from pimem_core.render import (
+    cross_repo_to_json,
     hit_to_json,
     redaction_to_json,
+    render_cross_repo,
     render_hits,
     render_redaction,
     render_section,
@@ -339,24 +341,25 @@ class Server:
     # -- tools ----------------------------------------------------------------------------
 
     def _search(self, params: Params) -> object:
-        query = params.text("query")
+        text = params.text("query")
         scope_name = params.optional_text("scope") or "project"
-        if scope_name != "project":
-            raise RequestError(f'"scope" must be "project", got {scope_name!r}')
-        hits = self._pimem.search_memory(
-            self._scope(),
-            SearchQuery(text=query, top_k=params.number("top_k", 5, minimum=1)),
-            on_wait=params.progress,
-        )
-        return {"text": render_hits(query, hits), "hits": [hit_to_json(hit) for hit in hits]}
+        if scope_name not in ("project", "all"):
+            raise RequestError(f'"scope" must be "project" or "all", got {scope_name!r}')
+        query = SearchQuery(text=text, top_k=params.number("top_k", 5, minimum=1))
+        if scope_name == "all":
+            result = self._pimem.search_everywhere(self._scope(), query, on_wait=params.progress)
+            return {"text": render_cross_repo(text, result), **cross_repo_to_json(result)}
+        hits = self._pimem.search_memory(self._scope(), query, on_wait=params.progress)
+        return {"text": render_hits(text, hits), "hits": [hit_to_json(hit) for hit in hits]}
 
     def _expand(self, params: Params) -> object:
         scope = self._scope()
         project = params.optional_text("project")
-        if project is not None and Path(project) != scope.scope_dir:
+        foreign = project is not None and Path(project) != scope.scope_dir
+        if project is not None and foreign:
             scope = self._pimem.resolve_project(Path(project))
         section = self._pimem.expand_chunk(
-            scope, params.text("chunk_hash"), on_wait=params.progress
+            scope, params.text("chunk_hash"), on_wait=params.progress, read_only=foreign
         )
         return {"text": render_section(section), "section": section_to_json(section)}
 

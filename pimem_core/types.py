@@ -325,6 +325,25 @@ class SearchHit:
 
 
 @attrs.frozen(kw_only=True)
+class CrossRepoResult:
+    """What cross-repo recall found, and where it looked.
+
+    Every list holds project labels: absolute project directories, the form ``project`` of
+    ``memory_expand`` takes back. The session's own project is labelled with its scope
+    directory.
+    """
+
+    #: The best hits over every project searched, best first, each with its ``project``.
+    hits: tuple[SearchHit, ...]
+    #: Projects searched, in the order they were searched (the session's own first).
+    searched: tuple[Path, ...]
+    #: Projects whose collection was never indexed on this machine.
+    skipped: tuple[Path, ...] = ()
+    #: Projects not searched because an earlier project has the same collection.
+    collapsed: tuple[Path, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
 class Section:
     """The L2 answer: the whole section behind a chunk hash, with its anchor when it has one."""
 
@@ -345,8 +364,12 @@ class BackendCall:
     settings: Settings
     #: Told once what the call is queued behind (``search``, ``index``...), if it has to wait.
     on_wait: Callable[[str], None] | None = attrs.field(default=None, eq=False)
-    #: Told ``(done, total)`` as an index run works through the store's files.
+    #: Told ``(done, total)`` as an index run works through the store's files (or a cross-repo
+    #: search through the projects).
     progress: Callable[[int, int], None] | None = attrs.field(default=None, eq=False)
+    #: Set when the store belongs to another project (cross-repo recall, expanding its hits):
+    #: the operation must write nothing at all, not even memsearch's zero-config bootstrap.
+    read_only: bool = False
 
 
 @attrs.frozen(kw_only=True)

@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from pimem_core.errors import PimemError
+from pimem_core.errors import CollectionMissing, PimemError
 from pimem_core.types import Anchor, FailedFile, IndexReport, Scope, SearchHit, Section
 
 REQUIREMENT = "memsearch[onnx]>=0.4.23,<0.5"
@@ -39,14 +39,12 @@ DEFAULT_LINGER_SECONDS = 1.0
 CHUNK_HASH = re.compile(r"[0-9a-f]{16}")
 _ANCHOR = re.compile(r"<!--\s*session:(\S+)\s+turn:(\S+)\s+transcript:(\S+)\s*-->")
 _HEADING = re.compile(r"^(#{1,6})\s+(.+)$")
+#: What the zero-config bootstrap writes, as memsearch's in-memory defaults.
+ZERO_CONFIG = {"embedding": {"provider": "onnx"}}
 
 
 class BackendUnavailable(PimemError):
     """memsearch cannot be used in this environment; the message says how to install it."""
-
-
-class CollectionMissing(PimemError):
-    """The collection has never been indexed on this machine."""
 
 
 class DatabaseLocked(PimemError):
@@ -221,7 +219,7 @@ class MemsearchEngine:
         self.bootstrap_note = "not checked yet"
         self._lease: _Lease | None = None
         self._release_timer: threading.Timer | None = None
-        self._configs: dict[tuple[Path, Path], tuple[tuple[object, ...], Any]] = {}
+        self._configs: dict[tuple[Path, Path, bool], tuple[tuple[object, ...], Any]] = {}
         #: Seconds the database stays open after a call, waiting for the next one.
         self.linger = DEFAULT_LINGER_SECONDS
 
@@ -273,25 +271,33 @@ class MemsearchEngine:
             return
         self.bootstrap_note = f"set embedding.provider = onnx in {global_config_path()}"
 
-    def config(self, scope: Scope) -> Any:
-        """memsearch's resolved configuration for *scope*, re-read when its files change."""
+    def config(self, scope: Scope, *, bootstrap: bool = True) -> Any:
+        """memsearch's resolved configuration for *scope*, re-read when its files change.
+
+        With *bootstrap* false nothing is written (a read of a project the session does not
+        own): with no configuration at all, the provider the bootstrap would have written is
+        applied in memory only.
+        """
         self.require()
-        self.bootstrap(scope)
+        if bootstrap:
+            self.bootstrap(scope)
         files = (global_config_path(), project_config_path(scope))
         stamp = tuple(_stamp(path) for path in files)
-        cached = self._configs.get(files)
+        zero_config = not bootstrap and stamp == (None, None)
+        key = (*files, zero_config)
+        cached = self._configs.get(key)
         if cached is not None and cached[0] == stamp:
             return cached[1]
         from memsearch.config import ConfigEnvVarError, resolve_config
 
         try:
             with _config_files(scope):
-                config = resolve_config()
+                config = resolve_config(default_overrides=ZERO_CONFIG if zero_config else None)
         except ConfigEnvVarError as error:
             raise PimemError(f"memsearch configuration error: {error}") from None
         except (OSError, ValueError) as error:
             raise PimemError(f"cannot read memsearch's configuration: {error}") from None
-        self._configs[files] = (stamp, config)
+        self._configs[key] = (stamp, config)
         return config
 
     def _embedder(self, config: Any) -> Any:
@@ -472,8 +478,10 @@ class MemsearchEngine:
             failed_files=tuple(FailedFile(path=f.path, error=f.error) for f in failures),
         )
 
-    def search(self, scope: Scope, text: str, top_k: int) -> tuple[SearchHit, ...]:
-        config = self.config(scope)
+    def search(
+        self, scope: Scope, text: str, top_k: int, *, bootstrap: bool = True
+    ) -> tuple[SearchHit, ...]:
+        config = self.config(scope, bootstrap=bootstrap)
         from memsearch.store import CollectionNotFoundError
 
         try:
@@ -483,10 +491,10 @@ class MemsearchEngine:
             raise self._missing(scope, error) from None
         return tuple(_hit(result) for result in results)
 
-    def expand(self, scope: Scope, chunk_hash: str) -> Section:
+    def expand(self, scope: Scope, chunk_hash: str, *, bootstrap: bool = True) -> Section:
         if not CHUNK_HASH.fullmatch(chunk_hash):
             raise PimemError(f"chunk hash must be 16 lowercase hex digits, got {chunk_hash!r}")
-        config = self.config(scope)
+        config = self.config(scope, bootstrap=bootstrap)
         from memsearch.store import CollectionNotFoundError
 
         try:

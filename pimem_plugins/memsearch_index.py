@@ -73,7 +73,7 @@ class MemsearchIndex:
         engine = shared_engine()
         return _run(
             "search",
-            lambda: engine.search(scope, query.text, query.top_k),
+            lambda: engine.search(scope, query.text, query.top_k, bootstrap=not call.read_only),
             call,
             call.settings.search_timeout_ms,
         )
@@ -83,7 +83,7 @@ class MemsearchIndex:
         engine = shared_engine()
         return _run(
             "expand",
-            lambda: engine.expand(scope, chunk_hash),
+            lambda: engine.expand(scope, chunk_hash, bootstrap=not call.read_only),
             call,
             call.settings.search_timeout_ms,
         )

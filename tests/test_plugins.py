@@ -33,6 +33,7 @@ BUNDLED = {
     "distill-http",
     "distill-extractive",
     "secret-patterns",
+    "cross-repo",
 }
 INACTIVE = {"store-command", "distill-http"}  # on only when their setting is given
 HOOKS = sorted(name for name in dir(PimemSpecs) if name.startswith("pimem_"))
