@@ -1,0 +1,368 @@
+"""End to end: the real pi CLI (0.73 and 1.6) with the adapter, the real ``pimem serve``, real
+memsearch on Milvus Lite and the offline embedding model, against a scripted model on 127.0.0.1.
+
+What only this level shows: pi's events reach pimem in the right order on both pi lines, capture
+distils through pi's own model registry, the snapshot really ends the system prompt the model
+receives, the tools' texts reach the model intact, and a crashed bridge costs one tool call, not
+the session. Assertions are on bytes: the day file, the system prompt, and each tool message
+exactly as the model received it. The clock is fixed (``PIMEM_NOW``) so headings are known.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pimem_plugins.snapshot import INSTRUCTIONS
+
+from pi_harness import (
+    PI_LINES,
+    ChatRequest,
+    Hit,
+    ModelServer,
+    PiRun,
+    PiWorld,
+    Reply,
+    SessionFile,
+    Text,
+    ToolCall,
+    after_tool,
+    anchors,
+    bridge_pids,
+    gone,
+    missing_pi,
+    on_distill,
+    on_prompt,
+    parse_hits,
+    read_session,
+    wait_for,
+)
+
+MISSING = missing_pi()
+pytestmark = pytest.mark.skipif(
+    MISSING is not None,
+    reason=f"the pi adapter's Node packages are not installed (`make node`): {MISSING}",
+)
+
+NOW = "2026-08-13T22:41"
+DAY = "2026-08-13"
+PROMPT_1 = "[s1] We picked PostgreSQL 16 for the ledger."
+REPLY_1 = "Noted: the ledger service uses PostgreSQL 16."
+FACT = "- the user chose PostgreSQL 16 for the ledger service"
+# An entry another agent of the mesh wrote earlier that day.
+OTHER_ENTRY = (
+    "\n## Session 09:15\n\n### 09:15\n"
+    "<!-- session:other-agent turn:t1 transcript:/elsewhere/session.jsonl -->\n"
+    "- another agent fixed the flaky CI job by pinning the runner image\n\n"
+)
+
+
+@pytest.fixture
+def server() -> Iterator[ModelServer]:
+    with ModelServer() as model:
+        yield model
+
+
+@pytest.fixture(params=sorted(PI_LINES))
+def world(
+    request: pytest.FixtureRequest,
+    repo: Path,
+    memsearch_home: Path,
+    tmp_path: Path,
+    server: ModelServer,
+) -> PiWorld:
+    """pi of one line in a fresh project, with memsearch configured in HOME."""
+    return PiWorld.create(
+        PI_LINES[request.param],
+        repo=repo,
+        agent_dir=tmp_path / "agent",
+        server=server,
+        base_env=dict(os.environ),
+        extra_env={"PIMEM_NOW": NOW},
+    )
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def succeeded(run: PiRun) -> SessionFile:
+    """The run's session, after checking that pi exited cleanly and wrote one."""
+    assert run.code == 0, f"pi failed ({run.code}):\n{run.stdout}\n{run.stderr}"
+    assert run.session is not None, f"pi wrote no session file:\n{run.stderr}"
+    return read_session(run.session)
+
+
+def entry_bytes(session: SessionFile, turn: str, bullets: str) -> str:
+    """One captured entry exactly as pimem appends it: the session's heading, then the entry."""
+    comment = f"<!-- session:{session.id} turn:{turn} transcript:{session.path} -->"
+    return f"\n## Session 22:41\n\n### 22:41\n{comment}\n{bullets}\n\n"
+
+
+def section(entry: str) -> str:
+    """An entry from its ``###`` heading on, without the blank lines around it."""
+    return entry.strip().split("\n", 2)[2]
+
+
+def snapshot(day_text: str) -> str:
+    """The stable snapshot for a day file: the instructions, then today's entries."""
+    return f"{INSTRUCTIONS}\n\n### Today ({DAY})\n\n{day_text.strip()}"
+
+
+def asked(prompt: str) -> str:
+    """The bullet the scripted model distils from a prompt by default."""
+    return f"- the user asked: {prompt}"
+
+
+def exchange_ends(session: SessionFile) -> list[str]:
+    """The id of the last assistant message of each exchange: the turns captures anchor to."""
+    ends: list[str] = []
+    for entry in session.messages():
+        role = entry["message"]["role"]
+        if role == "user":
+            ends.append("")
+        elif role == "assistant" and ends:
+            ends[-1] = str(entry["id"])
+    return ends
+
+
+def local_time(entry: Mapping[str, Any]) -> str:
+    return datetime.fromisoformat(str(entry["timestamp"])).astimezone().strftime("%H:%M")
+
+
+def hit_with(text: str, result: str) -> Hit:
+    """The one hit of a ``memory_search`` result whose content holds *text*."""
+    found = [hit for hit in parse_hits(result) if text in hit.content]
+    assert len(found) == 1, f"expected one hit with {text!r} in:\n{result}"
+    return found[0]
+
+
+def tool_message(server: ModelServer, marker: str, tool: str) -> str:
+    """What the agent received from *tool* during the prompt containing *marker*."""
+    contents = [
+        result.content
+        for request in server.agent_requests()
+        if marker in request.prompt and (result := request.last_tool_result) is not None
+        if result.name == tool
+    ]
+    assert len(contents) == 1, f"expected one {tool} result for {marker!r}, got {contents}"
+    return contents[0]
+
+
+def system_prompt(server: ModelServer, marker: str) -> str:
+    """The system prompt of the first request for the prompt containing *marker*."""
+    return next(r for r in server.agent_requests() if marker in r.prompt).system
+
+
+def check_accounting(world: PiWorld, sessions: list[SessionFile], entries: int) -> None:
+    """The server saw every completion pi made and nothing else: one agent request per
+    assistant message in the sessions, one distillation per captured entry."""
+    assert world.server.failures == []
+    assert world.session_files() == [session.path for session in sessions]
+    replies = sum(len(session.messages("assistant")) for session in sessions)
+    assert len(world.server.agent_requests()) == replies
+    assert len(world.server.distillations()) == entries
+
+
+def capture_first_session(world: PiWorld) -> tuple[SessionFile, str]:
+    """Scenario 1: one exchange becomes one entry, anchored to the session and its turn."""
+    server, day_file = world.server, world.day_file(DAY)
+    before = day_file.read_text() if day_file.exists() else ""
+    server.rules = [on_prompt("[s1]", Text(REPLY_1)), on_distill(Text(FACT), marker="[s1]")]
+    first = succeeded(world.run(PROMPT_1))
+
+    (turn,) = exchange_ends(first)
+    assert turn in {entry["id"] for entry in first.entries}
+    assert first.header["cwd"] == str(world.repo)
+    assert anchors(day_file.read_text())[-1] == (first.id, turn, str(first.path))
+    entry = entry_bytes(first, turn, FACT)
+    assert day_file.read_text() == before + entry
+    assert server.distillations()[-1].prompt == f"[User]: {PROMPT_1}\n\n[Assistant]: {REPLY_1}"
+    return first, entry
+
+
+# -- scenarios 1 and 2: capture, then recall in the next session ---------------------------
+
+
+def test_capture_then_recall_layer_by_layer(world: PiWorld) -> None:
+    """Session 1 is captured; session 2 sees it in its snapshot and finds its way back to the
+    original conversation: search, expand (the anchor), transcript (session 1's turns)."""
+    server, day_file = world.server, world.day_file(DAY)
+    first, entry_1 = capture_first_session(world)
+    # An empty store still gives the instructions, and only them.
+    assert system_prompt(server, "[s1]").endswith(f"\n\n{INSTRUCTIONS}")
+
+    def expand(request: ChatRequest) -> Reply:
+        hit = hit_with("PostgreSQL 16", request.tool_results[-1].content)
+        return ToolCall("memory_expand", {"chunk_hash": hit.chunk_hash})
+
+    def transcript(request: ChatRequest) -> Reply:
+        origin, where = request.tool_results[-1].content.splitlines()[-2:]
+        return ToolCall(
+            "memory_transcript",
+            {
+                "transcript_path": where.removeprefix("transcript: "),
+                "turn": origin.rsplit(" entry ", 1)[1],
+            },
+        )
+
+    prompt_2 = "[s2] Which database did we pick for the ledger?"
+    server.rules = [
+        on_prompt("[s2]", ToolCall("memory_search", {"query": "ledger database"})),
+        after_tool("memory_search", expand, marker="[s2]"),
+        after_tool("memory_expand", transcript, marker="[s2]"),
+        after_tool("memory_transcript", Text("The ledger uses PostgreSQL 16."), marker="[s2]"),
+        on_distill(marker="[s2]"),
+    ]
+    second = succeeded(world.run(prompt_2))
+    assert system_prompt(server, "[s2]").endswith(f"\n\n{snapshot(entry_1)}")
+
+    # Session 1's shutdown indexed the entry (a catch-up would be queued before the search).
+    searched = tool_message(server, "[s2]", "memory_search")
+    hit = hit_with("PostgreSQL 16", searched)
+    assert searched.startswith("1 memory chunk(s), best first:\n\n1. score ")
+    assert (hit.source, hit.start, hit.end, hit.content) == (str(day_file), 4, 8, section(entry_1))
+
+    (turn,) = exchange_ends(first)
+    assert tool_message(server, "[s2]", "memory_expand") == (
+        f"{day_file}:4-7 | 22:41\n\n{section(entry_1)}\n\n\n"
+        f"origin: session {first.id} entry {turn}\ntranscript: {first.path}"
+    )
+
+    (user,), (reply,) = first.messages("user"), first.messages("assistant")
+    assert tool_message(server, "[s2]", "memory_transcript") == (
+        f"[User] {local_time(user)}\n{PROMPT_1}\n\n"
+        f"[Assistant] {local_time(reply)} (target)\n{REPLY_1}"
+    )
+
+    (turn_2,) = exchange_ends(second)
+    assert day_file.read_text() == entry_1 + entry_bytes(second, turn_2, asked(prompt_2))
+    check_accounting(world, [first, second], entries=2)
+
+
+# -- scenario 3: forget --------------------------------------------------------------------
+
+
+def test_forget_by_chunk_hash_leaves_snapshot_file_and_index(world: PiWorld) -> None:
+    """An entry forgotten by the chunk hash a search gave is gone from the day file (the rest
+    kept byte for byte), from the next session's snapshot and from the index."""
+    server, day_file = world.server, world.day_file(DAY)
+    day_file.parent.mkdir(parents=True)
+    day_file.write_text(OTHER_ENTRY)
+    first, entry_1 = capture_first_session(world)
+    assert system_prompt(server, "[s1]").endswith(f"\n\n{snapshot(OTHER_ENTRY)}")
+
+    def forget(request: ChatRequest) -> Reply:
+        hit = hit_with("PostgreSQL 16", request.tool_results[-1].content)
+        return ToolCall("memory_forget", {"chunk_hash": hit.chunk_hash})
+
+    prompt_3 = "[s3] Forget which database the ledger uses."
+    server.rules = [
+        on_prompt("[s3]", ToolCall("memory_search", {"query": "ledger database"})),
+        after_tool("memory_search", forget, marker="[s3]"),
+        after_tool("memory_forget", Text("Forgotten."), marker="[s3]"),
+        on_distill(marker="[s3]"),
+    ]
+    third = succeeded(world.run(prompt_3))
+    assert system_prompt(server, "[s3]").endswith(f"\n\n{snapshot(OTHER_ENTRY + entry_1)}")
+    assert len(parse_hits(tool_message(server, "[s3]", "memory_search"))) == 2
+    assert tool_message(server, "[s3]", "memory_forget") == (
+        f"Forgot a memory entry in {day_file}. No other copy is kept; this was it:\n\n"
+        f"{section(entry_1)}"
+    )
+    (turn_3,) = exchange_ends(third)
+    remaining = OTHER_ENTRY + entry_bytes(third, turn_3, asked(prompt_3))
+    assert day_file.read_text() == remaining
+
+    server.rules = [
+        on_prompt("[s4]", ToolCall("memory_search", {"query": "PostgreSQL ledger database"})),
+        after_tool("memory_search", Text("Nothing about it."), marker="[s4]"),
+        on_distill(marker="[s4]"),
+    ]
+    fourth = succeeded(world.run("[s4] What do you remember about the ledger?"))
+    assert system_prompt(server, "[s4]").endswith(f"\n\n{snapshot(remaining)}")
+    assert "PostgreSQL" not in system_prompt(server, "[s4]")
+    searched = tool_message(server, "[s4]", "memory_search")
+    assert "PostgreSQL" not in searched
+    assert {hit.content for hit in parse_hits(searched)} == {
+        section(OTHER_ENTRY),
+        section(remaining.removeprefix(OTHER_ENTRY)),
+    }
+    check_accounting(world, [first, third, fourth], entries=3)
+
+
+# -- scenario 4: the bridge killed mid-session ---------------------------------------------
+
+
+def test_killed_bridge_costs_one_tool_call(world: PiWorld) -> None:
+    """``pimem serve`` is killed between two prompts of one pi session (RPC mode): the next
+    prompt still completes, its memory call says why it failed, and the one after works."""
+    server, day_file = world.server, world.day_file(DAY)
+    prompts = {
+        "[p1]": "[p1] How is memory set up here?",
+        "[p2]": "[p2] Search memory for the setup.",
+        "[p3]": "[p3] Search memory for the setup again.",
+    }
+    server.rules = [
+        on_prompt("[p1]", ToolCall("memory_status")),
+        after_tool("memory_status", Text("Memory is set up."), marker="[p1]"),
+        on_prompt("[p2]", ToolCall("memory_search", {"query": "memory setup"})),
+        after_tool("memory_search", Text("The memory call failed."), marker="[p2]"),
+        on_prompt("[p3]", ToolCall("memory_search", {"query": "memory setup"})),
+        after_tool("memory_search", Text("Memory works again."), marker="[p3]"),
+        on_distill(),
+    ]
+    with world.rpc() as pi:
+        pi.prompt(prompts["[p1]"])
+        status = tool_message(server, "[p1]", "memory_status")
+        assert f"scope: {world.repo}\nstore: {world.repo / '.memsearch' / 'memory'}\n" in status
+        # Capture runs in the background: let it write before the bridge dies.
+        wait_for(lambda: len(anchors(read_text(day_file))) == 1, 30, "the first capture")
+        (bridge,) = bridge_pids(pi.pid)
+        os.kill(bridge, signal.SIGKILL)
+        wait_for(lambda: gone(bridge), 10, "pi to reap the killed bridge")
+
+        records = pi.prompt(prompts["[p2]"])
+        failed = tool_message(server, "[p2]", "memory_search")
+        assert failed.startswith("memory_search failed: the pimem bridge was killed by SIGKILL")
+        assert failed.endswith(". Memory restarts on the next memory call.")
+        assert "The memory call failed." in assistant_texts(records)
+        # The prompt went on without memory instead of waiting for a new bridge.
+        assert "## Project memory" not in system_prompt(server, "[p2]")
+        (respawned,) = bridge_pids(pi.pid)
+        assert respawned != bridge
+
+        records = pi.prompt(prompts["[p3]"])
+        hit_with(asked(prompts["[p1]"]), tool_message(server, "[p3]", "memory_search"))
+        assert "Memory works again." in assistant_texts(records)
+        assert pi.close() == 0
+        assert gone(respawned), "pi waited for the bridge's shutdown"
+
+    (path,) = world.session_files()
+    session = read_session(path)
+    assert anchors(day_file.read_text()) == [
+        (session.id, turn, str(path)) for turn in exchange_ends(session)
+    ]
+    assert [line for line in day_file.read_text().splitlines() if line.startswith("- ")] == [
+        asked(prompt) for prompt in prompts.values()
+    ]
+    check_accounting(world, [session], entries=3)
+
+
+def read_text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def assistant_texts(records: list[dict[str, Any]]) -> list[str]:
+    """The assistant messages' texts among RPC events."""
+    return [
+        "".join(block.get("text", "") for block in message["content"] if block["type"] == "text")
+        for record in records
+        if record.get("type") == "message_end"
+        and (message := record.get("message") or {}).get("role") == "assistant"
+    ]
