@@ -137,6 +137,14 @@ class Pimem:
         text: str | None = self.pm.hook.pimem_read_day(scope=scope, day=day)
         return text
 
+    def start_session(self, scope: Scope) -> None:
+        """Tell plugins a host session started; like a change, a failure is logged, never
+        raised: the session goes on without what that plugin would have started."""
+        try:
+            self.pm.hook.pimem_start_session(scope=scope, settings=self.settings)
+        except Exception:
+            log.exception("a plugin failed to start with the session on %s", scope.scope_dir)
+
     def observe_change(self, scope: Scope, change: StoreChange) -> None:
         """Announce *change*. The change is already on disk, so an observer's failure is logged
         rather than raised: it must not make a successful write look failed."""
@@ -252,7 +260,7 @@ class Pimem:
 
     def collect_status(self, scope: Scope) -> tuple[StatusSection, ...]:
         """Every plugin's status sections, in rank order."""
-        contributions = self.pm.hook.pimem_collect_status(scope=scope)
+        contributions = self.pm.hook.pimem_collect_status(scope=scope, settings=self.settings)
         sections = [section for part in contributions if part for section in part]
         return tuple(sorted(sections, key=lambda section: (section.rank, section.name)))
 

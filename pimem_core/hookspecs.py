@@ -132,6 +132,14 @@ class PimemSpecs:
         """Return the text of *scope*'s daily memory file for *day*, or ``None`` if it has none."""
 
     @_hookspec
+    def pimem_start_session(self, scope: Scope, settings: Settings) -> None:
+        """Notification: a host session started on *scope*.
+
+        Every implementation is called, on the host's start-up path: start background work
+        here (warm a model, schedule maintenance) and return at once.
+        """
+
+    @_hookspec
     def pimem_observe_change(self, scope: Scope, change: StoreChange) -> None:
         """Notification: the memory store of *scope* changed (an append, a forget, a compaction).
 
@@ -199,7 +207,9 @@ class PimemSpecs:
         """Report what is known about *scope*'s index without opening the database."""
 
     @_hookspec
-    def pimem_collect_status(self, scope: Scope) -> Iterable[StatusSection] | None:
+    def pimem_collect_status(
+        self, scope: Scope, settings: Settings
+    ) -> Iterable[StatusSection] | None:
         """Contribute sections to ``pimem status`` (backend, index health, counters...).
 
         Every implementation is called. Report problems as lines rather than raising: status

@@ -119,6 +119,7 @@ class Session:
         indexer.catch_up()
         self.snapshot = StableSnapshot(self.pimem, self.scope)
         self.snapshot.refresh()
+        self.pimem.start_session(self.scope)
         if info.transcript is not None:
             self.capture = Capture(
                 self.pimem,
@@ -135,7 +136,9 @@ class Session:
             raise RuntimeError("before_prompt before start")
         snapshot = self.snapshot.current()
         hidden = self.pimem.collect_injections(
-            PromptContext(scope=self.scope, prompt=prompt, snapshot=snapshot)
+            PromptContext(
+                scope=self.scope, prompt=prompt, snapshot=snapshot, settings=self.pimem.settings
+            )
         )
         return PromptAdditions(snapshot=snapshot, hidden=hidden)
 

@@ -431,11 +431,13 @@ class Transcript:
 
 @attrs.frozen(kw_only=True)
 class PromptContext:
-    """What per-prompt injection plugins see: the store, the prompt and the current snapshot."""
+    """What per-prompt injection plugins see: the store, the prompt, the current snapshot and
+    the settings."""
 
     scope: Scope
     prompt: str
     snapshot: str | None = None
+    settings: Settings = attrs.field(factory=Settings)
 
 
 @attrs.frozen(kw_only=True)

@@ -34,6 +34,7 @@ BUNDLED = {
     "distill-extractive",
     "secret-patterns",
     "cross-repo",
+    "auto-context",
 }
 INACTIVE = {"store-command", "distill-http"}  # on only when their setting is given
 HOOKS = sorted(name for name in dir(PimemSpecs) if name.startswith("pimem_"))

@@ -1,0 +1,239 @@
+"""Auto-context: end-to-end latency through a real bridge, and what its filter lets through.
+
+Per store size, on the stores the latency benchmark indexed:
+
+1. **Latency**: a ``pimem serve`` child with ``PI_MEMSEARCH_AUTO_CONTEXT=on`` is started on the
+   store, as an adapter starts it; once it reports auto-context warm, prompts are sent one after
+   another and each ``session.before_prompt`` is timed from the request to the answer carrying
+   the injection, as the host waits for it. Then the bridge's resident memory.
+2. **Relevance**: a labelled prompt set, half with a memory that answers it and half about things
+   the memory never mentions, is searched as auto-context searches; each filter decides what it
+   would inject: memsearch's rank-fusion score ``>= 0.5`` (the original floor) and pimem's
+   cosine similarity floor.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from bench.corpus import Corpus
+from pimem_core.settings import DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY
+
+#: The host's wait for a prompt's answer (the pi adapter's), and the issue's targets.
+HOST_CAP_MS = 300.0
+TARGET_P95_MS = {2_000: 50.0, 20_000: 120.0}
+TARGET_WITHIN_CAP = 0.99
+TARGET_RSS_MB = 700.0
+PROMPT_LIMIT = 500
+SIMILARITY_CURVE = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65)
+
+_ASKING = ("", "Quick question: ", "Before I change anything, ", "Remind me: ", "I forgot - ")
+_UNKNOWN_SUBJECTS = (
+    "the GraphQL resolver for comments",
+    "the Helm chart for staging",
+    "the Android release build",
+    "the Terraform state for the VPC",
+    "the Kafka consumer group",
+    "the iOS push notification certificate",
+    "the WebGL chart renderer",
+    "the Elasticsearch index mapping",
+    "the SAML login for enterprise customers",
+    "the PDF invoice template fonts",
+)
+_UNKNOWN_ASKS = (
+    "fix {}, it fails since this morning",
+    "why does {} keep failing in CI?",
+    "refactor {} so it is easier to test",
+    "add logging around {}",
+    "can you speed up {}?",
+)
+
+
+@dataclass(frozen=True)
+class LabelledPrompt:
+    text: str
+    #: Bullets of the entry that answers it; empty when no memory does.
+    gold: tuple[str, ...]
+
+
+def labelled_prompts(corpus: Corpus, answerable: int = 50, seed: int = 7) -> list[LabelledPrompt]:
+    """*answerable* prompts asking about an entry, then as many about nothing in memory: the
+    same coding register, subjects the corpus never mentions."""
+    asked = [
+        LabelledPrompt(
+            text=f"{_ASKING[n % len(_ASKING)]}{query.text}?",
+            gold=tuple(fact.bullet for fact in corpus.entries[query.target].facts),
+        )
+        for n, query in enumerate(corpus.queries(answerable, seed=seed))
+    ]
+    unknown = [
+        LabelledPrompt(text=ask.format(subject), gold=())
+        for subject in _UNKNOWN_SUBJECTS
+        for ask in _UNKNOWN_ASKS
+    ]
+    return asked + unknown[:answerable]
+
+
+def judge(
+    prompts: Sequence[LabelledPrompt],
+    candidates: Sequence[Sequence[tuple[str, float, float]]],
+    keep: Callable[[float, float], bool],
+) -> dict[str, Any]:
+    """What a filter injects. *candidates* holds, per prompt, ``(content, score, similarity)``
+    of the chunks auto-context's search returned; *keep* decides from score and similarity."""
+    irrelevant_prompts = answered = answerable = injected = irrelevant_chunks = 0
+    for prompt, hits in zip(prompts, candidates, strict=True):
+        chosen = [content for content, score, similarity in hits if keep(score, similarity)]
+        relevant = [c for c in chosen if any(bullet in c for bullet in prompt.gold)]
+        injected += len(chosen)
+        irrelevant_chunks += len(chosen) - len(relevant)
+        if prompt.gold:
+            answerable += 1
+            answered += bool(relevant)
+        elif chosen:
+            irrelevant_prompts += 1
+    unanswerable = len(prompts) - answerable
+    return {
+        "no_answer_prompts_injected": irrelevant_prompts,
+        "no_answer_prompts": unanswerable,
+        "irrelevant_injection_rate": irrelevant_prompts / unanswerable if unanswerable else 0.0,
+        "answerable_prompts_served": answered,
+        "answerable_prompts": answerable,
+        "chunks_injected": injected,
+        "irrelevant_chunks": irrelevant_chunks,
+    }
+
+
+def measure_relevance(
+    recall: Callable[[str], Sequence[tuple[Any, float]]], corpus: Corpus
+) -> dict[str, Any]:
+    """Both filters, and the similarity floor's trade-off curve, on the labelled prompts."""
+    prompts = labelled_prompts(corpus)
+    candidates = [
+        [(hit.content, hit.score, similarity) for hit, similarity in recall(p.text[:PROMPT_LIMIT])]
+        for p in prompts
+    ]
+
+    def similar(floor: float) -> dict[str, Any]:
+        return {"floor": floor} | judge(prompts, candidates, lambda _, sim: sim >= floor)
+
+    return {
+        "prompts": len(prompts),
+        "rank_fusion_floor": judge(prompts, candidates, lambda score, _: score >= 0.5),
+        "similarity_floor": similar(DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY),
+        "curve": [similar(value) for value in SIMILARITY_CURVE],
+    }
+
+
+# -- latency through a real bridge -----------------------------------------------------------
+
+
+class _Bridge:
+    """``pimem serve`` as an adapter drives it."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pimem_core", "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=dict(env),
+        )
+        self._ids = 0
+        self.read()  # the ready line
+
+    def read(self) -> dict[str, Any]:
+        out: IO[str] | None = self.process.stdout
+        assert out is not None
+        message: dict[str, Any] = json.loads(out.readline())
+        return message
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self._ids += 1
+        stdin = self.process.stdin
+        assert stdin is not None
+        stdin.write(json.dumps({"id": self._ids, "method": method, "params": params}) + "\n")
+        stdin.flush()
+        while True:
+            message = self.read()
+            if message.get("id") == self._ids and "progress" not in message:
+                if "error" in message:
+                    raise RuntimeError(message["error"]["message"])
+                result: dict[str, Any] = message["result"]
+                return result
+
+    def memory_kb(self) -> dict[str, int]:
+        fields = {}
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                fields[name] = int(value.split()[0])
+        return fields
+
+    def close(self) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None
+        stdin.close()
+        self.process.wait(timeout=60)
+
+
+def _auto_context_state(bridge: _Bridge) -> str:
+    status = bridge.call("memory.status")
+    section = status.get("auto-context") or {}
+    return str(section.get("state", "unknown"))
+
+
+def measure_latency(
+    project: Path, env: Mapping[str, str], prompts: Sequence[str], warmup: int
+) -> dict[str, Any]:
+    """Time *prompts* through a bridge on *project* with auto-context on, after *warmup*."""
+    # Only the store's own settings: nothing of the caller's pimem configuration leaks in.
+    own = {k: v for k, v in env.items() if not k.startswith(("PIMEM_", "PI_MEMSEARCH_"))}
+    bridge = _Bridge({**own, "PI_MEMSEARCH_AUTO_CONTEXT": "on", "PI_MEMSEARCH_CAPTURE": "off"})
+    try:
+        spawned = time.perf_counter()
+        bridge.call("session.start", session_id="bench", cwd=str(project), transcript=None)
+        while _auto_context_state(bridge) != "warm":
+            if time.perf_counter() - spawned > 120:
+                raise RuntimeError("auto-context never became warm")
+            time.sleep(0.05)
+        warm_s = time.perf_counter() - spawned
+        samples: list[float] = []
+        injected = 0
+        for number, prompt in enumerate(prompts):
+            started = time.perf_counter()
+            answer = bridge.call("session.before_prompt", prompt=prompt)
+            elapsed = (time.perf_counter() - started) * 1000
+            if number >= warmup:
+                samples.append(elapsed)
+                injected += bool(answer["hidden"])
+        memory = bridge.memory_kb()
+        counters = bridge.call("memory.status").get("auto-context", {})
+        bridge.call("session.shutdown")
+    finally:
+        bridge.close()
+    return {
+        "samples_ms": samples,
+        "within_cap": sum(1 for s in samples if s <= HOST_CAP_MS) / len(samples),
+        "injected": injected,
+        "warm_after_s": warm_s,
+        "rss_mb": memory.get("VmRSS", 0) / 1024,
+        "peak_rss_mb": memory.get("VmHWM", 0) / 1024,
+        "counters": counters,
+    }
+
+
+def prompts_for_latency(corpus: Corpus, count: int) -> list[str]:
+    """Half answerable, half not, interleaved: what a session's prompts look like."""
+    labelled = labelled_prompts(corpus, answerable=count // 2 + 1, seed=11)
+    half = len(labelled) // 2
+    mixed = [p.text for pair in zip(labelled[:half], labelled[half:], strict=False) for p in pair]
+    return mixed[:count]

@@ -1,0 +1,249 @@
+"""The ``auto-context`` plugin: memory relevant to each prompt, as a hidden message, on a deadline.
+
+On with ``PI_MEMSEARCH_AUTO_CONTEXT=on``. Every prompt (its first 500 characters) is searched
+against the project's collection with the embedder the process already keeps warm; the
+database is borrowed for the one search. Hits are injected only when they are *about* the
+prompt: memsearch's rank-fusion score says that both retrievers ranked a chunk high, which a
+shared stop-word achieves, so the filter is the cosine similarity between the prompt and the
+chunk (``PIMEM_AUTO_CONTEXT_MIN_SIMILARITY``). Chunks already verbatim in the snapshot are
+dropped; at most 3 chunks and 2,000 characters go in.
+
+The host waits on this, so it never takes longer than its budget: a search that misses it
+injects nothing. Three misses in a row count as a crash; the embedder is warmed again, and
+after the second restart auto-context is off for the rest of the session.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Literal
+
+import attrs
+
+from pimem_core import hookimpl
+from pimem_core.backend import process_queue
+from pimem_core.render import render_hit_block
+from pimem_core.settings import Settings
+from pimem_core.types import Injection, PromptContext, Scope, SearchHit, StatusSection
+
+TOP_K = 3
+CHAR_BUDGET = 2_000
+QUERY_LIMIT = 500
+#: The host waits 300 ms for the whole prompt answer; the search gets this much of it.
+BUDGET_SECONDS = 0.25
+MISSES_FOR_A_CRASH = 3
+MAX_RESTARTS = 2
+SOURCE = "auto-context"
+
+log = logging.getLogger(__name__)
+
+PREAMBLE = (
+    "Memory recalled for this prompt (auto-context): chunks of the shared project memory that "
+    "are close to what was just asked. They may be out of date; the conversation and the code "
+    "win. memory_expand with a chunk hash shows the whole section."
+)
+
+State = Literal["off", "warming", "warm", "restarting", "gave-up"]
+
+#: Searches *scope* for *text*: hits, best first, each with its similarity to the text.
+Recall = Callable[[Scope, str, int], Sequence[tuple[SearchHit, float]]]
+
+
+@attrs.define
+class Counters:
+    seen: int = 0
+    injected: int = 0
+    skipped_budget: int = 0
+    skipped_empty: int = 0
+    skipped_error: int = 0
+    last_injection_ms: float | None = None
+
+
+def select_chunks(
+    hits: Sequence[tuple[SearchHit, float]], *, min_similarity: float, snapshot: str | None
+) -> list[SearchHit]:
+    """The hits worth injecting: similar enough, not already in the snapshot, at most 3."""
+    chosen = [
+        hit
+        for hit, similarity in hits
+        if similarity >= min_similarity and not (snapshot and hit.content in snapshot)
+    ]
+    return chosen[:TOP_K]
+
+
+def build_message(hits: Sequence[SearchHit]) -> str | None:
+    """The hidden message: search blocks within the character budget (the first always fits,
+    cut if it must be)."""
+    blocks: list[str] = []
+    used = 0
+    for number, hit in enumerate(hits, 1):
+        block = render_hit_block(number, hit)
+        if blocks and used + len(block) > CHAR_BUDGET:
+            break
+        blocks.append(block[:CHAR_BUDGET])
+        used += len(blocks[-1])
+    return PREAMBLE + "\n\n" + "\n\n".join(blocks) if blocks else None
+
+
+def _default_recall(scope: Scope, text: str, top_k: int) -> Sequence[tuple[SearchHit, float]]:
+    from pimem_plugins.memsearch_engine import shared_engine
+
+    return shared_engine().recall(scope, text, top_k)
+
+
+def _default_warm(scope: Scope) -> None:
+    from pimem_plugins.memsearch_engine import shared_engine
+
+    shared_engine().warm(scope)
+
+
+class AutoContext:
+    """Per-prompt recall for one session (a plugin instance lives as long as its manager)."""
+
+    def __init__(
+        self,
+        recall: Recall = _default_recall,
+        warm: Callable[[Scope], None] = _default_warm,
+        budget: float = BUDGET_SECONDS,
+    ) -> None:
+        self._recall = recall
+        self._warm = warm
+        self._budget = budget
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="pimem-auto-context")
+        self._in_flight: Future[Sequence[tuple[SearchHit, float]]] | None = None
+        self.state: State = "off"
+        self.counters = Counters()
+        self.misses_in_a_row = 0
+        self.restarts = 0
+        self.last_error: str | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @hookimpl
+    def pimem_start_session(self, scope: Scope, settings: Settings) -> None:
+        if settings.auto_context and self.state == "off":
+            self._start_warming(scope)
+
+    def _start_warming(self, scope: Scope, state: State = "warming") -> None:
+        self.state = state
+
+        def warm() -> None:
+            try:
+                process_queue().run("auto-context warm-up", lambda: self._warm(scope))
+            except Exception as error:  # noqa: BLE001 - the prompts that follow report it
+                self.last_error = str(error)
+                log.warning("auto-context could not warm the embedder: %s", error)
+            with self._lock:
+                if self.state in ("warming", "restarting"):
+                    self.state = "warm"
+
+        threading.Thread(target=warm, name="pimem-auto-context-warm", daemon=True).start()
+
+    # -- per prompt ---------------------------------------------------------------------
+
+    @hookimpl
+    def pimem_collect_injections(self, context: PromptContext) -> Iterator[Injection]:
+        settings = context.settings
+        if not settings.auto_context:
+            return
+        started = time.monotonic()
+        self.counters.seen += 1
+        if self.state == "off":
+            self._start_warming(context.scope)
+        if self.state == "gave-up":
+            self.counters.skipped_error += 1
+            return
+        if self.state != "warm" or self._busy():
+            # Still warming, or the backend is busy with other memory work: answering would
+            # mean waiting in line, and the prompt does not wait.
+            self.counters.skipped_budget += 1
+            return
+        query = context.prompt[:QUERY_LIMIT]
+        if not query.strip():
+            self.counters.skipped_empty += 1
+            return
+        self._in_flight = self._pool.submit(
+            process_queue().run, SOURCE, lambda: self._recall(context.scope, query, TOP_K)
+        )
+        try:
+            hits = self._in_flight.result(timeout=self._budget)
+        except FutureTimeout:
+            self._missed(context.scope)
+            return
+        except Exception as error:  # noqa: BLE001 - a locked or broken database: no memory now
+            self.last_error = str(error)
+            self.misses_in_a_row = 0
+            self.counters.skipped_error += 1
+            return
+        self.misses_in_a_row = 0
+        chunks = select_chunks(
+            hits, min_similarity=settings.auto_context_min_similarity, snapshot=context.snapshot
+        )
+        message = build_message(chunks)
+        if message is None:
+            self.counters.skipped_empty += 1
+            return
+        self.counters.injected += 1
+        self.counters.last_injection_ms = (time.monotonic() - started) * 1000
+        yield Injection(text=message, placement="hidden-message", source=SOURCE)
+
+    def _busy(self) -> bool:
+        return process_queue().pending > 0 or (
+            self._in_flight is not None and not self._in_flight.done()
+        )
+
+    def _missed(self, scope: Scope) -> None:
+        self.counters.skipped_budget += 1
+        self.misses_in_a_row += 1
+        if self.misses_in_a_row < MISSES_FOR_A_CRASH:
+            return
+        self.misses_in_a_row = 0
+        if self.restarts >= MAX_RESTARTS:
+            self.state = "gave-up"
+            return
+        self.restarts += 1
+        self._start_warming(scope, "restarting")
+
+    # -- status -------------------------------------------------------------------------
+
+    @hookimpl
+    def pimem_collect_status(self, scope: Scope, settings: Settings) -> Iterator[StatusSection]:
+        counters = self.counters
+        if not settings.auto_context:
+            yield StatusSection(
+                name=SOURCE,
+                rank=80,
+                lines=("auto-context: off (set PI_MEMSEARCH_AUTO_CONTEXT=on to enable)",),
+                data={"enabled": False},
+            )
+            return
+        lines = [
+            f"auto-context: on ({self.state}, similarity floor "
+            f"{settings.auto_context_min_similarity:g})",
+            f"auto-context prompts: {counters.seen} seen, {counters.injected} injected, "
+            f"{counters.skipped_budget} skipped for the deadline, {counters.skipped_empty} "
+            f"with nothing relevant, {counters.skipped_error} skipped on errors",
+        ]
+        if counters.last_injection_ms is not None:
+            lines.append(f"auto-context last injection: {counters.last_injection_ms:.0f} ms")
+        if self.last_error is not None:
+            lines.append(f"auto-context last error: {self.last_error}")
+        yield StatusSection(
+            name=SOURCE,
+            rank=80,
+            lines=tuple(lines),
+            data={
+                "enabled": True,
+                "state": self.state,
+                "restarts": self.restarts,
+                "last_error": self.last_error,
+                "min_similarity": settings.auto_context_min_similarity,
+                **attrs.asdict(counters),
+            },
+        )

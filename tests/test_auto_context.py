@@ -1,0 +1,194 @@
+"""The auto-context plugin's choices, counters and crash rules, with a scripted recall."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from pimem_core.settings import Settings
+from pimem_core.types import PromptContext, Scope, SearchHit
+from pimem_plugins.auto_context import (
+    CHAR_BUDGET,
+    PREAMBLE,
+    AutoContext,
+    build_message,
+    select_chunks,
+)
+
+ON = Settings.from_env({"PI_MEMSEARCH_AUTO_CONTEXT": "on"})
+OFF = Settings.from_env({})
+
+
+def hit(number: int, content: str = "", score: float = 0.9) -> SearchHit:
+    return SearchHit(
+        chunk_hash=f"{number:016x}",
+        content=content or f"- fact number {number}",
+        source="/repo/.memsearch/memory/2026-08-13.md",
+        heading="22:41",
+        heading_level=3,
+        start_line=number,
+        end_line=number + 2,
+        score=score,
+    )
+
+
+@pytest.fixture
+def scope(tmp_path: Path) -> Scope:
+    return Scope(
+        repository_dir=tmp_path,
+        scope_dir=tmp_path,
+        memory_dir=tmp_path / ".memsearch" / "memory",
+        collection="ms_repo_0123abcd",
+        index_state_path=None,
+    )
+
+
+def context(scope: Scope, prompt: str = "why Redis?", snapshot: str | None = None) -> PromptContext:
+    return PromptContext(scope=scope, prompt=prompt, snapshot=snapshot, settings=ON)
+
+
+def warm_plugin(
+    scope: Scope, recall: Callable[[Scope, str, int], Sequence[tuple[SearchHit, float]]]
+) -> AutoContext:
+    plugin = AutoContext(recall=recall, warm=lambda scope: None, budget=0.2)
+    plugin.pimem_start_session(scope=scope, settings=ON)
+    wait_for(lambda: plugin.state == "warm")
+    return plugin
+
+
+def wait_for(condition: Callable[[], bool]) -> None:
+    """Poll a background state change (a deadline to fail on, not a timing assertion)."""
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, "the state never changed"
+        time.sleep(0.01)
+
+
+# -- what gets injected --------------------------------------------------------------------------
+
+
+def test_only_chunks_similar_enough_and_not_in_the_snapshot_are_chosen() -> None:
+    hits = [(hit(1), 0.8), (hit(2), 0.3), (hit(3, "- already shown"), 0.9), (hit(4), 0.5)]
+    chosen = select_chunks(hits, min_similarity=0.5, snapshot="## Memory\n- already shown\n")
+    assert [c.chunk_hash for c in chosen] == [hit(1).chunk_hash, hit(4).chunk_hash]
+
+
+def test_at_most_three_chunks_in_rank_order() -> None:
+    hits = [(hit(n), 0.9) for n in range(1, 6)]
+    assert [c.start_line for c in select_chunks(hits, min_similarity=0, snapshot=None)] == [1, 2, 3]
+
+
+def test_the_message_is_search_blocks_after_a_preamble() -> None:
+    message = build_message([hit(1), hit(2)])
+    assert message is not None
+    assert message.startswith(PREAMBLE + "\n\n1. score 0.900 | chunk 0000000000000001 | ")
+    assert "\n\n2. score 0.900 | chunk 0000000000000002 | " in message
+
+
+def test_blocks_stop_at_the_character_budget_and_a_long_first_one_is_cut() -> None:
+    long = hit(1, "x" * (CHAR_BUDGET + 500))
+    message = build_message([long, hit(2)])
+    assert message is not None
+    assert len(message) == len(PREAMBLE) + 2 + CHAR_BUDGET
+    assert "chunk 0000000000000002" not in message
+    assert build_message([]) is None
+
+
+# -- per prompt ----------------------------------------------------------------------------------
+
+
+def test_off_by_default_it_never_searches(scope: Scope) -> None:
+    calls: list[str] = []
+    plugin = AutoContext(recall=lambda s, q, k: calls.append(q) or [], warm=lambda s: None)
+    plugin.pimem_start_session(scope=scope, settings=OFF)
+    off = PromptContext(scope=scope, prompt="why Redis?", snapshot=None, settings=OFF)
+    assert list(plugin.pimem_collect_injections(context=off)) == []
+    assert calls == []
+    (status,) = plugin.pimem_collect_status(scope=scope, settings=OFF)
+    assert status.lines == ("auto-context: off (set PI_MEMSEARCH_AUTO_CONTEXT=on to enable)",)
+
+
+def test_a_relevant_hit_becomes_a_hidden_message(scope: Scope) -> None:
+    queries: list[str] = []
+
+    def recall(scope: Scope, text: str, top_k: int) -> list[tuple[SearchHit, float]]:
+        queries.append(text)
+        return [(hit(1, "- chose Redis for the hot cache"), 0.71)]
+
+    plugin = warm_plugin(scope, recall)
+    (injection,) = plugin.pimem_collect_injections(context=context(scope, "x" * 600))
+    assert injection.placement == "hidden-message"
+    assert "- chose Redis for the hot cache" in injection.text
+    assert queries == ["x" * 500]  # the prompt's first 500 characters
+    assert plugin.counters.injected == 1
+    assert plugin.counters.last_injection_ms is not None
+
+
+def test_nothing_relevant_counts_as_empty(scope: Scope) -> None:
+    plugin = warm_plugin(scope, lambda s, q, k: [(hit(1), 0.2)])
+    assert list(plugin.pimem_collect_injections(context=context(scope))) == []
+    assert plugin.counters.skipped_empty == 1
+
+
+def test_a_failing_search_counts_as_an_error_and_the_prompt_goes_on(scope: Scope) -> None:
+    def recall(scope: Scope, text: str, top_k: int) -> list[tuple[SearchHit, float]]:
+        raise RuntimeError("database locked")
+
+    plugin = warm_plugin(scope, recall)
+    assert list(plugin.pimem_collect_injections(context=context(scope))) == []
+    assert plugin.counters.skipped_error == 1
+
+
+def test_prompts_while_warming_are_skipped_for_the_deadline(scope: Scope) -> None:
+    release = threading.Event()
+    plugin = AutoContext(recall=lambda s, q, k: [], warm=lambda s: release.wait(10) and None)
+    plugin.pimem_start_session(scope=scope, settings=ON)
+    assert list(plugin.pimem_collect_injections(context=context(scope))) == []
+    assert plugin.counters.skipped_budget == 1
+    release.set()
+    wait_for(lambda: plugin.state == "warm")
+
+
+def test_three_misses_in_a_row_restart_it_and_the_third_crash_turns_it_off(scope: Scope) -> None:
+    hang = threading.Event()
+
+    def slow(scope: Scope, text: str, top_k: int) -> list[tuple[SearchHit, float]]:
+        hang.wait(0.5)
+        return []
+
+    plugin = warm_plugin(scope, slow)
+    for crash in range(3):
+        for _ in range(3):
+            wait_for(lambda: not plugin._busy())
+            assert plugin.state == "warm"
+            assert list(plugin.pimem_collect_injections(context=context(scope))) == []
+        if crash < 2:
+            wait_for(lambda: plugin.state == "warm")
+    assert plugin.state == "gave-up"
+    assert plugin.restarts == 2
+    assert plugin.counters.skipped_budget == 9
+    assert list(plugin.pimem_collect_injections(context=context(scope))) == []
+    assert plugin.counters.skipped_error == 1
+    (status,) = plugin.pimem_collect_status(scope=scope, settings=ON)
+    assert status.lines[0].startswith("auto-context: on (gave-up")
+    assert "10 seen, 0 injected, 9 skipped for the deadline" in status.lines[1]
+
+
+def test_a_served_prompt_resets_the_streak(scope: Scope) -> None:
+    slow = threading.Event()
+
+    def recall(scope: Scope, text: str, top_k: int) -> list[tuple[SearchHit, float]]:
+        if text == "slow":
+            slow.wait(0.5)
+        return [(hit(1), 0.9)]
+
+    plugin = warm_plugin(scope, recall)
+    for prompt in ("slow", "slow", "fast", "slow", "slow"):
+        wait_for(lambda: not plugin._busy())
+        list(plugin.pimem_collect_injections(context=context(scope, prompt)))
+    assert plugin.restarts == 0
+    assert plugin.misses_in_a_row == 2
