@@ -19,9 +19,7 @@ from typing import Any
 
 import pytest
 
-from pimem_plugins.snapshot import INSTRUCTIONS
-
-from pi_harness import (
+from bench.pi_host import (
     PI_LINES,
     ChatRequest,
     Hit,
@@ -43,6 +41,7 @@ from pi_harness import (
     read_session,
     wait_for,
 )
+from pimem_plugins.snapshot import INSTRUCTIONS
 
 MISSING = missing_pi()
 pytestmark = pytest.mark.skipif(
