@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -12,7 +13,12 @@ from typing import Any
 
 import pytest
 
-from conftest import CLOCK
+from pimem_core import hookimpl
+from pimem_core.serve import Server
+from pimem_core.session import SessionInfo
+from pimem_core.types import BackendCall, Scope, SearchHit, SearchQuery
+
+from conftest import CLOCK, make_pimem
 
 
 class Bridge:
@@ -208,3 +214,29 @@ def test_forget_by_day_and_the_transcript_tool(bridge: Bridge, repo: Path, tmp_p
 
 def test_end_of_input_ends_the_bridge(bridge: Bridge) -> None:
     assert bridge.close() == 0
+
+
+class _QueuedSearch:
+    """A search that has to wait behind another memory operation."""
+
+    @hookimpl
+    def pimem_search_memory(
+        self, scope: Scope, query: SearchQuery, call: BackendCall
+    ) -> tuple[SearchHit, ...]:
+        if call.on_wait is not None:
+            call.on_wait("index (catch-up)")
+        return ()
+
+
+def test_a_queued_request_tells_the_host_what_it_waits_for(repo: Path) -> None:
+    pimem = make_pimem({"PIMEM_DISABLE_PLUGINS": "memsearch-index"})
+    pimem.pm.add_plugin(_QueuedSearch(), "queued-search")
+    output = io.StringIO()
+    request = {"id": 7, "method": "memory.search", "params": {"query": "redis"}}
+    server = Server(pimem, io.StringIO(json.dumps(request) + "\n"), output)
+    server.session.start(SessionInfo(session_id="s", cwd=repo, transcript=None))
+    server.serve()
+    lines = [json.loads(line) for line in output.getvalue().splitlines()]
+    assert lines[1] == {"id": 7, "progress": "waiting for index (catch-up)"}
+    assert lines[2]["id"] == 7
+    assert lines[2]["result"]["text"] == 'No memories found for "redis".'
