@@ -48,7 +48,9 @@ PREAMBLE = (
     "win. memory_expand with a chunk hash shows the whole section."
 )
 
-State = Literal["off", "warming", "warm", "restarting", "gave-up"]
+#: ``idle`` until a session starts in this process (``pimem status`` in a terminal stays idle:
+#: auto-context runs in an agent session's bridge).
+State = Literal["idle", "warming", "warm", "restarting", "gave-up"]
 
 #: Searches *scope* for *text*: hits, best first, each with its similarity to the text.
 Recall = Callable[[Scope, str, int], Sequence[tuple[SearchHit, float]]]
@@ -117,7 +119,7 @@ class AutoContext:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="pimem-auto-context")
         self._in_flight: Future[Sequence[tuple[SearchHit, float]]] | None = None
-        self.state: State = "off"
+        self.state: State = "idle"
         self.counters = Counters()
         self.misses_in_a_row = 0
         self.restarts = 0
@@ -127,7 +129,7 @@ class AutoContext:
 
     @hookimpl
     def pimem_start_session(self, scope: Scope, settings: Settings) -> None:
-        if settings.auto_context and self.state == "off":
+        if settings.auto_context and self.state == "idle":
             self._start_warming(scope)
 
     def _start_warming(self, scope: Scope, state: State = "warming") -> None:
@@ -154,7 +156,7 @@ class AutoContext:
             return
         started = time.monotonic()
         self.counters.seen += 1
-        if self.state == "off":
+        if self.state == "idle":
             self._start_warming(context.scope)
         if self.state == "gave-up":
             self.counters.skipped_error += 1
