@@ -17,7 +17,7 @@ from typing import TypeVar
 
 import attrs
 
-from pimem_core.errors import NoProviderError, PluginError
+from pimem_core.errors import NoProviderError, PluginError, StoreError
 from pimem_core.manager import PimemPluginManager, build_plugin_manager
 from pimem_core.scrub import Scrubber
 from pimem_core.settings import Settings
@@ -31,15 +31,18 @@ from pimem_core.types import (
     Distillation,
     DistillRequest,
     Entry,
+    HostModel,
     IndexHealth,
     IndexReport,
     Injection,
+    MaintenanceTask,
     PromptContext,
     Redaction,
     Scope,
     SearchHit,
     SearchQuery,
     Section,
+    SkillCandidate,
     StatusSection,
     StoreChange,
     Transcript,
@@ -296,3 +299,56 @@ class Pimem:
     def read_transcript(self, request: TranscriptRequest) -> Transcript:
         answer = self.pm.hook.pimem_read_transcript(request=request)
         return self._require("pimem_read_transcript", answer, Transcript)
+
+    # -- maintenance ---------------------------------------------------------------------------
+
+    def collect_maintenance_tasks(self, scope: Scope) -> tuple[MaintenanceTask, ...]:
+        """Every plugin's maintenance tasks for *scope*, by name."""
+        contributions = self.pm.hook.pimem_collect_maintenance_tasks(
+            scope=scope, settings=self.settings
+        )
+        tasks: dict[str, MaintenanceTask] = {}
+        for part in contributions:
+            for task in part or ():
+                if not isinstance(task, MaintenanceTask):
+                    raise PluginError(
+                        "pimem_collect_maintenance_tasks gave a "
+                        f"{type(task).__name__}, not a MaintenanceTask"
+                    )
+                if task.name in tasks:
+                    # Two tasks of one name would share one state entry and one output.
+                    raise PluginError(
+                        f"two plugins contribute the maintenance task {task.name!r}; block one "
+                        "with PIMEM_DISABLE_PLUGINS"
+                    )
+                tasks[task.name] = task
+        return tuple(tasks[name] for name in sorted(tasks))
+
+    def provide_model(self, scope: Scope) -> HostModel | None:
+        """A model for background work when the host lends none, or ``None``."""
+        model = self.pm.hook.pimem_provide_model(scope=scope, settings=self.settings)
+        return None if model is None else self._require("pimem_provide_model", model, HostModel)
+
+    def list_skill_candidates(self, scope: Scope) -> tuple[SkillCandidate, ...]:
+        answer = self.pm.hook.pimem_list_skill_candidates(scope=scope)
+        return self._require("pimem_list_skill_candidates", answer, tuple)
+
+    def read_skill_candidate(self, scope: Scope, name: str) -> SkillCandidate:
+        """One candidate with its ``SKILL.md`` text."""
+        found = [c for c in self.list_skill_candidates(scope) if c.name == name]
+        if not found:
+            raise StoreError(f"no skill candidate named {name!r}; `pimem skills list` shows them")
+        try:
+            text = found[0].path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise StoreError(f"cannot read the skill candidate {name!r}: {error}") from None
+        return attrs.evolve(found[0], text=text)
+
+    def install_skill_candidate(
+        self, scope: Scope, name: str, destination: Path
+    ) -> tuple[Path, ...]:
+        """Install candidate *name* into the skills directory *destination*, on request only."""
+        answer = self.pm.hook.pimem_install_skill_candidate(
+            scope=scope, name=name, destination=destination
+        )
+        return self._require("pimem_install_skill_candidate", answer, tuple)

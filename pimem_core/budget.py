@@ -1,7 +1,8 @@
 """The daily distillation budget: model calls per day, shared by every session on the machine.
 
-Past the budget, capture keeps working with the extractive distiller, so automatic memory never
-runs up an unbounded bill. The count lives in one small JSON file, updated under a file lock.
+Past the budget, capture keeps working with the extractive distiller and maintenance waits for
+the next day, so automatic memory never runs up an unbounded bill. The count lives in one small
+JSON file, updated under a file lock.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ class DistillBudget:
         """Count one model distillation; returns today's count."""
         return self._update(1)
 
+    def try_spend(self) -> bool:
+        """Count one model call if the budget allows it (checked and counted under one lock, so
+        concurrent sessions cannot overspend); ``False`` when today's budget is spent."""
+        return self._update(1, within_limit=True) > 0
+
     def left(self) -> int | None:
         return None if self.limit == 0 else max(0, self.limit - self.used())
 
@@ -48,7 +54,12 @@ class DistillBudget:
         else:
             line = (
                 f"distillation budget: {max(0, self.limit - used)} of {self.limit} left today"
-                + ("" if used < self.limit else " (spent: capture uses the extractive distiller)")
+                + (
+                    ""
+                    if used < self.limit
+                    else " (spent: capture uses the extractive distiller, maintenance waits "
+                    "for tomorrow)"
+                )
             )
         return StatusSection(
             name="budget", rank=55, lines=(line,), data={"limit": self.limit, "used": used}
@@ -63,7 +74,7 @@ class DistillBudget:
             today=lambda: settings.now().date(),
         )
 
-    def _update(self, add: int) -> int:
+    def _update(self, add: int, *, within_limit: bool = False) -> int:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -77,6 +88,8 @@ class DistillBudget:
                 record = {}
             day = self.today().isoformat()
             used = int(record.get("used", 0)) if record.get("date") == day else 0
+            if within_limit and self.limit and used + add > self.limit:
+                return 0
             if add:
                 used += add
                 file.seek(0)

@@ -29,6 +29,12 @@ from pimem_core.render import (
     status_to_json,
     transcript_to_json,
 )
+from pimem_core.skills import (
+    candidate_to_json,
+    render_candidate,
+    render_candidates,
+    render_installed,
+)
 from pimem_core.types import Anchor, DayAddress, Entry, SearchQuery, TranscriptRequest
 
 Command = Callable[[Pimem, argparse.Namespace], None]
@@ -165,6 +171,40 @@ def cmd_status(pimem: Pimem, args: argparse.Namespace) -> None:
     sections = (*pimem.collect_status(scope), DistillBudget.for_settings(pimem.settings).status())
     sections = tuple(sorted(sections, key=lambda section: section.rank))
     _emit(args, status_to_json(scope, sections), render_status(scope, sections))
+
+
+def cmd_skills(pimem: Pimem, args: argparse.Namespace) -> None:
+    scope = pimem.resolve_scope(args.cwd)
+    if args.skills_command == "list":
+        candidates = pimem.list_skill_candidates(scope)
+        _emit(args, [candidate_to_json(c) for c in candidates], render_candidates(candidates))
+    elif args.skills_command == "show":
+        candidate = pimem.read_skill_candidate(scope, args.name)
+        _emit(args, candidate_to_json(candidate), render_candidate(candidate))
+    else:
+        written = pimem.install_skill_candidate(scope, args.name, args.to)
+        _emit(
+            args,
+            {"name": args.name, "installed": [str(path) for path in written]},
+            render_installed(args.name, written),
+        )
+
+
+def cmd_maintenance(pimem: Pimem, args: argparse.Namespace) -> None:
+    from pimem_core.maintenance import MaintenanceRunner
+
+    scope = pimem.resolve_scope(args.cwd)
+    runner = MaintenanceRunner(pimem, scope, budget=DistillBudget.for_settings(pimem.settings))
+    reports = runner.run_due(force=args.force)
+    lines = [
+        f"{report.name}: {report.result}" + (f" ({report.detail})" if report.detail else "")
+        for report in reports
+    ]
+    _emit(
+        args,
+        [report.to_json() for report in reports],
+        "\n".join(lines) or "No maintenance tasks: no plugin provides one.",
+    )
 
 
 def cmd_transcript(pimem: Pimem, args: argparse.Namespace) -> None:
@@ -357,6 +397,52 @@ def build_parser() -> argparse.ArgumentParser:
     install.set_defaults(handler=cmd_model_install)
     install.add_argument("--hf-home", type=Path, metavar="DIR", help="where to put the model")
     install.add_argument("--json", action="store_true", help="print JSON")
+
+    skills = commands.add_parser(
+        "skills",
+        help="review and install the skill candidates drafted from memory",
+        description="Skill candidates are drafts: nothing is installed until you ask.",
+    )
+    skills_commands = skills.add_subparsers(dest="skills_command", required=True, metavar="COMMAND")
+
+    def skills_command(name: str, help: str) -> argparse.ArgumentParser:
+        sub = skills_commands.add_parser(name, help=help, description=help)
+        sub.set_defaults(handler=cmd_skills)
+        sub.add_argument("--cwd", type=_directory, default=Path.cwd(), metavar="DIR")
+        sub.add_argument("--json", action="store_true", help="print JSON")
+        return sub
+
+    skills_command("list", "list the candidates and which are pending install")
+    skills_command("show", "print one candidate's SKILL.md").add_argument("name", metavar="NAME")
+    install_skill = skills_command(
+        "install", "copy a candidate into a skills directory, as DIR/NAME/SKILL.md"
+    )
+    install_skill.add_argument("name", metavar="NAME")
+    install_skill.add_argument(
+        "--to",
+        required=True,
+        type=lambda value: Path(value).expanduser().absolute(),
+        metavar="DIR",
+        help="the skills directory (for pi: .pi/skills or ~/.pi/agent/skills)",
+    )
+
+    maintenance = commands.add_parser("maintenance", help="run the maintenance tasks")
+    maintenance_commands = maintenance.add_subparsers(
+        dest="maintenance_command", required=True, metavar="COMMAND"
+    )
+    run = maintenance_commands.add_parser(
+        "run",
+        help="run the due maintenance tasks now, with memsearch's [llm] model",
+        description="Run the maintenance tasks named in PIMEM_MAINTENANCE that are due, in "
+        "this process, with memsearch's [llm] model; each model call counts against "
+        "PIMEM_DISTILL_BUDGET.",
+    )
+    run.set_defaults(handler=cmd_maintenance)
+    run.add_argument("--cwd", type=_directory, default=Path.cwd(), metavar="DIR")
+    run.add_argument(
+        "--force", action="store_true", help="run enabled tasks even when they are not due"
+    )
+    run.add_argument("--json", action="store_true", help="print JSON")
 
     command(
         "snapshot",

@@ -1,7 +1,7 @@
 """The pimem hook specifications: the contract between the framework and its plugins.
 
-Six concerns, one section each: scope resolution, distillation, storage, indexing, injection and
-transcripts, plus one notification. A hook that needs exactly one answer is ``firstresult``: the
+Seven concerns, one section each: scope resolution, distillation, storage, indexing, injection,
+transcripts and maintenance. A hook that needs exactly one answer is ``firstresult``: the
 first non-``None`` result wins, and the bundled default is marked ``trylast`` so any plugin that
 answers replaces it. Collecting hooks gather every plugin's contribution.
 
@@ -30,9 +30,11 @@ if TYPE_CHECKING:
         Distillation,
         DistillRequest,
         Entry,
+        HostModel,
         IndexHealth,
         IndexReport,
         Injection,
+        MaintenanceTask,
         PromptContext,
         Redaction,
         Scope,
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
         SearchQuery,
         SecretPattern,
         Section,
+        SkillCandidate,
         StatusSection,
         StoreChange,
         Transcript,
@@ -260,4 +263,44 @@ class PimemSpecs:
         """L3 recall: the turns around an anchored entry, read from the agent's transcript.
 
         Stops at the first non-``None`` result; return ``None`` for a format you do not read.
+        """
+
+    # -- maintenance ---------------------------------------------------------------------------
+
+    @_hookspec
+    def pimem_collect_maintenance_tasks(
+        self, scope: Scope, settings: Settings
+    ) -> Iterable[MaintenanceTask] | None:
+        """Contribute background maintenance tasks for *scope* (a project review, a profile...).
+
+        Every implementation is called. Describe the task only (cheap: this runs after every
+        capture); the runner decides whether it is due, takes the project's lock, charges the
+        budget and calls ``task.run`` in the background. A task named in ``PIMEM_MAINTENANCE``
+        should say ``enabled=True``; every task is off otherwise.
+        """
+
+    @_hookspec(firstresult=True)
+    def pimem_provide_model(self, scope: Scope, settings: Settings) -> HostModel | None:
+        """A model for pimem's background work (maintenance) when the host lends none.
+
+        Stops at the first non-``None`` result; return ``None`` when you have no model
+        configured. The bundled ``memsearch-llm`` answers from memsearch's ``[llm]`` settings.
+        """
+
+    @_hookspec(firstresult=True)
+    def pimem_list_skill_candidates(self, scope: Scope) -> tuple[SkillCandidate, ...] | None:
+        """Every skill candidate drafted for *scope*, by name; an empty tuple when there are none.
+
+        Stops at the first non-``None`` result. Candidates are drafts: listing never installs.
+        """
+
+    @_hookspec(firstresult=True)
+    def pimem_install_skill_candidate(
+        self, scope: Scope, name: str, destination: Path
+    ) -> tuple[Path, ...] | None:
+        """Copy candidate *name* into the skills directory *destination* (as
+        ``<destination>/<name>/SKILL.md``) because someone asked for it; return what was written.
+
+        Stops at the first non-``None`` result. Raise :class:`~pimem_core.errors.StoreError`
+        when no candidate has that name.
         """

@@ -42,6 +42,12 @@ from pimem_core.render import (
     transcript_to_json,
 )
 from pimem_core.session import Session, SessionInfo
+from pimem_core.skills import (
+    candidate_to_json,
+    render_candidate,
+    render_candidates,
+    render_installed,
+)
 from pimem_core.types import (
     Anchor,
     BranchEntry,
@@ -169,6 +175,7 @@ class Server:
             "memory.forget": self._forget,
             "memory.compact": self._compact,
             "memory.status": self._status,
+            "memory.skills": self._skills,
             "ping": lambda params: {"pong": True},
         }
 
@@ -415,6 +422,35 @@ class Server:
         scope = self._scope()
         sections = self._pimem.collect_status(scope)
         return {"text": render_status(scope, sections), **status_to_json(scope, sections)}
+
+    def _skills(self, params: Params) -> object:
+        scope = self._scope()
+        action = params.optional_text("action") or "list"
+        if action == "list":
+            candidates = self._pimem.list_skill_candidates(scope)
+            return {
+                "text": render_candidates(candidates),
+                "candidates": [candidate_to_json(candidate) for candidate in candidates],
+            }
+        if action == "show":
+            candidate = self._pimem.read_skill_candidate(scope, params.text("name"))
+            return {"text": render_candidate(candidate), "candidate": candidate_to_json(candidate)}
+        if action == "install":
+            name = params.text("name")
+            to = params.optional_text("to")
+            if to is None:
+                raise RequestError(
+                    'installing a skill needs "to": the skills directory the user chose '
+                    "(for pi: .pi/skills in the project, or ~/.pi/agent/skills)"
+                )
+            # A relative directory is the project's: the bridge works at the repository.
+            destination = scope.repository_dir / Path(to).expanduser()
+            written = self._pimem.install_skill_candidate(scope, name, destination)
+            return {
+                "text": render_installed(name, written),
+                "installed": [str(path) for path in written],
+            }
+        raise RequestError(f'"action" must be list, show or install, got {action!r}')
 
 
 def serve(pimem: Pimem) -> None:

@@ -1,9 +1,10 @@
 """The session lifecycle: what pimem does on each of the host's events, in the seed's order.
 
-    start          resolve the scope; catch up the index in the background; build the snapshot
+    start          resolve the scope; catch up the index in the background; build the snapshot;
+                   wake background maintenance
     before_prompt  the snapshot (rebuilt when the local day changed) and per-prompt context
     settled        queue the exchange for capture (gates, distillation and the append follow
-                   in the background)
+                   in the background; each append wakes maintenance)
     compacted      rebuild the snapshot (the agent's context was compacted)
     shutdown       flush capture, settle the indexer, both within the shutdown cap
 
@@ -25,6 +26,7 @@ from pimem_core.api import Pimem
 from pimem_core.budget import DistillBudget
 from pimem_core.capture import Capture
 from pimem_core.indexer import SHUTDOWN_CAP_SECONDS, Indexer
+from pimem_core.maintenance import MaintenanceRunner
 from pimem_core.paths import PimemPaths
 from pimem_core.snapshot_cache import StableSnapshot
 from pimem_core.types import (
@@ -101,6 +103,7 @@ class Session:
         self.snapshot: StableSnapshot | None = None
         self.indexer: Indexer | None = None
         self.capture: Capture | None = None
+        self.maintenance: MaintenanceRunner | None = None
         pimem.pm.add_plugin(_SessionPlugin(self), "session")
 
     # -- the host's events --------------------------------------------------------------
@@ -120,6 +123,10 @@ class Session:
         self.snapshot = StableSnapshot(self.pimem, self.scope)
         self.snapshot.refresh()
         self.pimem.start_session(self.scope)
+        self.maintenance = MaintenanceRunner(
+            self.pimem, self.scope, budget=self.budget, host_model=self.host_model
+        )
+        self.maintenance.wake("session start")
         if info.transcript is not None:
             self.capture = Capture(
                 self.pimem,
@@ -200,6 +207,8 @@ class Session:
             self.indexer.note_write(change.file)
         if change.kind == "forget" and self.snapshot is not None:
             self.snapshot.refresh()  # a forgotten entry must leave the system prompt too
+        if change.kind == "append" and self.maintenance is not None:
+            self.maintenance.wake("append")
 
     def _status(self, scope: Scope) -> Iterator[StatusSection]:
         if scope != self.scope:

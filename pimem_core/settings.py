@@ -9,6 +9,7 @@ keeps its own files (``PIMEM_HOME``) is read by :mod:`pimem_core.paths`.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +27,10 @@ DEFAULT_DISTILL_BUDGET = 500
 #: Calibrated for the offline all-MiniLM-L6-v2 model (docs/benchmarks.md, auto-context).
 DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY = 0.5
 DISTILLERS = ("auto", "host", "http", "extractive")
+DEFAULT_MAINTENANCE_INTERVAL_HOURS = 24
+#: The maintenance tasks pimem bundles (plugins may add others under their own names).
+BUNDLED_MAINTENANCE_TASKS = ("project_review", "user_profile", "memory_to_skill")
+_TASK_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
 @attrs.frozen(kw_only=True)
@@ -74,6 +79,12 @@ class Settings:
     #: Model distillations per day before capture falls back to the extractive distiller
     #: (``PIMEM_DISTILL_BUDGET``; 0 means no limit).
     distill_budget: int = DEFAULT_DISTILL_BUDGET
+    #: The background maintenance tasks switched on (``PIMEM_MAINTENANCE``, names separated by
+    #: commas); every task is off until named here.
+    maintenance: frozenset[str] = frozenset()
+    #: The least time between two runs of one maintenance task
+    #: (``PIMEM_MAINTENANCE_INTERVAL_HOURS``; 0: whenever the day files changed).
+    maintenance_interval_hours: int = DEFAULT_MAINTENANCE_INTERVAL_HOURS
     #: ``PIMEM_NOW``: a fixed local time, so behaviour around midnight can be tested.
     fixed_now: datetime | None = None
 
@@ -128,6 +139,13 @@ class Settings:
             distill_budget=_count(env, "PIMEM_DISTILL_BUDGET", DEFAULT_DISTILL_BUDGET),
             auto_context_min_similarity=_fraction(
                 env, "PIMEM_AUTO_CONTEXT_MIN_SIMILARITY", DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY
+            ),
+            maintenance=_task_names(env.get("PIMEM_MAINTENANCE", "")),
+            maintenance_interval_hours=_count(
+                env,
+                "PIMEM_MAINTENANCE_INTERVAL_HOURS",
+                DEFAULT_MAINTENANCE_INTERVAL_HOURS,
+                unit="hours",
             ),
             fixed_now=_local_time(env, "PIMEM_NOW"),
         )
@@ -193,16 +211,29 @@ def _fraction(env: Mapping[str, str], name: str, default: float) -> float:
     )
 
 
-def _count(env: Mapping[str, str], name: str, default: int) -> int:
+def _count(env: Mapping[str, str], name: str, default: int, *, unit: str | None = None) -> int:
     raw = env.get(name, "")
     if not raw:
         return default
     if raw.isascii() and raw.isdigit():
         return int(raw)
+    kind = f"whole number of {unit}" if unit else "whole number (0 for no limit)"
     raise SettingsError(
-        f"{name} must be a whole number (0 for no limit), got {raw!r}; "
-        f"unset it for the default of {default}."
+        f"{name} must be a {kind}, got {raw!r}; unset it for the default of {default}."
     )
+
+
+def _task_names(raw: str) -> frozenset[str]:
+    # memsearch spells the tasks with underscores; a hyphen is forgiven, not a typo in a name.
+    names = {part.strip().replace("-", "_") for part in raw.split(",") if part.strip()}
+    for name in sorted(names):
+        if not _TASK_NAME.fullmatch(name):
+            raise SettingsError(
+                f"PIMEM_MAINTENANCE must list task names separated by commas (such as "
+                f"{','.join(BUNDLED_MAINTENANCE_TASKS)}), got {raw!r}; unset it to turn "
+                "maintenance off."
+            )
+    return frozenset(names)
 
 
 def _command(raw: str | None) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
@@ -452,3 +452,68 @@ class Injection:
     text: str
     placement: Literal["system-prompt", "hidden-message"]
     source: str
+
+
+# -- maintenance -------------------------------------------------------------------------------
+
+_MAINTENANCE_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+@attrs.frozen(kw_only=True)
+class MaintenanceRun:
+    """What a maintenance task gets when it runs.
+
+    ``complete(system, prompt)`` asks the model and returns its text; every call is charged to
+    the daily distillation budget and raises once the budget is spent.
+    """
+
+    complete: Callable[[str, str], str] = attrs.field(eq=False)
+    #: memsearch's digest of the task's input (``sha256:...``), as it was when found due.
+    input_digest: str
+
+
+@attrs.frozen(kw_only=True)
+class MaintenanceOutcome:
+    """What one run of a task did: ``action`` as memsearch records it (``replace``, ``none``,
+    ``distilled``), the model's reason, and the files it wrote."""
+
+    action: str
+    reason: str = ""
+    written: tuple[Path, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class MaintenanceTask:
+    """One background maintenance task of a project: what it reads, what it writes, how often,
+    and how it runs. The runner decides when (due, locked, budgeted); ``run`` only does it."""
+
+    #: memsearch's task name (``project_review``...): the key of its state and its setting.
+    name: str = attrs.field(validator=attrs.validators.matches_re(_MAINTENANCE_NAME))
+    enabled: bool
+    #: The least time between two runs, however often the input changes.
+    min_interval: timedelta
+    #: The directory of day files whose change makes the task due.
+    input_dir: Path
+    #: The file (or directory, for skill candidates) the task writes.
+    output: Path
+    run: Callable[[MaintenanceRun], MaintenanceOutcome] = attrs.field(eq=False)
+
+
+@attrs.frozen(kw_only=True)
+class SkillCandidate:
+    """A skill drafted from memory, waiting in the candidate store until someone installs it."""
+
+    name: str
+    description: str
+    #: The candidate's ``SKILL.md``.
+    path: Path
+    #: ``candidate`` or ``installed`` (an installed one keeps evolving in the store).
+    status: str
+    #: ``new`` or ``updated`` when the store holds a version not installed yet, else ``None``.
+    pending: str | None = None
+    occurrences: int | None = None
+    sources: tuple[str, ...] = ()
+    installed_paths: tuple[str, ...] = ()
+    updated_at: str | None = None
+    #: The ``SKILL.md`` text (filled in when one candidate is read, empty in a listing).
+    text: str = ""

@@ -35,6 +35,10 @@ BUNDLED = {
     "secret-patterns",
     "cross-repo",
     "auto-context",
+    "project-review",
+    "user-profile",
+    "memory-to-skill",
+    "memsearch-llm",
 }
 INACTIVE = {"store-command", "distill-http"}  # on only when their setting is given
 HOOKS = sorted(name for name in dir(PimemSpecs) if name.startswith("pimem_"))

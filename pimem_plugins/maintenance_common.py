@@ -1,0 +1,85 @@
+"""What the bundled maintenance tasks share: memsearch's configuration and task context, read the
+way memsearch reads them, and the short system prompt pimem adds to memsearch's own prompts.
+
+The prompts are memsearch's installed templates (``memsearch/prompts/*.txt``, or the files its
+``[prompts]`` settings name), built by memsearch's own functions; nothing of them is copied here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from pimem_core.errors import PimemError
+from pimem_core.maintenance import PLATFORM, maintenance_root
+from pimem_core.settings import Settings
+from pimem_core.types import MaintenanceOutcome, MaintenanceRun, MaintenanceTask, Scope
+from pimem_plugins.memsearch_engine import global_config_path, project_config_path
+
+SYSTEM_PROMPT = (
+    "You keep long-lived memory files of a coding agent up to date. Do exactly what the "
+    "message asks and answer with the JSON object it describes, nothing else."
+)
+
+
+def memsearch_config(scope: Scope) -> Any:
+    """memsearch's configuration for *scope*: its defaults, the global file, then the project
+    file's trusted keys, with ``env:`` references resolved, as ``resolve_config`` does.
+
+    Read here rather than through ``resolve_config`` because that reads module-level paths
+    fixed when memsearch was imported, and maintenance runs beside the backend's own thread.
+    """
+    from memsearch import config as ms
+
+    try:
+        data = ms.deep_merge(ms._default_dict(), ms.load_config_file(global_config_path()))
+        project = ms.load_config_file(project_config_path(scope))
+        data = ms.deep_merge(data, ms._filter_project_config(project))
+        return ms._dict_to_config(ms._resolve_env_refs_in_dict(data))
+    except ms.ConfigEnvVarError as error:
+        raise PimemError(f"memsearch configuration error: {error}") from None
+    except (OSError, ValueError) as error:
+        raise PimemError(f"cannot read memsearch's configuration: {error}") from None
+
+
+def task_context(
+    scope: Scope, name: str, task: MaintenanceTask, run: MaintenanceRun, config: Any
+) -> Any:
+    """memsearch's ``TaskContext`` for one run (its prompt builders take one)."""
+    from memsearch.maintenance import TaskContext
+
+    return TaskContext(
+        platform=PLATFORM,
+        task=name,
+        task_config=config,
+        project_dir=scope.repository_dir,
+        memsearch_dir=maintenance_root(scope),
+        input_dir=task.input_dir,
+        output_file=task.output,
+        input_digest=run.input_digest,
+    )
+
+
+def describe_task(
+    scope: Scope,
+    settings: Settings,
+    name: str,
+    output_name: str,
+    run: Callable[[Scope, MaintenanceTask, MaintenanceRun], MaintenanceOutcome],
+) -> MaintenanceTask:
+    """A bundled task: on when ``PIMEM_MAINTENANCE`` names it, reading the scope's day files and
+    writing ``<memsearch dir>/<output_name>``."""
+
+    def run_task(maintenance_run: MaintenanceRun) -> MaintenanceOutcome:
+        return run(scope, task, maintenance_run)
+
+    task = MaintenanceTask(
+        name=name,
+        enabled=name in settings.maintenance,
+        min_interval=timedelta(hours=settings.maintenance_interval_hours),
+        input_dir=scope.memory_dir,
+        output=maintenance_root(scope) / output_name,
+        run=run_task,
+    )
+    return task

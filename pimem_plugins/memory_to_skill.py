@@ -1,0 +1,187 @@
+"""The ``memory-to-skill`` maintenance task and the skill candidate store.
+
+Off until ``PIMEM_MAINTENANCE`` names ``memory_to_skill``. One model call per run: memsearch's
+distillation prompt (its template, the existing candidates, the recent journals) asks for
+workflows that recur in at least 3 sessions, and memsearch's parser reads the answer. Each
+candidate lands in memsearch's layout, ``.memsearch/skill-candidates/<name>/SKILL.md`` plus
+``meta.json``, in the store's own git repository, so memsearch's ``skills`` commands and other
+agents see the same drafts. memsearch writes a candidate's files in place; here they are built
+in a staging directory and moved into place one file at a time, so a crash never leaves half a
+file.
+
+Candidates are never installed on their own: :meth:`pimem_install_skill_candidate` runs only
+when someone asks (``pimem skills install``, the ``memory_skills`` tool), with memsearch's own
+``install``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from pimem_core import hookimpl
+from pimem_core.budget import DistillBudget
+from pimem_core.errors import StoreError
+from pimem_core.maintenance import maintenance_root, task_status, temp_path
+from pimem_core.settings import Settings
+from pimem_core.types import (
+    MaintenanceOutcome,
+    MaintenanceRun,
+    MaintenanceTask,
+    Scope,
+    SkillCandidate,
+    StatusSection,
+)
+from pimem_plugins.maintenance_common import (
+    SYSTEM_PROMPT,
+    describe_task,
+    memsearch_config,
+    task_context,
+)
+
+NAME = "memory_to_skill"
+STORE = "skill-candidates"
+_FILES = ("SKILL.md", "meta.json")
+
+
+class MemoryToSkill:
+    """Drafts skill candidates from memory; lists and installs them on request."""
+
+    def task(self, scope: Scope, settings: Settings) -> MaintenanceTask:
+        return describe_task(scope, settings, NAME, STORE, _distill)
+
+    @hookimpl
+    def pimem_collect_maintenance_tasks(
+        self, scope: Scope, settings: Settings
+    ) -> Iterator[MaintenanceTask]:
+        yield self.task(scope, settings)
+
+    @hookimpl
+    def pimem_collect_status(self, scope: Scope, settings: Settings) -> Iterator[StatusSection]:
+        try:
+            from memsearch.skills import candidate_review_summary
+
+            summary = candidate_review_summary(maintenance_root(scope))
+            pending = int(summary.get("pending_count") or 0)
+            line = (
+                f"skill candidates: {pending} pending install of "
+                f"{int(summary.get('candidate_count') or 0)} in {summary.get('root')}"
+                + (" (review them with `pimem skills list`)" if pending else "")
+            )
+            data: dict[str, object] = {
+                "pending_candidates": pending,
+                "candidates": int(summary.get("candidate_count") or 0),
+                "pending_names": list(summary.get("pending_names") or []),
+            }
+        except Exception as error:  # noqa: BLE001 - status reports, never raises
+            line, data = f"skill candidates: unreadable ({error})", {"pending_candidates": None}
+        yield task_status(
+            self.task(scope, settings),
+            scope,
+            settings,
+            DistillBudget.for_settings(settings),
+            lines=(line,),
+            data=data,
+        )
+
+    @hookimpl
+    def pimem_list_skill_candidates(self, scope: Scope) -> tuple[SkillCandidate, ...]:
+        from memsearch.skills import list_candidates, skills_root
+
+        root = skills_root(maintenance_root(scope))
+        return tuple(_candidate(root, meta) for meta in list_candidates(maintenance_root(scope)))
+
+    @hookimpl
+    def pimem_install_skill_candidate(
+        self, scope: Scope, name: str, destination: Path
+    ) -> tuple[Path, ...]:
+        from memsearch.skills import install
+
+        try:
+            written = install(
+                name,
+                [str(destination)],
+                project_dir=scope.repository_dir,
+                memsearch_dir=maintenance_root(scope),
+            )
+        except ValueError as error:
+            raise StoreError(f"{error}; `pimem skills list` shows the candidates") from None
+        return tuple(Path(path) for path in written)
+
+
+def _candidate(root: Path, meta: Mapping[str, Any]) -> SkillCandidate:
+    name = str(meta.get("name") or "")
+    occurrences = meta.get("occurrences")
+    return SkillCandidate(
+        name=name,
+        description=str(meta.get("description") or ""),
+        path=root / name / "SKILL.md",
+        status=str(meta.get("status") or "candidate"),
+        pending=str(meta.get("pending_reason") or "new") if meta.get("pending_install") else None,
+        occurrences=occurrences if isinstance(occurrences, int) else None,
+        sources=tuple(str(source) for source in meta.get("sources") or ()),
+        installed_paths=tuple(str(path) for path in meta.get("installed_paths") or ()),
+        updated_at=str(meta["updated_at"]) if meta.get("updated_at") else None,
+    )
+
+
+def _distill(scope: Scope, task: MaintenanceTask, run: MaintenanceRun) -> MaintenanceOutcome:
+    from memsearch import skills as ms
+    from memsearch.config import PluginMemoryToSkillConfig
+
+    config = memsearch_config(scope)
+    task_config = PluginMemoryToSkillConfig(
+        enabled=True,
+        provider="pimem",  # the runner chooses the model, not memsearch
+        min_interval_hours=int(task.min_interval.total_seconds() // 3600),
+        input_dir=str(task.input_dir),
+    )
+    root = task.output
+    ms._ensure_git(root)
+    prompt = ms._build_distill_prompt(
+        task_context(scope, NAME, task, run, task_config),
+        min_occurrences=task_config.min_occurrences,
+        existing=ms.list_candidates(maintenance_root(scope)),
+        cfg=config,
+    )
+    skills = ms._parse_distill_response(run.complete(SYSTEM_PROMPT, prompt))
+    created: list[str] = []
+    updated: list[str] = []
+    for skill in skills:
+        (created if _write_candidate(root, skill) == "created" else updated).append(skill["name"])
+    if not (created or updated):
+        return MaintenanceOutcome(action="none", reason="no workflow recurs often enough")
+    parts = [f"add {len(created)}"] if created else []
+    parts += [f"evolve {len(updated)}"] if updated else []
+    ms._git_commit(root, f"distill: {', '.join(parts)} candidate skill(s) [pimem]")
+    names = created + updated
+    return MaintenanceOutcome(
+        action="distilled",
+        reason=f"created {created or 'none'}, updated {updated or 'none'}",
+        written=tuple(root / name / "SKILL.md" for name in names),
+    )
+
+
+def _write_candidate(root: Path, skill: Mapping[str, Any]) -> str:
+    """memsearch's candidate writer, run on a staging copy; then each file replaces its old
+    version at once. Returns ``created`` or ``updated``, as memsearch does."""
+    from memsearch.skills import _write_candidate as write
+
+    name = str(skill["name"])
+    staging = temp_path(root / "staging")
+    target = root / name
+    try:
+        (staging / name).mkdir(parents=True)
+        for file in _FILES:
+            if (target / file).is_file():
+                shutil.copy2(target / file, staging / name / file)
+        outcome = str(write(staging, dict(skill)))
+        target.mkdir(parents=True, exist_ok=True)
+        for file in _FILES:
+            os.replace(staging / name / file, target / file)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return outcome
