@@ -446,6 +446,7 @@ def task_status(
     *,
     lines: Sequence[str] = (),
     data: Mapping[str, object] | None = None,
+    rank: int = STATUS_RANK,
 ) -> StatusSection:
     """A task's status section: off, or its last run, when it is due next and its last error
     (plus the plugin's own *lines* and *data*)."""
@@ -454,7 +455,7 @@ def task_status(
     if not task.enabled:
         line = f"maintenance {task.name}: off (add {task.name} to PIMEM_MAINTENANCE to turn it on)"
         return StatusSection(
-            name=name, rank=STATUS_RANK, lines=(line, *lines), data={"enabled": False, **extra}
+            name=name, rank=rank, lines=(line, *lines), data={"enabled": False, **extra}
         )
     entry = StateFile.of(scope).entry(task.name)
     succeeded = parse_iso(entry.get("last_success_at"))
@@ -467,7 +468,7 @@ def task_status(
         out.append(f"maintenance {task.name} last error ({_local(failed)}): {error}")
     return StatusSection(
         name=name,
-        rank=STATUS_RANK,
+        rank=rank,
         lines=(*out, *lines),
         data={
             "enabled": True,

@@ -85,6 +85,7 @@ class MemoryToSkill:
             DistillBudget.for_settings(settings),
             lines=(line,),
             data=data,
+            rank=87,
         )
 
     @hookimpl

@@ -35,6 +35,7 @@ class _FileReview:
 
     NAME = ""
     OUTPUT = ""
+    RANK = 85
 
     def task(self, scope: Scope, settings: Settings) -> MaintenanceTask:
         return describe_task(scope, settings, self.NAME, self.OUTPUT, self._run)
@@ -48,7 +49,11 @@ class _FileReview:
     @hookimpl
     def pimem_collect_status(self, scope: Scope, settings: Settings) -> Iterator[StatusSection]:
         yield task_status(
-            self.task(scope, settings), scope, settings, DistillBudget.for_settings(settings)
+            self.task(scope, settings),
+            scope,
+            settings,
+            DistillBudget.for_settings(settings),
+            rank=self.RANK,
         )
 
     def _run(self, scope: Scope, task: MaintenanceTask, run: MaintenanceRun) -> MaintenanceOutcome:
@@ -87,3 +92,4 @@ class UserProfile(_FileReview):
 
     NAME = "user_profile"
     OUTPUT = "USER.md"
+    RANK = 86

@@ -1,4 +1,4 @@
-// The seven memory tools. Each one is a request to pimem; what pimem answers in `text` is what
+// The eight memory tools. Each one is a request to pimem; what pimem answers in `text` is what
 // the agent reads, the rest of the answer goes into the tool result's details.
 
 import { Type } from "typebox";
@@ -115,6 +115,24 @@ const TOOLS: ToolSpec[] = [
     promptSnippet: "Show the memory setup and index health for this project",
     parameters: Type.Object({}),
     method: "memory.status",
+  },
+  {
+    name: "memory_skills",
+    label: "Memory skills",
+    description:
+      "Review the skill candidates pimem drafted from workflows that recur in memory: list them, show one " +
+      "candidate's SKILL.md, or install one into a skills directory. Install only after the user has read " +
+      'the candidate and approved it, into the directory they chose ("to": .pi/skills for this project, ' +
+      "~/.pi/agent/skills for every project). Candidates are never installed otherwise.",
+    promptSnippet: "List, show or (on the user's approval) install skill candidates drafted from memory",
+    parameters: Type.Object({
+      action: Type.Union([Type.Literal("list"), Type.Literal("show"), Type.Literal("install")], {
+        description: "list the candidates, show one, or install one",
+      }),
+      name: Type.Optional(Type.String({ description: "The candidate's name, for show and install" })),
+      to: Type.Optional(Type.String({ description: "For install: the skills directory the user chose" })),
+    }),
+    method: "memory.skills",
   },
 ];
 

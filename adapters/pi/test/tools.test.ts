@@ -1,4 +1,4 @@
-// The seven memory tools: what pi registers, what pimem is asked and what the agent reads.
+// The eight memory tools: what pi registers, what pimem is asked and what the agent reads.
 
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
@@ -44,10 +44,25 @@ const SCHEMAS: Record<string, unknown> = {
   },
   memory_compact: EMPTY_OBJECT,
   memory_status: EMPTY_OBJECT,
+  memory_skills: {
+    type: "object",
+    required: ["action"],
+    properties: {
+      action: {
+        anyOf: [
+          { type: "string", const: "list" },
+          { type: "string", const: "show" },
+          { type: "string", const: "install" },
+        ],
+      },
+      name: { type: "string" },
+      to: { type: "string" },
+    },
+  },
 };
 
 describe("tool registration", () => {
-  test("exactly the seven memory tools are registered", (t) => {
+  test("exactly the eight memory tools are registered", (t) => {
     const s = setup(t);
     assert.deepEqual([...s.pi.tools.keys()].sort(), Object.keys(SCHEMAS).sort());
   });
@@ -89,6 +104,7 @@ describe("tool calls", () => {
       ["memory_forget", { date: "2025-01-02", time: "10:30" }, "memory.forget"],
       ["memory_compact", {}, "memory.compact"],
       ["memory_status", {}, "memory.status"],
+      ["memory_skills", { action: "install", name: "run-tests", to: ".pi/skills" }, "memory.skills"],
     ];
     for (const [tool, args, method] of calls) {
       const result = await s.callTool(tool, args);
