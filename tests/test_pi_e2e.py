@@ -10,6 +10,7 @@ exactly as the model received it. The clock is fixed (``PIMEM_NOW``) so headings
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import Iterator, Mapping
@@ -27,6 +28,7 @@ from bench.pi_host import (
     PiRun,
     PiWorld,
     Reply,
+    Rule,
     SessionFile,
     Text,
     ToolCall,
@@ -39,8 +41,10 @@ from bench.pi_host import (
     on_prompt,
     parse_hits,
     read_session,
+    text_of,
     wait_for,
 )
+from pimem_plugins.maintenance_common import SYSTEM_PROMPT as MAINTENANCE_SYSTEM
 from pimem_plugins.snapshot import INSTRUCTIONS
 
 MISSING = missing_pi()
@@ -365,3 +369,63 @@ def assistant_texts(records: list[dict[str, Any]]) -> list[str]:
         if record.get("type") == "message_end"
         and (message := record.get("message") or {}).get("role") == "assistant"
     ]
+
+
+# -- maintenance through pi's model ----------------------------------------------------------
+
+
+def test_maintenance_runs_on_pis_model_and_leaves_no_session_file(
+    repo: Path, memsearch_home: Path, tmp_path: Path, server: ModelServer
+) -> None:
+    """With ``PIMEM_MAINTENANCE=project_review``, the session's start wakes the project review:
+    pimem asks pi for one completion (no tools), PROJECT.md is written, ``memory_status`` shows
+    the task, and pi's session directory holds the one session the user ran, nothing more."""
+    world = PiWorld.create(
+        PI_LINES["1.6"],
+        repo=repo,
+        agent_dir=tmp_path / "agent",
+        server=server,
+        base_env=dict(os.environ),
+        extra_env={"PIMEM_NOW": NOW, "PIMEM_MAINTENANCE": "project_review"},
+    )
+    day_file = world.day_file(DAY)
+    day_file.parent.mkdir(parents=True)
+    day_file.write_text(OTHER_ENTRY)
+    project = "# Project Memory\n\n## Recent Progress\n\n- The flaky CI job is fixed."
+    review = json.dumps({"action": "replace", "reason": "CI fix", "content": project})
+
+    def is_review(request: ChatRequest) -> bool:
+        return request.system == MAINTENANCE_SYSTEM and "Task: project_review" in request.prompt
+
+    server.rules = [
+        Rule("project review", is_review, Text(review)),
+        on_prompt("[m1]", Text("Hello.")),
+        on_prompt("[m2]", ToolCall("memory_status")),
+        after_tool("memory_status", Text("Memory is maintained."), marker="[m2]"),
+        on_distill(),
+    ]
+    output = world.repo / ".memsearch" / "PROJECT.md"
+    with world.rpc() as pi:
+        pi.prompt("[m1] Hello.")
+        wait_for(output.exists, 30, "PROJECT.md")
+        pi.prompt("[m2] Is memory maintained?")
+        status = tool_message(server, "[m2]", "memory_status")
+        assert pi.close() == 0
+
+    assert output.read_text() == project + "\n"
+    (request,) = [r for r in server.requests if is_review(r)]
+    assert request.tools == []
+    assert "another agent fixed the flaky CI job" in request.prompt
+    assert f"maintenance project_review: on; last run {DAY} 22:41 (replace)" in status
+    assert "maintenance user_profile: off" in status
+    assert server.failures == []
+    # One session file: the user's. The review ran with no session of its own.
+    (session,) = world.session_files()
+    users = [
+        text_of(entry["message"]["content"]) for entry in read_session(session).messages("user")
+    ]
+    assert users == ["[m1] Hello.", "[m2] Is memory maintained?"]
+    assert "Task: project_review" not in session.read_text()
+    assert sorted(
+        path.name for path in (world.agent_dir / "sessions").rglob("*") if path.is_file()
+    ) == [session.name]
