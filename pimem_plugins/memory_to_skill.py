@@ -88,14 +88,14 @@ class MemoryToSkill:
             rank=87,
         )
 
-    @hookimpl
+    @hookimpl(trylast=True)
     def pimem_list_skill_candidates(self, scope: Scope) -> tuple[SkillCandidate, ...]:
         from memsearch.skills import list_candidates, skills_root
 
         root = skills_root(maintenance_root(scope))
         return tuple(_candidate(root, meta) for meta in list_candidates(maintenance_root(scope)))
 
-    @hookimpl
+    @hookimpl(trylast=True)
     def pimem_install_skill_candidate(
         self, scope: Scope, name: str, destination: Path
     ) -> tuple[Path, ...]:
