@@ -24,7 +24,7 @@ from typing import Any
 
 from pimem_core import hookimpl
 from pimem_core.budget import DistillBudget
-from pimem_core.errors import StoreError
+from pimem_core.errors import PimemError, StoreError
 from pimem_core.maintenance import maintenance_root, task_status, temp_path
 from pimem_core.settings import Settings
 from pimem_core.types import (
@@ -90,7 +90,7 @@ class MemoryToSkill:
 
     @hookimpl(trylast=True)
     def pimem_list_skill_candidates(self, scope: Scope) -> tuple[SkillCandidate, ...]:
-        from memsearch.skills import list_candidates, skills_root
+        list_candidates, skills_root = _skills("list_candidates", "skills_root")
 
         root = skills_root(maintenance_root(scope))
         return tuple(_candidate(root, meta) for meta in list_candidates(maintenance_root(scope)))
@@ -99,8 +99,7 @@ class MemoryToSkill:
     def pimem_install_skill_candidate(
         self, scope: Scope, name: str, destination: Path
     ) -> tuple[Path, ...]:
-        from memsearch.skills import install
-
+        (install,) = _skills("install")
         try:
             written = install(
                 name,
@@ -111,6 +110,18 @@ class MemoryToSkill:
         except ValueError as error:
             raise StoreError(f"{error}; `pimem skills list` shows the candidates") from None
         return tuple(Path(path) for path in written)
+
+
+def _skills(*names: str) -> tuple[Any, ...]:
+    """Functions of ``memsearch.skills``; a missing memsearch is a user-facing error."""
+    try:
+        from memsearch import skills
+    except ImportError as error:
+        raise PimemError(
+            f"skill candidates need memsearch, which cannot be imported here ({error}); "
+            'install it in pimem\'s environment: pip install "memsearch[onnx]"'
+        ) from None
+    return tuple(getattr(skills, name) for name in names)
 
 
 def _candidate(root: Path, meta: Mapping[str, Any]) -> SkillCandidate:
