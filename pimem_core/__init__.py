@@ -4,9 +4,33 @@
 settings, the typed facade and the CLI); ``pimem_plugins`` implements it.
 """
 
-from pimem_core.api import Pimem
-from pimem_core.errors import PimemError
-from pimem_core.hookspecs import hookimpl
-from pimem_core.settings import Settings
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pimem_core.api import Pimem
+    from pimem_core.errors import PimemError
+    from pimem_core.hookspecs import hookimpl
+    from pimem_core.settings import Settings
 
 __all__ = ["Pimem", "PimemError", "Settings", "hookimpl"]
+
+_HOMES = {
+    "Pimem": "pimem_core.api",
+    "PimemError": "pimem_core.errors",
+    "Settings": "pimem_core.settings",
+    "hookimpl": "pimem_core.hookspecs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The package's names, imported on first use: importing a light module of the package
+    (``pimem_core.launcher``) must not import all of pimem."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'pimem_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

@@ -7,8 +7,9 @@ the same shapes; ids of pimem's requests are strings starting with ``pimem-``. A
 not a request gets an error reply and the server keeps serving. End of stdin ends the server,
 after the session's shutdown.
 
-The first line the server writes is ``{"event": "ready", ...}``; it comes before memsearch is
-imported, so the host is never kept waiting by start-up.
+The first line the server writes is ``{"event": "ready", ...}``; ``pimem serve`` writes it
+before importing any of pimem (:mod:`pimem_core.launcher`), so the host is never kept waiting by
+start-up.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
+from pimem_core import launcher
 from pimem_core.api import Pimem
 from pimem_core.errors import PimemError
 from pimem_core.host_model import ModelRef, model_ref_from_json, resolve_capture_model
@@ -182,7 +184,8 @@ class Server:
     # -- the wire -----------------------------------------------------------------------
 
     def serve(self) -> None:
-        self._send({"event": "ready", "methods": sorted(self._methods)})
+        if not launcher.announced():  # `pimem serve` said it is ready before importing pimem
+            self._send({"event": "ready", "methods": sorted(self._methods)})
         for line in iter(self._reader.readline, ""):
             self._receive(line)
         self._pool.shutdown(wait=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pimem_core import hookimpl
+from pimem_core import hookimpl, launcher
 from pimem_core.serve import Server
 from pimem_core.session import SessionInfo
 from pimem_core.types import BackendCall, Scope, SearchHit, SearchQuery
@@ -113,6 +113,32 @@ def settle_one_exchange(bridge: Bridge) -> None:
 def test_the_bridge_says_it_is_ready_first(bridge: Bridge) -> None:
     assert bridge.ready["event"] == "ready"
     assert "memory.search" in bridge.ready["methods"]
+    # Once: the next line is the answer to the first request.
+    assert bridge.call("ping") == {"id": 1, "result": {"pong": True}}
+
+
+def test_the_ready_line_comes_before_any_of_pimem_is_imported() -> None:
+    """The host waits for it: importing pimem and its plugins comes after."""
+    probe = (
+        "import json, sys\n"
+        "from pimem_core import launcher\n"
+        "launcher.announce_ready(sys.stdout)\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pimem_core', 'pimem_plugins', 'memsearch', 'pluggy', 'attrs'))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    ready, imported = done.stdout.splitlines()
+    assert json.loads(ready)["event"] == "ready"
+    assert json.loads(imported) == ["pimem_core", "pimem_core.launcher"]
+
+
+def test_the_early_ready_line_lists_exactly_the_methods_served() -> None:
+    out = io.StringIO()
+    Server(make_pimem(), io.StringIO(""), out).serve()
+    served = out.getvalue().splitlines()[0]
+    assert served == launcher.ready_line(), "a new method belongs in launcher.SERVE_METHODS too"
 
 
 def test_a_session_writes_snapshots_and_captures_through_the_hosts_model(
