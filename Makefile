@@ -55,7 +55,7 @@ $(BENCH_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
 	touch $@
 
-bench: $(BENCH_STAMP) model  ## latency against the memsearch CLI, into docs/benchmarks.md (~25 min on 2 CPUs)
+bench: $(BENCH_STAMP) model node  ## search, capture, pi adapter and auto-context latency, into docs/benchmarks.md (~30 min on 2 CPUs)
 	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:

@@ -1,7 +1,9 @@
 """``python -m bench [--quick] [--out DIR] [--workdir DIR] [--report-only]``.
 
-Measures, writes ``OUT/latency.json`` with plots and a report beside it, and (for a full run)
-publishes them as ``docs/benchmarks.md`` with ``docs/benchmarks/``.
+Measures search and append latency against the memsearch CLI, capture's cost to the host, the
+pi adapter inside the real pi process (both pi lines) and auto-context (latency and relevance);
+writes ``OUT/latency.json`` with plots and a report beside it, and (for a full run) publishes
+them as ``docs/benchmarks.md`` with ``docs/benchmarks/``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ DOCS = ROOT / "docs"
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
-        "--quick", action="store_true", help="2,000 chunks only, fewer samples (a few minutes)"
+        "--quick",
+        action="store_true",
+        help="2,000 chunks only, fewer samples (under five minutes with kept stores)",
     )
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help=f"results directory (default {DEFAULT_OUT})"
@@ -54,7 +58,7 @@ def _log(message: str) -> None:
 
 
 def _measure(args: argparse.Namespace) -> dict[str, object]:
-    from bench import capture, latency
+    from bench import auto_context_run, capture, latency, pi_latency
     from bench.report import machine
     from pimem_core.offline_model import default_build_dir, install_offline_model
 
@@ -66,13 +70,24 @@ def _measure(args: argparse.Namespace) -> dict[str, object]:
     # huggingface_hub reads these once, at import: set before anything imports memsearch.
     os.environ.update(model.environment())
     plan = latency.QUICK if args.quick else latency.FULL
+    ac_plan = auto_context_run.AC_QUICK if args.quick else auto_context_run.AC_FULL
+    pi_plan = pi_latency.PI_QUICK if args.quick else pi_latency.PI_FULL
     started_at = datetime.now().astimezone().isoformat(timespec="seconds")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="pimem-bench-") as scratch:
         workdir = args.workdir.absolute() if args.workdir else Path(scratch)
         results = latency.run_plan(plan, workdir, model, _log)
+        # On the stores the latency benchmark left, released and restored to the corpus.
+        auto_context = auto_context_run.run_auto_context(
+            ac_plan, plan.sizes, plan.seed, workdir, model, _log
+        )
+        pi = pi_latency.run_pi(pi_plan, workdir, model, _log)
     results["capture"] = capture.measure_settled(50 if args.quick else 200, _log)
     results["targets"].append(capture.target(results["capture"]))
+    results["pi"] = pi
+    results["targets"] += pi["targets"]
+    results["auto_context"] = auto_context
+    results["targets"] += auto_context["targets"]
     results["meta"] = {
         "command": shlex.join(["python", "-m", "bench", *sys.argv[1:]]),
         "started_at": started_at,

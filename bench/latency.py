@@ -215,22 +215,35 @@ def _identity(store: Store, model: OfflineModel) -> dict[str, object]:
     }
 
 
+def _write_project(store: Store, corpus: Corpus, model: OfflineModel) -> None:
+    """The project's day files, its ``.git`` and the memsearch home, where they differ from what
+    *corpus* and *model* make: all of it is deterministic, so a kept store whose project lost
+    its files gets them back without indexing again."""
+    (store.project / ".git").mkdir(parents=True, exist_ok=True)
+    store.memory_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in corpus.day_files().items():
+        path = store.memory_dir / name
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+    config = store.home / ".memsearch" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        f'[embedding]\nprovider = "{model.provider}"\nmodel = "{model.model}"\n\n'
+        f'[milvus]\nuri = "{store.database}"\n'
+    )
+
+
 def prepare_store(root: Path, corpus: Corpus, model: OfflineModel) -> tuple[Store, bool]:
     """The store for *corpus* under *root*; ``True`` when a kept, already indexed one was found."""
     store = Store(root=root, size=len(corpus.entries), seed=corpus.seed, digest=corpus.digest())
     if store.marker.is_file():
         recorded = json.loads(store.marker.read_text())
         if recorded.get("identity") == _identity(store, model):
+            _write_project(store, corpus, model)
             return store, True
     if root.exists():
         shutil.rmtree(root)
-    (store.project / ".git").mkdir(parents=True)
-    corpus.write(store.memory_dir)
-    (store.home / ".memsearch").mkdir(parents=True)
-    (store.home / ".memsearch" / "config.toml").write_text(
-        f'[embedding]\nprovider = "{model.provider}"\nmodel = "{model.model}"\n\n'
-        f'[milvus]\nuri = "{store.database}"\n'
-    )
+    _write_project(store, corpus, model)
     return store, False
 
 

@@ -36,7 +36,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 ADAPTER_DIR = REPO_ROOT / "adapters" / "pi"
 MODEL = "fake/fake-model"
 API_KEY = "fake-key"
-#: A runaway tool loop ends here instead of at the test's timeout.
+#: A runaway tool loop ends here instead of at the test's timeout (a benchmark sets its own).
 MAX_REQUESTS = 60
 
 
@@ -300,8 +300,9 @@ class ModelServer:
     in ``failures``, as does anything but ``POST /v1/chat/completions``: tests assert it empty.
     """
 
-    def __init__(self, rules: Sequence[Rule] = ()) -> None:
+    def __init__(self, rules: Sequence[Rule] = (), *, max_requests: int = MAX_REQUESTS) -> None:
         self.rules: list[Rule] = list(rules)
+        self.max_requests = max_requests
         self.requests: list[ChatRequest] = []
         self.failures: list[str] = []
         self._lock = threading.Lock()
@@ -350,8 +351,8 @@ class ModelServer:
                 return 404, b"{}"
             request = ChatRequest(index=index, path=path, body=json.loads(raw))
             self.requests.append(request)
-            if index >= MAX_REQUESTS:
-                self.failures.append(f"more than {MAX_REQUESTS} requests")
+            if index >= self.max_requests:
+                self.failures.append(f"more than {self.max_requests} requests")
                 return 200, stream(Text("too many requests"), index)
             rule = next((rule for rule in self.rules if rule.matches(request)), None)
             if rule is None:

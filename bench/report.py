@@ -76,7 +76,12 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 
 def _measured(check: Mapping[str, Any]) -> str:
     value = float(check["measured"])
-    return f"{value:.0f}x" if check["unit"] == "x" else _time(value)
+    text = {
+        "x": f"{value:.0f}x",
+        "share": f"{value:.1%}" if 0 < value < 1 else f"{value:.0%}",
+        "MB": f"{value:.0f} MB",
+    }.get(check["unit"]) or _time(value)
+    return f"{text} ({check['detail']})" if check.get("detail") else text
 
 
 # -- plots -------------------------------------------------------------------------------------
@@ -222,12 +227,134 @@ def plot_breakdown(summary: Mapping[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+PI_PLOT = "pi-latency.png"
+AUTO_CONTEXT_PLOT = "auto-context-latency.png"
+RELEVANCE_PLOT = "auto-context-relevance.png"
+SERIES_COLORS = ("#7fb8e0", "#2b7bba", "#d9822b", "#999999")
+#: The pi adapter's steps as the report names them: (key in a line's summary, label, target).
+PI_STEPS = (
+    ("before_agent_start", "before_agent_start\n(after the first prompt)", 10.0),
+    ("startup_window", "before_agent_start\n(bridge starting up)", None),
+    ("first_prompts", "first prompt\n(waits for the bridge)", None),
+    ("agent_settled", "agent_settled\nhandler", 10.0),
+    ("bridge_ready", "bridge ready\nafter spawn", 300.0),
+)
+
+
+def plot_pi(lines: Sequence[Mapping[str, Any]], path: Path) -> None:
+    """Per step, one bar per pi line at p50 with a whisker to p95 (log scale)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    width = 0.8 / max(1, len(lines))
+    for number, line in enumerate(lines):
+        steps = [(x, line[key]) for x, (key, _, _) in enumerate(PI_STEPS) if line[key]]
+        xs = [x + (number - (len(lines) - 1) / 2) * width for x, _ in steps]
+        # A log scale has no zero: the fastest steps take microseconds.
+        p50 = [max(stats["p50"], 0.01) for _, stats in steps]
+        p95 = [max(stats["p95"], 0.01) for _, stats in steps]
+        color = SERIES_COLORS[number % len(SERIES_COLORS)]
+        ax.bar(xs, p50, width * 0.92, color=color, label=f"pi {line['pi']} (Node {line['node']})")
+        ax.vlines(xs, p50, p95, color="black", linewidth=1)
+        ax.scatter(xs, p95, marker="_", color="black", s=60, zorder=3)
+    for x, (_, _, target) in enumerate(PI_STEPS):
+        if target is not None:
+            ax.hlines(target, x - 0.45, x + 0.45, colors="red", linestyles="dashed")
+    ax.plot([], [], color="red", linestyle="dashed", label="target")
+    ax.set_xticks(range(len(PI_STEPS)), [label for _, label, _ in PI_STEPS], fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylim(bottom=0.01)
+    ax.set_ylabel("milliseconds (bar p50, whisker p95; log)")
+    ax.set_title("The pi adapter inside the real pi process")
+    ax.grid(axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _distribution(ax: Any, samples: Sequence[float], **style: Any) -> None:
+    ordered = sorted(samples)
+    shares = [(n + 1) / len(ordered) for n in range(len(ordered))]
+    ax.step(ordered, shares, where="post", **style)
+
+
+def plot_auto_context(auto_context: Mapping[str, Any], path: Path) -> None:
+    """Each size's latencies as a distribution: prompts back to back, and spaced out."""
+    from bench.auto_context import HOST_CAP_MS, TARGET_P95_MS
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for number, run in enumerate(auto_context["runs"]):
+        color = SERIES_COLORS[(number + 1) % len(SERIES_COLORS)]
+        chunks = _count(run["chunks"])
+        _distribution(ax, run["warm"]["samples_ms"], color=color, label=f"{chunks}, back to back")
+        spaced = f"{chunks}, {run['spaced']['pause_s']:g} s apart"
+        _distribution(ax, run["spaced"]["samples_ms"], color=color, linestyle=":", label=spaced)
+        target = TARGET_P95_MS.get(run["chunks"])
+        if target is not None:
+            ax.axvline(target, color=color, linestyle="--", linewidth=0.8)
+    ax.axvline(HOST_CAP_MS, color="red", linestyle="dashed", label="the host's 300 ms cap")
+    ax.axhline(0.95, color="grey", linewidth=0.6)
+    ax.set_xscale("log")
+    ax.set_xlabel("milliseconds from the host's call to the answer (log; thin dashes: p95 target)")
+    ax.set_ylabel("share of prompts answered within")
+    ax.set_title("Auto-context: per-prompt latency through the bridge")
+    ax.grid(which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _relevance_panel(ax: Any, size: Mapping[str, Any]) -> None:
+    relevance = size["relevance"]
+    curve, fused = relevance["curve"], relevance["rank_fusion_floor"]
+    floors = [point["floor"] for point in curve]
+    irrelevant = [point["irrelevant_injection_rate"] for point in curve]
+    served = [p["answerable_prompts_served"] / p["answerable_prompts"] for p in curve]
+    ax.plot(floors, irrelevant, "o-", color="#d9822b", label="no-answer prompts injected")
+    ax.plot(floors, served, "s-", color="#2b7bba", label="answerable prompts served")
+    fused_served = fused["answerable_prompts_served"] / fused["answerable_prompts"]
+    ax.axhline(fused["irrelevant_injection_rate"], color="#d9822b", linestyle=":",
+               label="rank fusion >= 0.5: no-answer injected")  # fmt: skip
+    ax.axhline(fused_served, color="#2b7bba", linestyle=":", label="rank fusion >= 0.5: served")
+    ax.axvline(relevance["similarity_floor"]["floor"], color="grey", linestyle="--",
+               label="default similarity floor")  # fmt: skip
+    ax.set_title(f"{_count(size['chunks'])} chunks, {relevance['prompts']} labelled prompts")
+    ax.set_xlabel("cosine similarity floor")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+
+
+def plot_relevance(auto_context: Mapping[str, Any], path: Path) -> None:
+    """Per size, the similarity floor's trade-off against the rank-fusion floor's point."""
+    plt = _pyplot()
+    sizes = auto_context["summary"]
+    fig, axes = plt.subplots(1, len(sizes), figsize=(5.5 * len(sizes), 4.4), squeeze=False)
+    for ax, size in zip(axes[0], sizes, strict=True):
+        _relevance_panel(ax, size)
+    axes[0][0].set_ylabel("share of prompts")
+    axes[0][-1].legend(fontsize=7, loc="center right")
+    fig.suptitle("Auto-context relevance: what each filter lets through")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def write_plots(results: Mapping[str, Any], directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     summary = results["summary"]
     plot_search(summary, directory / SEARCH_PLOT)
     plot_append(summary, directory / APPEND_PLOT)
     plot_breakdown(summary, directory / BREAKDOWN_PLOT)
+    # Results recorded before these measurements existed have neither.
+    pi = results.get("pi")
+    if pi and pi["summary"]:
+        plot_pi(pi["summary"], directory / PI_PLOT)
+    auto_context = results.get("auto_context")
+    if auto_context:
+        plot_auto_context(auto_context, directory / AUTO_CONTEXT_PLOT)
+        plot_relevance(auto_context, directory / RELEVANCE_PLOT)
 
 
 # -- markdown ----------------------------------------------------------------------------------
@@ -492,6 +619,232 @@ call) and the append run on the capture thread, one exchange after another.
 """
 
 
+def _stats_row(label: str, stats: Mapping[str, float]) -> tuple[str, ...]:
+    if not stats:
+        return (label, "-", "-", "-", "0")
+    return (label, _time(stats["p50"]), _time(stats["p95"]), _time(stats["max"]), str(stats["n"]))
+
+
+def _pi_rows(line: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    name = f"{line['pi']} (Node {line['node']})"
+    steps = (
+        ("before_agent_start, after the first prompt", line["before_agent_start"]),
+        ("before_agent_start, prompts while the bridge starts up", line["startup_window"]),
+        ("first prompt of a session (bridge start included)", line["first_prompts"]),
+        ("agent_settled handler", line["agent_settled"]),
+        ("bridge ready, after spawn", line["bridge_ready"]),
+    )
+    return [
+        (name, *_stats_row(label, stats))
+        if stats or label != "agent_settled handler"
+        else (name, label, "no such event in pi 0.73", "", "", "")
+        for label, stats in steps
+    ]
+
+
+def _pi_notes(lines: Sequence[Mapping[str, Any]]) -> list[str]:
+    notes = []
+    for line in lines:
+        first, ready = line["first_prompts"], line["bridge_ready"]
+        notes.append(
+            f"pi {line['pi']}: the first prompt of a session waited {_time(first['p50'])} at "
+            f"p50 ({_time(first['max'])} at most, {first['n']} sessions) for the bridge to "
+            "start and answer `session.start`; the adapter lets it wait up to 3 s, later "
+            "prompts at most 300 ms. The bridge says it is ready before it imports pimem: "
+            f"{_time(ready['p50'])} after the spawn at p50. After the first prompt the bridge "
+            f"took {line['idle_wait_s']:.0f} s to become idle (the catch-up index, the first "
+            "capture and its index)."
+        )
+    contention = max(line["contention"] for line in lines)
+    if contention > CONTENTION_WARNING:
+        notes.append(
+            f"**Caution:** other processes took up to {contention:.0%} of the CPUs while pi was "
+            "measured: every wake-up of pi and of the bridge may have waited for a CPU."
+        )
+    return notes
+
+
+def _pi_section(results: Mapping[str, Any], plots: str) -> str:
+    pi = results.get("pi")
+    if not pi:
+        return ""
+    lines = pi["summary"]
+    skipped = "".join(
+        f"\n\npi {name} was not measured: {reason}." for name, reason in pi["skipped"].items()
+    )
+    if not lines:
+        return f"\n## The pi adapter, in the real pi process{skipped}\n"
+    table = _table(
+        ("pi", "Step", "p50", "p95", "max", "n"),
+        [row for line in lines for row in _pi_rows(line)],
+    )
+    plan = pi["plan"]
+    notes = "\n".join(f"- {note}" for note in _pi_notes(lines))
+    return f"""
+## The pi adapter, in the real pi process
+
+The real pi CLI of each line, with the adapter loaded and its timing switch on
+(`PIMEM_PI_TIMINGS`), in a project whose memory holds {_count(plan["store_entries"])} indexed
+entries, against a scripted model on 127.0.0.1 that answers at once; auto-context off, capture
+on. Per line: one RPC session of {plan["prompts"]} prompts, which waits after the first prompt
+until its bridge is idle (a user's second prompt comes after the agent's first answer); one of
+{plan["startup_prompts"]} prompts sent back to back from the start; and {plan["print_runs"]}
+runs of `pi -p`, each with a bridge of its own.
+
+![The pi adapter]({plots}/{PI_PLOT})
+
+{table}{skipped}
+
+{notes}
+"""
+
+
+def _latency_row(size: Mapping[str, Any], kind: str, prompts: str) -> tuple[str, ...]:
+    stats = size[kind]
+    within, skipped = (
+        (size["within_cap"], size["skipped"])
+        if kind == "warm"
+        else (size["spaced_within_cap"], size["spaced_skipped"])
+    )
+    return (
+        _count(size["chunks"]),
+        prompts,
+        _time(stats["p50"]),
+        _time(stats["p95"]),
+        _time(stats["max"]),
+        f"{within:.1%}",
+        str(skipped),
+    )
+
+
+def _auto_context_latency_table(sizes: Sequence[Mapping[str, Any]], pause: float) -> str:
+    rows = [_latency_row(s, "warm", f"{s['warm']['n']}, back to back") for s in sizes]
+    rows += [_latency_row(s, "spaced", f"{s['spaced']['n']}, {pause:g} s apart") for s in sizes]
+    return _table(
+        ("Chunks", "Prompts", "p50", "p95", "max", "within 300 ms", "answered without a search"),
+        rows,
+    )
+
+
+def _bridge_memory_table(sizes: Sequence[Mapping[str, Any]]) -> str:
+    return _table(
+        ("Chunks", "warm after", "idle after", "RSS warm", "RSS after the prompts", "peak RSS"),
+        [
+            (
+                _count(size["chunks"]),
+                f"{size['warm_after_s']:.1f} s",
+                f"{size['idle_after_s']:.1f} s",
+                f"{size['rss_warm_mb']:.0f} MB",
+                f"{size['rss_mb']:.0f} MB",
+                f"{size['peak_rss_mb']:.0f} MB",
+            )
+            for size in sizes
+        ],
+    )
+
+
+def _relevance_table(sizes: Sequence[Mapping[str, Any]]) -> str:
+    rows = []
+    for size in sizes:
+        relevance = size["relevance"]
+        default = f"similarity >= {relevance['similarity_floor']['floor']:g} (default)"
+        for label, result in (
+            ("rank fusion score >= 0.5", relevance["rank_fusion_floor"]),
+            (default, relevance["similarity_floor"]),
+        ):
+            rows.append(
+                (
+                    _count(size["chunks"]),
+                    label,
+                    f"{result['no_answer_prompts_injected']} of {result['no_answer_prompts']} "
+                    f"({result['irrelevant_injection_rate']:.0%})",
+                    f"{result['answerable_prompts_served']} of {result['answerable_prompts']}",
+                    str(result["chunks_injected"]),
+                    str(result["irrelevant_chunks"]),
+                )
+            )
+    return _table(
+        (
+            "Chunks",
+            "Filter",
+            "prompts with no relevant memory given an injection",
+            "answerable prompts given their entry",
+            "chunks injected",
+            "of them not the prompt's entry",
+        ),
+        rows,
+    )
+
+
+def _auto_context_notes(sizes: Sequence[Mapping[str, Any]]) -> list[str]:
+    notes = []
+    for size in sizes:
+        warm, spaced = size["warm"], size["spaced"]
+        notes.append(
+            f"At {_count(size['chunks'])} chunks, prompts back to back take "
+            f"{_time(warm['p50'])} at p50 and {_time(warm['p95'])} at p95. Prompts further "
+            "apart than the database's linger (`PIMEM_DB_LINGER_MS`, 1 s by default), as a "
+            f"real session's prompts are, take {_time(spaced['p50'])} at p50 and "
+            f"{_time(spaced['p95'])} at p95: each opens Milvus Lite again."
+        )
+        if size["skipped"]:
+            notes.append(
+                f"**Caution:** at {_count(size['chunks'])} chunks, {size['skipped']} timed "
+                "prompts were answered without a search (the deadline, or the backend busy)."
+            )
+    for size in sizes:
+        relevance = size["relevance"]
+        similar = relevance["similarity_floor"]
+        reachable = max(point["answerable_prompts_served"] for point in relevance["curve"])
+        notes.append(
+            f"At {_count(size['chunks'])} chunks, {reachable} of {similar['answerable_prompts']} "
+            "answerable prompts have their entry among auto-context's 3 hits at the lowest "
+            f"floor tried; the default floor keeps {similar['answerable_prompts_served']} of "
+            "them. The rest is the search's recall on a corpus of look-alike entries, which no "
+            "filter after it can win back."
+        )
+    return notes
+
+
+def _auto_context_section(results: Mapping[str, Any], plots: str) -> str:
+    auto_context = results.get("auto_context")
+    if not auto_context:
+        return ""
+    sizes, plan = auto_context["summary"], auto_context["plan"]
+    notes = "\n".join(f"- {note}" for note in _auto_context_notes(sizes))
+    return f"""
+## Auto-context
+
+`pimem serve` with `PI_MEMSEARCH_AUTO_CONTEXT=on` on each store, driven as an adapter drives
+it: each `session.before_prompt` is timed from the request to the answer that carries the
+injection (or none), which is what the host waits for. The prompts start once auto-context
+reports its embedder warm and a first search has opened the database ({plan["warmup"]} more
+prompts untimed); half of them are answered by an entry, half are about nothing in memory.
+
+![Auto-context latency]({plots}/{AUTO_CONTEXT_PLOT})
+
+{_auto_context_latency_table(sizes, plan["pause_s"])}
+
+The bridge from its spawn (warm: the embedder loaded; idle: the start-up catch-up index done
+and the database open):
+
+{_bridge_memory_table(sizes)}
+
+### Relevance
+
+{sizes[0]["relevance"]["prompts"]} labelled prompts: half ask about one entry of the store
+(its bullets are the answer), half about subjects the store never mentions. Each filter
+decides on the same 3 hits of auto-context's search: memsearch's rank-fusion score `>= 0.5`
+(the original floor), or the cosine similarity between the prompt and the chunk.
+
+![Auto-context relevance]({plots}/{RELEVANCE_PLOT})
+
+{_relevance_table(sizes)}
+
+{notes}
+"""
+
+
 def render_markdown(results: Mapping[str, Any], plots: str) -> str:
     """The report; *plots* is the plots' directory relative to the report."""
     meta, summary, plan = results["meta"], results["summary"], results["plan"]
@@ -501,8 +854,10 @@ def render_markdown(results: Mapping[str, Any], plots: str) -> str:
     return f"""# Benchmarks
 
 Warm L1 search and append-to-searchable latency of pimem's in-process memsearch engine, side by
-side with the `memsearch` CLI on the same store in the same run. Generated by `python -m bench`
-from [the raw results]({plots}/latency.json); do not edit by hand.
+side with the `memsearch` CLI on the same store in the same run; what the pi adapter costs inside
+the real pi process; auto-context's latency and what its relevance filter lets through.
+Generated by `python -m bench` from [the raw results]({plots}/latency.json); do not edit by
+hand.
 
 ## This run
 
@@ -510,8 +865,8 @@ A {kind} started {meta["started_at"]}, taking {meta["duration_s"] / 60:.1f} minu
 {sizes} chunks:
 
 ```sh
-make bench                      # = .venv/bin/python -m bench (after `make model`)
-make bench BENCH_ARGS=--quick   # 2,000 chunks only, fewer samples: a few minutes
+make bench                      # = .venv/bin/python -m bench, after `make model` and `make node`
+make bench BENCH_ARGS=--quick   # 2,000 chunks only, fewer samples: under five minutes
 ```
 
 Recorded command: `{meta["command"]}`. Share of the CPUs other processes took while it
@@ -547,8 +902,8 @@ returns it; pimem's engine is warm (a search was just made).
 ## Indexing and memory
 
 {_resources_section(results)}
-{_capture_section(results)}
-## Notes
+{_capture_section(results)}{_pi_section(results, plots)}{_auto_context_section(results, plots)}
+## Notes on search
 
 {notes}
 
@@ -581,6 +936,15 @@ returns it; pimem's engine is warm (a search was just made).
   word, which must be among the hits. The CLI ({plan["cli_appends"]} times each):
   `memsearch index DAY_FILE -c COLLECTION` or `memsearch index MEMORY_DIR -c COLLECTION`, then
   `memsearch search`.
+- **pi** (`bench/pi_latency.py`): pi's own CLI (`node cli.js -e adapters/pi --mode rpc` or
+  `-p`) with `PIMEM_BIN` pointing at this checkout's `pimem`, an isolated `HOME` (memsearch
+  configuration, Milvus Lite database) and agent directory, the offline model, `PI_OFFLINE=1`;
+  the adapter times its handlers with `performance.now()` and appends them to the file named
+  by `PIMEM_PI_TIMINGS`. The bridge counts as idle once its CPU time stood still for 1.5 s.
+- **Auto-context** (`bench/auto_context.py`): latency through a `pimem serve` child on each
+  store, the same process an adapter starts, capture off; relevance in this process with the
+  engine's `recall` (hybrid search plus each hit's cosine similarity to the prompt) on the
+  backend queue, as auto-context calls it.
 - Times are `time.perf_counter()` around each call; p95 interpolates between the closest
   ranks. RSS comes from `/proc/self/status` and `getrusage`: the peak includes indexing.
 """

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
 from memsearch.chunker import chunk_markdown
 
 from bench.corpus import generate_corpus
-from bench.latency import summarize
+from bench.latency import _identity, prepare_store, summarize
+from pimem_core.offline_model import OfflineModel
 from pimem_plugins.day_file import list_entries
 
 
@@ -47,3 +50,23 @@ def test_summary_interpolates_the_95th_percentile() -> None:
     assert stats["p50"] == 50.5
     assert stats["p95"] == pytest.approx(95.05)
     assert (stats["min"], stats["max"], stats["n"]) == (1.0, 100.0, 100)
+
+
+def test_a_kept_store_gets_its_project_files_back_without_indexing(tmp_path: Path) -> None:
+    corpus = generate_corpus(200)
+    model = OfflineModel(hf_home=tmp_path / "hf", provider="onnx", model="local/minilm")
+    store, reused = prepare_store(tmp_path / "store", corpus, model)
+    assert not reused
+    # What indexing leaves: a marker, and a database that must survive.
+    store.marker.write_text(json.dumps({"identity": _identity(store, model), "index": {}}))
+    store.database.mkdir()
+    shutil.rmtree(store.project)
+    store.home.joinpath(".memsearch", "config.toml").unlink()
+
+    again, reused = prepare_store(tmp_path / "store", corpus, model)
+    assert reused
+    assert again.database.is_dir()
+    assert (again.project / ".git").is_dir()
+    written = {path.name: path.read_text() for path in again.memory_dir.iterdir()}
+    assert written == corpus.day_files()
+    assert str(again.database) in (again.home / ".memsearch" / "config.toml").read_text()

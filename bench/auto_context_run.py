@@ -1,0 +1,206 @@
+"""Auto-context on the latency benchmark's stores: latency through a real bridge, then relevance.
+
+Per store size, after the latency benchmark measured (and released) the store:
+
+1. prompts back to back through a ``pimem serve`` with auto-context on, once it is warm and idle
+   (:func:`bench.auto_context.measure_latency`): the issue's warm latency, the share within the
+   host's 300 ms wait, the bridge's resident memory;
+2. a few prompts further apart than the database's linger (``PIMEM_DB_LINGER_MS``, 1 s), as a
+   real session's prompts are: each pays for opening the database again;
+3. relevance in this process (:func:`bench.auto_context.measure_relevance`), with auto-context's
+   own search (``shared_engine().recall``) on the backend queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import latency
+from bench.auto_context import (
+    HOST_CAP_MS,
+    TARGET_P95_MS,
+    TARGET_RSS_MB,
+    TARGET_WITHIN_CAP,
+    measure_latency,
+    measure_relevance,
+    prompts_for_latency,
+)
+from bench.corpus import Corpus, generate_corpus
+from pimem_core.offline_model import OfflineModel
+
+
+@dataclass(frozen=True)
+class AutoContextPlan:
+    """How many prompts, per store size."""
+
+    prompts: int = 300
+    warmup: int = 10
+    spaced_prompts: int = 20
+    #: Longer than the database's default linger (1 s).
+    pause_s: float = 1.5
+
+
+AC_FULL = AutoContextPlan()
+AC_QUICK = AutoContextPlan(prompts=100, spaced_prompts=10)
+#: Distinct prompts before they repeat: half answerable, half not (see ``labelled_prompts``).
+DISTINCT_PROMPTS = 100
+
+
+def latency_prompts(corpus: Corpus, count: int) -> list[str]:
+    """*count* prompts, the same distinct hundred over and over: a search costs the same the
+    second time (nothing is cached)."""
+    distinct = prompts_for_latency(corpus, DISTINCT_PROMPTS)
+    return [distinct[number % len(distinct)] for number in range(count)]
+
+
+def _relevance(store: latency.Store, corpus: Corpus, model: OfflineModel) -> dict[str, Any]:
+    from pimem_core import Pimem
+    from pimem_core.backend import process_queue
+    from pimem_plugins.auto_context import TOP_K
+    from pimem_plugins.memsearch_engine import shared_engine
+
+    with latency.environment(store.environment(model)):
+        pimem = Pimem.from_env()
+        scope = pimem.resolve_scope(store.project)
+        engine = shared_engine()
+
+        def recall(text: str) -> Sequence[tuple[Any, float]]:
+            # As auto-context searches: the engine's recall, on the backend queue.
+            hits: Sequence[tuple[Any, float]] = process_queue().run(
+                "bench-relevance", lambda: engine.recall(scope, text, TOP_K)
+            )
+            return hits
+
+        try:
+            return measure_relevance(recall, corpus)
+        finally:
+            latency.release_database()  # the next bridge opens the same database
+
+
+def measure_store(
+    plan: AutoContextPlan,
+    store: latency.Store,
+    corpus: Corpus,
+    model: OfflineModel,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    env = store.environment(model)
+    size = store.size
+    log(f"{size}: auto-context, {plan.prompts} prompts back to back through a bridge")
+    prompts = latency_prompts(corpus, plan.warmup + plan.prompts)
+    warm = measure_latency(store.project, env, prompts, plan.warmup)
+    log(f"{size}: auto-context, {plan.spaced_prompts} prompts {plan.pause_s:g} s apart")
+    spaced = measure_latency(
+        store.project, env, prompts[: 2 + plan.spaced_prompts], 2, pause=plan.pause_s
+    )
+    log(f"{size}: auto-context relevance, the similarity floor against the rank-fusion floor")
+    relevance = _relevance(store, corpus, model)
+    return {"chunks": size, "warm": warm, "spaced": spaced, "relevance": relevance}
+
+
+def summarize_store(run: Mapping[str, Any]) -> dict[str, Any]:
+    warm, spaced = run["warm"], run["spaced"]
+    return {
+        "chunks": run["chunks"],
+        "warm": latency.summarize(warm["samples_ms"]),
+        "spaced": latency.summarize(spaced["samples_ms"]),
+        "within_cap": warm["within_cap"],
+        "spaced_within_cap": spaced["within_cap"],
+        "skipped": warm["skipped_budget"],
+        "spaced_skipped": spaced["skipped_budget"],
+        "injected": warm["injected"],
+        "rss_mb": warm["rss_mb"],
+        "peak_rss_mb": warm["peak_rss_mb"],
+        "rss_warm_mb": warm["rss_warm_mb"],
+        "warm_after_s": warm["warm_after_s"],
+        "idle_after_s": warm["idle_after_s"],
+        "relevance": run["relevance"],
+    }
+
+
+def targets(summaries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Issue 6's targets at each size measured."""
+    checks = []
+    for size in summaries:
+        chunks = size["chunks"]
+        if chunks in TARGET_P95_MS:
+            p95 = size["warm"]["p95"]
+            checks.append(
+                {
+                    "target": f"auto-context p95 <= {TARGET_P95_MS[chunks]:g} ms (warm)",
+                    "chunks": chunks,
+                    "measured": p95,
+                    "unit": "ms",
+                    # A prompt answered without a search is not a search's latency.
+                    "met": p95 <= TARGET_P95_MS[chunks] and size["skipped"] == 0,
+                }
+            )
+        checks.append(
+            {
+                "target": f"auto-context within the {HOST_CAP_MS:g} ms cap >= "
+                f"{TARGET_WITHIN_CAP:.0%} (warm)",
+                "chunks": chunks,
+                "measured": size["within_cap"],
+                "unit": "share",
+                "met": size["within_cap"] >= TARGET_WITHIN_CAP,
+            }
+        )
+        checks.append(
+            {
+                "target": f"bridge RSS with auto-context on <= {TARGET_RSS_MB:g} MB "
+                "(after the prompts)",
+                "chunks": chunks,
+                "measured": size["rss_mb"],
+                "unit": "MB",
+                "met": size["rss_mb"] <= TARGET_RSS_MB,
+            }
+        )
+        checks.append(relevance_target(chunks, size["relevance"]))
+    return checks
+
+
+def relevance_target(chunks: int, relevance: Mapping[str, Any]) -> dict[str, Any]:
+    """Fewer prompts with no relevant memory get an injection than with the 0.5 rank-fusion
+    floor, and no answerable prompt loses its relevant chunk."""
+    similar, fused = relevance["similarity_floor"], relevance["rank_fusion_floor"]
+    fewer = similar["irrelevant_injection_rate"] <= fused["irrelevant_injection_rate"]
+    kept = similar["answerable_prompts_served"] >= fused["answerable_prompts_served"]
+    return {
+        "target": f"similarity floor {similar['floor']:g}: irrelevant injections "
+        "vs the 0.5 rank-fusion floor, relevant ones kept",
+        "chunks": chunks,
+        "measured": similar["irrelevant_injection_rate"],
+        "unit": "share",
+        "detail": f"0.5 floor: {fused['irrelevant_injection_rate']:.0%}; answerable served "
+        f"{similar['answerable_prompts_served']} vs {fused['answerable_prompts_served']} "
+        f"of {similar['answerable_prompts']}",
+        "met": fewer and kept,
+    }
+
+
+def run_auto_context(
+    plan: AutoContextPlan,
+    sizes: Sequence[int],
+    seed: int,
+    workdir: Path,
+    model: OfflineModel,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """Every size on the store the latency benchmark left in *workdir*."""
+    runs = []
+    for size in sizes:
+        corpus = generate_corpus(size, seed=seed)
+        store, indexed = latency.prepare_store(workdir / f"store-{size}", corpus, model)
+        if not indexed:
+            raise RuntimeError(f"no indexed {size}-chunk store in {workdir}: run the latency first")
+        runs.append(measure_store(plan, store, corpus, model, log))
+    summaries = [summarize_store(run) for run in runs]
+    return {
+        "plan": asdict(plan),
+        "runs": runs,
+        "summary": summaries,
+        "targets": targets(summaries),
+    }

@@ -1,0 +1,341 @@
+"""What the pi adapter costs inside the real pi process, on both pi lines.
+
+For each pi line (0.73 on Node 20, 1.6 on Node 22), pi runs in a temporary project with a modest,
+indexed memory store and an isolated memsearch home on the offline model, against a scripted
+model server on 127.0.0.1. The adapter's timing switch (``PIMEM_PI_TIMINGS=<file>``) makes it
+append one JSON line per measured step:
+
+- ``before_agent_start``: the handler, from pi's call until its promise settles. With
+  auto-context off that is the snapshot's round trip to the bridge. The first prompt of a
+  session may also wait for the bridge to come up (the adapter's ``FIRST_PROMPT_WAIT_MS``), so
+  it is reported apart from the rest.
+- ``agent_settled``: the handler's own time; capture is queued, never awaited. pi 0.73 has no
+  such event: there capture is queued from ``agent_end``, which is not timed.
+- ``bridge_ready``: from spawning ``pimem serve`` to its ready line.
+
+Per line, with capture on as a user has it:
+
+1. one RPC session: the first prompt; then, once the bridge is idle (its start-up work, the
+   catch-up index and the first capture done: a user's second prompt comes after the agent's
+   first answer, and the scripted model answers at once), the other prompts one after another;
+2. a short RPC session whose prompts follow each other from the start, while the bridge still
+   imports memsearch and catches up its index: what prompts pay in a session's first seconds;
+3. short ``pi -p`` runs, each starting a bridge of its own: more ``bridge_ready`` samples and
+   first prompts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.corpus import generate_corpus
+from bench.latency import CpuClock, summarize
+from bench.pi_host import (
+    PI_LINES,
+    ModelServer,
+    PiLine,
+    PiWorld,
+    RpcSession,
+    Rule,
+    Text,
+    bridge_pids,
+    on_distill,
+    pimem_command,
+    write_memsearch_config,
+)
+from pimem_core.offline_model import OfflineModel
+
+#: The issue's targets, in milliseconds.
+TARGET_BEFORE_AGENT_START_P95_MS = 10.0
+TARGET_BRIDGE_READY_MS = 300.0
+TARGET_AGENT_SETTLED_P95_MS = 10.0
+#: Bridge start-up is judged on every spawn measured, not on a percentile.
+BRIDGE_READY_STAT = "max"
+STEPS = ("before_agent_start", "agent_settled", "bridge_ready")
+#: The bridge counts as idle below this many CPU ticks (of 10 ms) per quiet window.
+IDLE_TICKS = 2
+IDLE_TIMEOUT_S = 90.0
+#: pimem indexes a capture once no write came for this long (``pimem_core.indexer``).
+INDEX_DEBOUNCE_S = 5.0
+#: Variables of the caller's own memory setup: none of them may reach the measured pi.
+FOREIGN_PREFIXES = ("PIMEM_", "PI_", "MEMSEARCH_", "XDG_")
+
+
+@dataclass(frozen=True)
+class PiPlan:
+    """How much to measure, per pi line."""
+
+    prompts: int = 40
+    #: Prompts of the session that does not wait for its bridge to be idle.
+    startup_prompts: int = 6
+    print_runs: int = 10
+    store_entries: int = 300
+    seed: int = 0
+
+
+PI_FULL = PiPlan()
+PI_QUICK = PiPlan(print_runs=4)
+
+
+@dataclass(frozen=True)
+class Project:
+    """The project every pi line works in, and the environment pi runs with."""
+
+    root: Path
+    repo: Path
+    env: dict[str, str]
+    #: ``PIMEM_NOW``: the store's last day, so the snapshot holds real entries.
+    now: str
+
+
+def prepare_project(root: Path, plan: PiPlan, model: OfflineModel) -> Project:
+    """A git project with *plan*'s corpus in its memory directory, indexed once."""
+    corpus = generate_corpus(plan.store_entries, seed=plan.seed)
+    repo = root / "project"
+    (repo / ".git").mkdir(parents=True)
+    corpus.write(repo / ".memsearch" / "memory")
+    home = root / "home"
+    write_memsearch_config(
+        home, provider=model.provider, model=model.model, milvus_uri=root / "milvus.db"
+    )
+    own = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN_PREFIXES)}
+    env = {**own, "HOME": str(home), **model.environment()}
+    # Already indexed, as a project in use is: the bridge's catch-up at start finds nothing new.
+    subprocess.run(
+        [pimem_command(), "index", "--cwd", str(repo)],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    evening = datetime.combine(corpus.days[-1], datetime.min.time()) + timedelta(hours=23)
+    return Project(root=root, repo=repo, env=env, now=evening.isoformat(timespec="minutes"))
+
+
+def prompts(count: int) -> list[str]:
+    """Ordinary coding prompts; with auto-context off their words do not matter."""
+    asks = (
+        "Why does the retry loop in the sync worker give up early?",
+        "Add a test for the pagination cursor.",
+        "Rename the billing client's flush method.",
+        "What did we decide about the cache eviction policy?",
+    )
+    return [f"[{number}] {asks[number % len(asks)]}" for number in range(count)]
+
+
+def _any_prompt() -> Rule:
+    return Rule("any agent request", lambda request: not request.is_distillation, Text("Done."))
+
+
+def read_timings(path: Path) -> dict[str, list[float]]:
+    """The adapter's timing lines, per step, in the order they were written."""
+    steps: dict[str, list[float]] = {step: [] for step in STEPS}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            steps.setdefault(str(record["step"]), []).append(float(record["ms"]))
+    return steps
+
+
+def _version(line: PiLine) -> dict[str, str]:
+    package = json.loads((line.cli.parent.parent / "package.json").read_text())
+    node = subprocess.run(
+        [str(line.node), "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    return {"pi": str(package["version"]), "node": node.strip()}
+
+
+def _cpu_ticks(pid: int) -> int:
+    """User and system CPU ticks a process used so far (0 once it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def wait_until_idle(pi: RpcSession, *, at_least: float, quiet: float = 1.5) -> float:
+    """Wait until pi's bridge used (almost) no CPU for *quiet* seconds, and *at_least* seconds
+    passed: the index after a capture waits five seconds for more writes before it runs."""
+    started = time.monotonic()
+    (bridge,) = bridge_pids(pi.pid)
+    last, since = _cpu_ticks(bridge), time.monotonic()
+    while time.monotonic() - started < IDLE_TIMEOUT_S:
+        time.sleep(0.25)
+        ticks = _cpu_ticks(bridge)
+        if ticks - last > IDLE_TICKS:
+            last, since = ticks, time.monotonic()
+        elif time.monotonic() - since >= quiet and time.monotonic() - started >= at_least:
+            break
+    return time.monotonic() - started
+
+
+def _rpc_session(
+    world: PiWorld, texts: Sequence[str], timings: Path, *, idle_after_first: bool
+) -> dict[str, Any]:
+    world.env["PIMEM_PI_TIMINGS"] = str(timings)
+    started = time.perf_counter()
+    idle_wait = 0.0
+    with world.rpc() as pi:
+        for number, text in enumerate(texts):
+            pi.prompt(text, timeout=120)
+            if number == 0 and idle_after_first:
+                idle_wait = wait_until_idle(pi, at_least=INDEX_DEBOUNCE_S + 2)
+        code = pi.close(timeout=60)
+    if code != 0:
+        raise RuntimeError(f"pi {world.line.name} (rpc) exited with {code}")
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "idle_wait_s": idle_wait, **read_timings(timings)}
+
+
+def _print_run(world: PiWorld, text: str, timings: Path) -> dict[str, Any]:
+    world.env["PIMEM_PI_TIMINGS"] = str(timings)
+    run = world.run(text, timeout=120)
+    if run.code != 0:
+        raise RuntimeError(f"pi {world.line.name} -p exited with {run.code}: {run.stderr[-2000:]}")
+    return {"seconds": run.seconds, **read_timings(timings)}
+
+
+def measure_line(
+    line: PiLine, project: Project, plan: PiPlan, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """One RPC session of ``plan.prompts`` prompts, then ``plan.print_runs`` ``pi -p`` runs."""
+    texts = prompts(plan.prompts)
+    # Each prompt is one agent request and one distillation; nothing else may get through.
+    limit = 2 * (plan.prompts + plan.startup_prompts + plan.print_runs) + 10
+    with ModelServer([_any_prompt(), on_distill()], max_requests=limit) as server:
+        world = PiWorld.create(
+            line,
+            repo=project.repo,
+            agent_dir=project.root / f"agent-{line.name}",
+            server=server,
+            base_env=project.env,
+            extra_env={"PIMEM_NOW": project.now},
+        )
+        clock = CpuClock.now()
+        log(f"pi {line.name}: one RPC session of {plan.prompts} prompts, idle after the first")
+        timings = project.root / f"timings-{line.name}"
+        rpc = _rpc_session(world, texts, Path(f"{timings}-rpc.jsonl"), idle_after_first=True)
+        log(f"pi {line.name}: {plan.startup_prompts} prompts from the session's start")
+        startup = _rpc_session(
+            world,
+            texts[: plan.startup_prompts],
+            Path(f"{timings}-startup.jsonl"),
+            idle_after_first=False,
+        )
+        log(f"pi {line.name}: {plan.print_runs} runs of pi -p")
+        runs = [
+            _print_run(world, text, Path(f"{timings}-print-{n}.jsonl"))
+            for n, text in enumerate(texts[: plan.print_runs])
+        ]
+        contention = CpuClock.now().others_since(clock)
+        failures = list(server.failures)
+    if failures:
+        raise RuntimeError(f"pi {line.name}: the model server saw {failures}")
+    return {
+        "line": line.name,
+        **_version(line),
+        "settled_event": line.settled_event,
+        "rpc": rpc,
+        "startup": startup,
+        "print_runs": runs,
+        "contention": contention,
+    }
+
+
+def summarize_line(run: Mapping[str, Any]) -> dict[str, Any]:
+    """Per step: the prompts after the first of the RPC session (the targets), the prompts
+    during the start-up of the other, every session's first prompt, every bridge start."""
+    sessions = [run["rpc"], run["startup"], *run["print_runs"]]
+    before = run["rpc"]["before_agent_start"]
+    firsts = [session["before_agent_start"][0] for session in sessions]
+    return {
+        "line": run["line"],
+        "pi": run["pi"],
+        "node": run["node"],
+        "before_agent_start": summarize(before[1:]),
+        "first_prompt_ms": before[0],
+        "first_prompts": summarize(firsts),
+        "startup_window": summarize(run["startup"]["before_agent_start"][1:]),
+        "idle_wait_s": run["rpc"]["idle_wait_s"],
+        "agent_settled": summarize(run["rpc"]["agent_settled"] + run["startup"]["agent_settled"]),
+        "bridge_ready": summarize([ms for s in sessions for ms in s["bridge_ready"]]),
+        "prompts": len(before),
+        "contention": run["contention"],
+    }
+
+
+def targets(summaries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Issue 5's latency targets, per pi line measured."""
+    checks = []
+    for line in summaries:
+        name = f"pi {line['line']}"
+        before = line["before_agent_start"]["p95"]
+        checks.append(
+            _check(
+                f"{name}: before_agent_start, auto-context off, <= "
+                f"{TARGET_BEFORE_AGENT_START_P95_MS:g} ms (p95, first prompt apart)",
+                before,
+                TARGET_BEFORE_AGENT_START_P95_MS,
+            )
+        )
+        ready = line["bridge_ready"][BRIDGE_READY_STAT]
+        checks.append(
+            _check(
+                f"{name}: bridge ready <= {TARGET_BRIDGE_READY_MS:g} ms after spawn "
+                f"({BRIDGE_READY_STAT} of {line['bridge_ready']['n']} spawns)",
+                ready,
+                TARGET_BRIDGE_READY_MS,
+            )
+        )
+        if line["agent_settled"]:
+            checks.append(
+                _check(
+                    f"{name}: agent_settled handler <= {TARGET_AGENT_SETTLED_P95_MS:g} ms (p95)",
+                    line["agent_settled"]["p95"],
+                    TARGET_AGENT_SETTLED_P95_MS,
+                )
+            )
+    return checks
+
+
+def _check(target: str, measured: float, limit: float) -> dict[str, Any]:
+    met = measured <= limit
+    return {"target": target, "chunks": None, "measured": measured, "unit": "ms", "met": met}
+
+
+def run_pi(
+    plan: PiPlan, workdir: Path, model: OfflineModel, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Every pi line that is installed; a missing one is recorded with the reason."""
+    root = workdir / "pi"
+    if root.exists():
+        shutil.rmtree(root)
+    log(f"pi: a project with {plan.store_entries} entries, indexed once")
+    project = prepare_project(root, plan, model)
+    runs, skipped = [], {}
+    for name, line in sorted(PI_LINES.items()):
+        reason = line.missing()
+        if reason is not None:
+            log(f"pi {name}: not measured ({reason})")
+            skipped[name] = reason
+            continue
+        runs.append(measure_line(line, project, plan, log))
+    summaries = [summarize_line(run) for run in runs]
+    return {
+        "plan": asdict(plan),
+        "runs": runs,
+        "summary": summaries,
+        "skipped": skipped,
+        "targets": targets(summaries),
+    }
