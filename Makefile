@@ -14,7 +14,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 ADAPTER := adapters/pi
 NODE_STAMP := $(ADAPTER)/node_modules/.installed
 
-.PHONY: venv node demo test lint typecheck adapter model unit bench clean
+.PHONY: venv node demo demo-cli test lint typecheck adapter model unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,10 @@ $(NODE_STAMP): $(ADAPTER)/package-lock.json $(ADAPTER)/e2e/pi-1/package-lock.jso
 
 node: $(NODE_STAMP)
 
-demo: $(STAMP) model  ## a CLI walk-through on a temporary project
+demo: $(STAMP) model node  ## the real pi with pimem, two sessions, against a scripted local model
+	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/python scripts/pi_demo.py
+
+demo-cli: $(STAMP) model  ## a CLI walk-through on a temporary project
 	PATH="$(CURDIR)/$(BIN):$$PATH" PIMEM_HOME="$(PIMEM_HOME)" bash scripts/demo.sh
 
 lint: $(STAMP)

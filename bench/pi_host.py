@@ -17,6 +17,7 @@ offline embedding model, ``HF_HOME`` and ``HF_HUB_OFFLINE=1`` in the environment
 from __future__ import annotations
 
 import json
+import os
 import queue
 import re
 import shutil
@@ -97,6 +98,17 @@ def pimem_command() -> str:
     if found is None:
         raise RuntimeError("no pimem command: run `make venv`")
     return found
+
+
+#: Variables of the caller's own memory and pi setup: none of them may reach an isolated pi.
+FOREIGN_PREFIXES = ("PIMEM_", "PI_", "MEMSEARCH_", "XDG_")
+
+
+def isolated_environment(home: Path, extra: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment without the caller's pimem, pi, memsearch or XDG settings,
+    ``HOME`` at *home*, then *extra* (the offline model's variables, say)."""
+    own = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN_PREFIXES)}
+    return {**own, "HOME": str(home), **extra}
 
 
 def write_memsearch_config(home: Path, *, provider: str, model: str, milvus_uri: Path) -> Path:

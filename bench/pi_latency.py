@@ -27,7 +27,6 @@ Per line, with capture on as a user has it:
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -48,6 +47,7 @@ from bench.pi_host import (
     Rule,
     Text,
     bridge_pids,
+    isolated_environment,
     on_distill,
     pimem_command,
     write_memsearch_config,
@@ -66,8 +66,6 @@ IDLE_TICKS = 2
 IDLE_TIMEOUT_S = 90.0
 #: pimem indexes a capture once no write came for this long (``pimem_core.indexer``).
 INDEX_DEBOUNCE_S = 5.0
-#: Variables of the caller's own memory setup: none of them may reach the measured pi.
-FOREIGN_PREFIXES = ("PIMEM_", "PI_", "MEMSEARCH_", "XDG_")
 
 
 @dataclass(frozen=True)
@@ -107,8 +105,7 @@ def prepare_project(root: Path, plan: PiPlan, model: OfflineModel) -> Project:
     write_memsearch_config(
         home, provider=model.provider, model=model.model, milvus_uri=root / "milvus.db"
     )
-    own = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN_PREFIXES)}
-    env = {**own, "HOME": str(home), **model.environment()}
+    env = isolated_environment(home, model.environment())
     # Already indexed, as a project in use is: the bridge's catch-up at start finds nothing new.
     subprocess.run(
         [pimem_command(), "index", "--cwd", str(repo)],
