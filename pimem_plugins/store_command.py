@@ -9,7 +9,9 @@ directory, so it runs at most once per directory and mode for the life of a sess
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from pathlib import Path
 from typing import Literal
@@ -65,14 +67,7 @@ class StoreCommand:
 
     def _ask(self, mode: Mode, directory: str) -> str | None:
         try:
-            done = subprocess.run(
-                [self.command, mode],
-                cwd=directory,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=TIMEOUT_SECONDS,
-                check=False,
-            )
+            done = self._execute(mode, directory)
         except subprocess.TimeoutExpired:
             raise self._error(
                 mode,
@@ -84,6 +79,31 @@ class StoreCommand:
                 f"failed to run: {error.strerror or error}; the variable must name one "
                 "executable file (arguments are not supported: wrap them in a script)",
             ) from None
+        return self._interpret(mode, done)
+
+    def _execute(self, mode: Mode, directory: str) -> subprocess.CompletedProcess[bytes]:
+        """Run ``<cmd> <mode>`` in *directory*, in a process group of its own: at the timeout
+        the whole group is killed, so a hung command's children (a ``sleep`` in a shell script)
+        do not outlive the error."""
+        with subprocess.Popen(
+            [self.command, mode],
+            cwd=directory,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        ) as process:
+            try:
+                stdout, stderr = process.communicate(timeout=TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                raise
+        return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+    def _interpret(self, mode: Mode, done: subprocess.CompletedProcess[bytes]) -> str | None:
+        """The answer in a finished command's output, or the error it amounts to."""
         stderr = done.stderr.decode("utf-8", "replace").strip()[-1000:]
         if done.returncode < 0:
             raise self._error(mode, f"was killed by signal {-done.returncode}")
@@ -97,6 +117,11 @@ class StoreCommand:
         if "\n" in answer:
             raise self._error(
                 mode, f"printed several lines; this mode must print {_WHAT[mode]} only"
+            )
+        if any(ord(character) < 32 for character in answer):
+            # A NUL or other control character would reach every file operation on the store.
+            raise self._error(
+                mode, f"printed control characters ({answer!r}); it must print {_WHAT[mode]}"
             )
         return answer
 

@@ -413,3 +413,33 @@ def test_project_with_a_failing_command_raises(tmp_path: Path) -> None:
     (project / "memory").mkdir(parents=True)
     with pytest.raises(ScopeError, match="exited 2: broken"):
         with_command(script).resolve_project(project)
+
+
+def test_a_timed_out_command_takes_its_children_with_it(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by the reliability suite: only the shell was killed; its sleep lived on.
+    monkeypatch.setattr(store_command, "TIMEOUT_SECONDS", 1)
+    pid_file = tmp_path / "child.pid"
+    script = write_script(tmp_path / "hang.sh", f"sleep 300 &\necho $! > {pid_file}\nwait\n")
+    with pytest.raises(ScopeError, match="did not answer within 1 s"):
+        with_command(script).resolve_scope(repo)
+    child = int(pid_file.read_text())
+    try:
+        state = Path(f"/proc/{child}/stat").read_text().split(") ")[1][0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("Z", "X", "gone"), f"the store command's child {child} is still running"
+
+
+def test_an_answer_with_a_control_character_is_refused(repo: Path, tmp_path: Path) -> None:
+    # Found by the reliability suite: a NUL reached the store path and every file operation.
+    script = write_script(
+        tmp_path / "nul.sh",
+        'case "$1" in\n'
+        "  memory-dir) printf '/central/a\\000b' ;;\n"
+        "  collection) echo ms_x_12345678 ;;\n"
+        "esac\n",
+    )
+    with pytest.raises(ScopeError, match="control characters"):
+        with_command(script).resolve_scope(repo)
