@@ -32,7 +32,7 @@ def parse_index_state(text: str) -> IndexState:
     """Parse a schema-1 state file; raise :class:`IndexStateError` on any other shape."""
     try:
         state = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # junk, or nesting too deep for the parser
         raise _drifted("not valid JSON") from None
     if not isinstance(state, dict):
         raise _drifted("the state is not a JSON object")

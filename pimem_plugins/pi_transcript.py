@@ -64,10 +64,11 @@ def _read_lines(path: Path) -> list[str]:
 
 
 def _json_object(line: str) -> JsonObject | None:
-    """The line as a JSON object, or ``None`` for anything else (junk, a partial write)."""
+    """The line as a JSON object, or ``None`` for anything else (junk, a partial write, nesting
+    too deep for the parser)."""
     try:
         value = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
@@ -242,7 +243,7 @@ def _local_time(entry: _Entry) -> str | None:
     if isinstance(stamp, str):
         try:
             return datetime.fromisoformat(stamp).astimezone().strftime("%H:%M")
-        except ValueError:
+        except (ValueError, OverflowError):  # not a date, or out of range once made local
             pass
     millis = _message(entry).get("timestamp")
     if isinstance(millis, int | float) and not isinstance(millis, bool):

@@ -358,3 +358,10 @@ def test_parse_drift_errors(text: str, detail: str) -> None:
         parse_index_state(text)
     assert "drifted" in str(caught.value)
     assert detail in str(caught.value)
+
+
+def test_nesting_too_deep_for_the_parser_is_drifted_not_a_crash() -> None:
+    # Found by the reliability suite: json.loads raises RecursionError, not ValueError, here.
+    with pytest.raises(IndexStateError) as caught:
+        parse_index_state("[" * 100_000)
+    assert "not valid JSON" in str(caught.value)

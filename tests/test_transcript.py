@@ -528,3 +528,21 @@ def test_the_facade_reads_the_branch(tmp_path: Path) -> None:
         "live sibling question",
         "live sibling answer",
     ]
+
+
+def test_a_line_nested_too_deep_to_parse_is_junk_like_any_other(tmp_path: Path) -> None:
+    # Found by the reliability suite: the JSON parser raises RecursionError on such a line.
+    path = session_file(
+        tmp_path / "s.jsonl",
+        [user("a1", None, 1, "question"), "[" * 100_000, assistant("b1", "a1", 2, "answer")],
+    )
+    assert [entry.id for entry in read_pi_branch(path) or ()] == ["a1", "b1"]
+    assert [turn.body for turn in read(path).turns] == ["question", "answer"]
+
+
+def test_a_timestamp_out_of_range_once_made_local_has_no_time(tmp_path: Path) -> None:
+    # Found by the reliability suite: astimezone() raises OverflowError at the edge of year 1.
+    line = {**user("a1", None, 1, "question"), "timestamp": "0001-01-01T00:00:00+14:00"}
+    line["message"] = {"role": "user", "content": "question"}
+    path = session_file(tmp_path / "s.jsonl", [line])
+    assert [turn.time for turn in read(path).turns] == ["--:--"]
