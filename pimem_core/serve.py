@@ -99,6 +99,13 @@ class Params:
             raise RequestError(f'"{name}" must be a string')
         return value
 
+    def path(self, name: str) -> Path:
+        return _path(name, self.text(name))
+
+    def optional_path(self, name: str) -> Path | None:
+        value = self.optional_text(name)
+        return None if value is None else _path(name, value)
+
     def number(self, name: str, default: int, *, minimum: int) -> int:
         value = self._raw.get(name, default)
         if value is None:
@@ -149,6 +156,13 @@ class Params:
             raise RequestError(f'"branch" entries need an "id" and text fields ({error})') from None
 
 
+def _path(name: str, value: str) -> Path:
+    # The operating system refuses a NUL in a path with a ValueError: a wrong request, not a bug.
+    if "\x00" in value:
+        raise RequestError(f'"{name}" must be a path, without NUL characters')
+    return Path(value)
+
+
 class Server:
     """Serves one host session over a pair of streams."""
 
@@ -194,6 +208,11 @@ class Server:
 
     def _send(self, message: Mapping[str, object]) -> None:
         data = json.dumps(message, ensure_ascii=False)
+        if not data.isascii():
+            try:
+                data.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate (echoed from a request's \ud800)
+                data = json.dumps(message)  # escaped: still the same JSON, and valid UTF-8
         with self._write_lock:
             self._writer.write(data + "\n")
             self._writer.flush()
@@ -213,6 +232,9 @@ class Server:
             message = json.loads(line)
         except ValueError as error:
             self._fail(None, "request", f"not JSON: {error}")
+            return
+        except RecursionError:
+            self._fail(None, "request", "not JSON: nested too deeply")
             return
         if not isinstance(message, dict):
             self._fail(None, "request", "a message must be a JSON object")
@@ -293,11 +315,10 @@ class Server:
         return self.session.scope
 
     def _start(self, params: Params) -> object:
-        transcript = params.optional_text("transcript")
         info = SessionInfo(
             session_id=params.text("session_id"),
-            cwd=Path(params.text("cwd")),
-            transcript=None if transcript is None else Path(transcript),
+            cwd=params.path("cwd"),
+            transcript=params.optional_path("transcript"),
         )
         session_model, catalog = params.model("model"), params.models("models")
         try:
@@ -323,6 +344,7 @@ class Server:
             log.warning("cannot work in %s: %s", scope.repository_dir, error)
 
     def _before_prompt(self, params: Params) -> object:
+        self._scope()  # a request error before session.start, not a crash
         additions = self.session.before_prompt(params.text("prompt", required=False))
         return {
             "snapshot": additions.snapshot,
@@ -364,10 +386,15 @@ class Server:
 
     def _expand(self, params: Params) -> object:
         scope = self._scope()
-        project = params.optional_text("project")
-        foreign = project is not None and Path(project) != scope.scope_dir
+        project = params.optional_path("project")
+        if project is not None and not project.is_absolute():
+            raise RequestError(
+                f'"project" must be a project label, the absolute path a cross-repo hit names, '
+                f"got {str(project)!r}"
+            )
+        foreign = project is not None and project != scope.scope_dir
         if project is not None and foreign:
-            scope = self._pimem.resolve_project(Path(project))
+            scope = self._pimem.resolve_project(project)
         section = self._pimem.expand_chunk(
             scope, params.text("chunk_hash"), on_wait=params.progress, read_only=foreign
         )
@@ -376,7 +403,7 @@ class Server:
     def _transcript(self, params: Params) -> object:
         transcript = self._pimem.read_transcript(
             TranscriptRequest(
-                path=Path(params.text("transcript_path")),
+                path=params.path("transcript_path"),
                 turn=params.optional_text("turn"),
                 context=params.number("context", 3, minimum=0),
                 limit=params.number("limit", 20, minimum=1),

@@ -266,3 +266,38 @@ def test_a_queued_request_tells_the_host_what_it_waits_for(repo: Path) -> None:
     assert lines[1] == {"id": 7, "progress": "waiting for index (catch-up)"}
     assert lines[2]["id"] == 7
     assert lines[2]["result"]["text"] == 'No memories found for "redis".'
+
+
+def test_lines_that_broke_the_bridge_get_request_errors_and_it_keeps_serving(repo: Path) -> None:
+    # Each was found by the reliability suite's protocol fuzzing: the first two ended the
+    # bridge (a RecursionError in the reader; a lone surrogate the UTF-8 writer refused), the
+    # others were answered as internal errors.
+    lines = [
+        "[" * 100_000,
+        '{"id": "\\ud800", "method": "ping"}',
+        '{"id": 1, "method": "session.before_prompt", "params": {"prompt": "hi"}}',
+        '{"id": 2, "method": "memory.transcript", "params": {"transcript_path": "a\\u0000b"}}',
+        json.dumps(
+            {"id": 3, "method": "session.start", "params": {"session_id": "s", "cwd": str(repo)}}
+        ),
+        '{"id": 4, "method": "memory.expand", "params": {"chunk_hash": "0123456789abcdef", "project": "rel"}}',
+        '{"id": 5, "method": "ping"}',
+    ]
+    pimem = make_pimem({"PIMEM_DISABLE_PLUGINS": "memsearch-index"})
+    output = io.StringIO()
+    cwd = os.getcwd()
+    try:
+        Server(pimem, io.StringIO("\n".join(lines) + "\n"), output).serve()
+    finally:
+        os.chdir(cwd)  # session.start moved the process to the repository
+    written = output.getvalue()
+    written.encode("utf-8")  # what a host reads must be UTF-8
+    replies = {
+        json.dumps(reply.get("id")): reply for reply in map(json.loads, written.splitlines()[1:])
+    }
+    assert replies["null"]["error"]["type"] == "request"
+    assert replies['"\\ud800"']["result"] == {"pong": True}
+    for request_id, detail in (("1", "session.start"), ("2", "NUL"), ("4", "project label")):
+        assert replies[request_id]["error"]["type"] == "request", replies[request_id]
+        assert detail in replies[request_id]["error"]["message"]
+    assert replies["5"]["result"] == {"pong": True}
