@@ -51,6 +51,10 @@ class DatabaseLocked(PimemError):
     """Another process kept the Milvus Lite database open through every retry."""
 
 
+class DatabaseFailed(PimemError):
+    """The database could not be used (damaged, unreadable); the message says how to rebuild."""
+
+
 @attrs.define
 class _Lease:
     key: tuple[str, str, int]
@@ -140,6 +144,16 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     return status.st_mtime_ns, status.st_size
 
 
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """*error* and its causes, each once: pymilvus raises ``e from e``, so a chain can loop."""
+    seen: BaseException | None = error
+    visited: set[int] = set()
+    while seen is not None and id(seen) not in visited:
+        visited.add(id(seen))
+        yield seen
+        seen = seen.__cause__ or seen.__context__
+
+
 def is_contention(error: BaseException) -> bool:
     """Whether *error* means another process holds the Milvus Lite database.
 
@@ -147,16 +161,40 @@ def is_contention(error: BaseException) -> bool:
     itself is only logged by Milvus Lite, so a generic open failure is checked against the
     database's lock file. An incompatible database is never contention.
     """
-    seen: BaseException | None = error
-    while seen is not None:
-        text = str(seen)
-        if type(seen).__name__ == "DataDirLockedError" or "another process holds the lock" in text:
+    for link in _chain(error):
+        text = str(link)
+        if type(link).__name__ == "DataDirLockedError" or "another process holds the lock" in text:
             return True
         if "Could not open the local Milvus database at " in text and "is a file" not in text:
             path = text.removeprefix("Could not open the local Milvus database at ").split(":")[0]
             return _lock_held_elsewhere(Path(path))
-        seen = seen.__cause__ or seen.__context__
     return False
+
+
+def database_failure(error: BaseException) -> str | None:
+    """What the database itself said, when *error* came from it (a damaged or unreadable
+    database, as opposed to pimem's or memsearch's own failures); else ``None``."""
+    for link in _chain(error):
+        module = type(link).__module__
+        if module.startswith(("pymilvus", "milvus_lite")):
+            return str(getattr(link, "message", None) or link)
+        if "Could not open the local Milvus database at " in str(link):
+            return str(link).split(". ")[0]
+    return None
+
+
+def rebuild_instructions(uri: str, collection: str) -> str:
+    """How to rebuild a collection from the markdown files, which hold every memory."""
+    if uri.startswith(("http://", "https://", "tcp://", "unix:")):
+        return (
+            f"If it is damaged, drop collection {collection} on the Milvus server and run "
+            "`pimem index`: the daily memory files hold every memory."
+        )
+    return (
+        f"If it is damaged, rebuild it from the daily memory files, which hold every memory: "
+        f"move {uri}/collections/{collection} aside (Milvus Lite keeps each collection in a "
+        f"directory; or move all of {uri}), then run `pimem index`."
+    )
 
 
 def _lock_held_elsewhere(database: Path) -> bool:
@@ -331,8 +369,11 @@ class MemsearchEngine:
 
     def _memsearch(self, scope: Scope, config: Any, *, paths: tuple[str, ...] = ()) -> Any:
         """A ``MemSearch`` for *scope*'s collection that reuses the warm embedder."""
+        import pymilvus  # noqa: F401 - MemSearch imports it anyway; its import sets up logging
         from memsearch import core
 
+        # pymilvus logs a traceback for every failed call; pimem reports the failure itself.
+        logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
         embedder = self._embedder(config)
         load = core.get_provider
         core.get_provider = lambda *_, **__: embedder

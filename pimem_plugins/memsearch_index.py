@@ -25,16 +25,29 @@ from pimem_core.types import (
     StatusSection,
 )
 from pimem_plugins.memsearch_engine import (
+    DatabaseFailed,
     DatabaseLocked,
+    database_failure,
     install_instructions,
     is_contention,
+    rebuild_instructions,
     shared_engine,
 )
 
 T = TypeVar("T")
 
 
-def _run(label: str, operation: Callable[[], T], call: BackendCall, timeout_ms: int | None) -> T:
+def _rebuild(scope: Scope) -> str:
+    try:
+        uri = shared_engine().describe(scope)["milvus_uri"]
+    except PimemError:
+        uri = "the database named by milvus.uri in memsearch's configuration"
+    return rebuild_instructions(uri, scope.collection)
+
+
+def _run(
+    label: str, operation: Callable[[], T], call: BackendCall, timeout_ms: int | None, scope: Scope
+) -> T:
     shared_engine().linger = call.settings.db_linger_ms / 1000
     try:
         return process_queue().run(
@@ -51,6 +64,12 @@ def _run(label: str, operation: Callable[[], T], call: BackendCall, timeout_ms: 
                 "through every retry (about 4 s). Another agent is probably indexing; retry in a "
                 "moment, or point memsearch at a Milvus server (milvus.uri) to share it."
             ) from None
+        said = database_failure(error)
+        if said is not None:  # memsearch lets the database's own exception through
+            raise DatabaseFailed(
+                f"memory {label} failed: the memory database could not be used ({said}). "
+                + _rebuild(scope)
+            ) from None
         raise
 
 
@@ -64,7 +83,7 @@ class MemsearchIndex:
         if not scope.memory_dir.is_dir():
             return IndexReport(indexed_chunks=0)
         engine = shared_engine()
-        return _run("index", lambda: engine.index(scope, files, call.progress), call, None)
+        return _run("index", lambda: engine.index(scope, files, call.progress), call, None, scope)
 
     @hookimpl(trylast=True)
     def pimem_search_memory(
@@ -76,6 +95,7 @@ class MemsearchIndex:
             lambda: engine.search(scope, query.text, query.top_k, bootstrap=not call.read_only),
             call,
             call.settings.search_timeout_ms,
+            scope,
         )
 
     @hookimpl(trylast=True)
@@ -86,6 +106,7 @@ class MemsearchIndex:
             lambda: engine.expand(scope, chunk_hash, bootstrap=not call.read_only),
             call,
             call.settings.search_timeout_ms,
+            scope,
         )
 
     @hookimpl(trylast=True)
@@ -103,6 +124,7 @@ class MemsearchIndex:
             lambda: engine.compact(scope),
             call,
             call.settings.compact_timeout_ms,
+            scope,
         )
         return CompactResult(summary=summary.strip() or None)
 
@@ -147,10 +169,14 @@ class MemsearchIndex:
                 "stats", lambda: engine.count(scope), is_contention=is_contention
             )
         except Exception as error:  # noqa: BLE001 - reported: status must always answer
+            said = database_failure(error)
+            lines: tuple[str, ...] = (f"indexed chunks: unavailable ({said or error})",)
+            if said is not None and not is_contention(error):
+                lines += (f"the memory database could not be used. {_rebuild(scope)}",)
             yield StatusSection(
                 name="chunks",
                 rank=60,
-                lines=(f"indexed chunks: unavailable ({error})",),
+                lines=lines,
                 data={"indexed_chunks": None, "error": str(error)},
             )
             return

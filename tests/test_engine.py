@@ -12,7 +12,13 @@ import pytest
 from pimem_core import Pimem
 from pimem_core.indexer import Indexer
 from pimem_core.types import Anchor, DayAddress, Entry, Scope, SearchQuery
-from pimem_plugins.memsearch_engine import extract_section, is_contention, shared_engine
+from pimem_plugins.memsearch_engine import (
+    database_failure,
+    extract_section,
+    is_contention,
+    rebuild_instructions,
+    shared_engine,
+)
 
 from conftest import make_pimem
 
@@ -158,6 +164,44 @@ def test_an_incompatible_database_is_not_contention(tmp_path: Path) -> None:
     (unheld / "LOCK").write_text("")
     generic = RuntimeError(f"Could not open the local Milvus database at {unheld}: failed")
     assert not is_contention(generic)
+
+
+class MilvusException(Exception):
+    """Shaped like pymilvus's: a ``message``, and raised ``from`` itself."""
+
+    __module__ = "pymilvus.exceptions"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _raised_from_itself(error: Exception) -> Exception:
+    try:
+        try:
+            raise error
+        except Exception as caught:
+            raise caught from caught  # pymilvus's decorators do this
+    except Exception as looped:  # noqa: BLE001 - the looped exception is the result
+        return looped
+
+
+def test_an_exception_chain_that_loops_is_read_once() -> None:
+    # Found by the reliability suite: `pimem status` hung on a damaged database, following
+    # pymilvus's `raise e from e` forever.
+    error = _raised_from_itself(MilvusException("Parquet magic bytes not found in footer"))
+    assert error.__cause__ is error
+    assert not is_contention(error)
+    assert database_failure(error) == "Parquet magic bytes not found in footer"
+    assert database_failure(RuntimeError("memsearch's own bug")) is None
+
+
+def test_rebuild_instructions_name_the_collection_and_the_command() -> None:
+    local = rebuild_instructions("/home/u/.memsearch/milvus.db", "ms_app_12345678")
+    assert "move /home/u/.memsearch/milvus.db/collections/ms_app_12345678 aside" in local
+    assert "`pimem index`" in local
+    server = rebuild_instructions("http://milvus:19530", "ms_app_12345678")
+    assert "drop collection ms_app_12345678" in server
 
 
 def test_an_unavailable_backend_is_checked_again_after_30_seconds(
