@@ -96,7 +96,10 @@ def describe_index_health(health: IndexHealth) -> list[str]:
     lines = [f"index state: {health.state_path}"]
     state = health.state
     if health.unreadable is not None:
-        lines.append(f"index: state unreadable ({health.unreadable})")
+        lines.append(
+            f"index: state unreadable ({health.unreadable}); the next `pimem index` writes it "
+            "again (the file only records index health: no memory is lost)"
+        )
     elif state is None:
         lines.append("index: no state recorded yet (the next index run writes it)")
     elif state.status == "ok":

@@ -30,8 +30,9 @@ from typing import Any
 
 import attrs
 
-from pimem_core.errors import CollectionMissing, PimemError
+from pimem_core.errors import CollectionMissing, IndexStateError, PimemError
 from pimem_core.types import Anchor, FailedFile, IndexReport, Scope, SearchHit, Section
+from pimem_plugins.index_state import read_index_state
 
 REQUIREMENT = "memsearch[onnx]>=0.4.23,<0.5"
 NEGATIVE_PROBE_SECONDS = 30.0
@@ -486,6 +487,7 @@ class MemsearchEngine:
         }
         state_path = scope.index_state_path
         if state_path is not None:
+            _drop_unreadable_state(state_path)
             record_index_started(state_path, **state)
         try:
             if files:
@@ -640,6 +642,16 @@ class MemsearchEngine:
             "model": str(config.embedding.model),
             "milvus_uri": str(config.milvus.uri),
         }
+
+
+def _drop_unreadable_state(path: Path) -> None:
+    """Remove a state file that cannot be parsed: it only records index health, and memsearch
+    reads it again before writing (JSON nested too deep would fail that index run)."""
+    try:
+        read_index_state(path)
+    except IndexStateError:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _hit(result: dict[str, Any]) -> SearchHit:

@@ -277,6 +277,21 @@ def test_status_reports_backend_store_and_health(memsearch_env: dict[str, str], 
     assert "indexed chunks: 3" in lines
 
 
+def test_a_junk_index_state_is_reported_and_the_next_index_writes_it_again(
+    memsearch_env: dict[str, str], repo: Path
+) -> None:
+    # Found by the reliability suite: memsearch re-reads the state before writing it, and JSON
+    # nested too deep failed every index run until someone deleted the file.
+    write_entries(memsearch_env, repo)
+    state = repo / ".memsearch" / ".index-state.json"
+    state.write_text("[" * 100_000)
+    text = ok(pimem(memsearch_env, "status", "--cwd", str(repo)))
+    assert "index: state unreadable (index-state file drifted: not valid JSON)" in text
+    assert "the next `pimem index` writes it again" in text
+    ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
+    assert json.loads(state.read_text())["status"] == "ok"
+
+
 def test_a_search_timeout_names_the_limit(memsearch_env: dict[str, str], repo: Path) -> None:
     write_entries(memsearch_env, repo)
     ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
