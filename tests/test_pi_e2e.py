@@ -407,7 +407,9 @@ def test_maintenance_runs_on_pis_model_and_leaves_no_session_file(
     output = world.repo / ".memsearch" / "PROJECT.md"
     with world.rpc() as pi:
         pi.prompt("[m1] Hello.")
-        wait_for(output.exists, 30, "PROJECT.md")
+        # The run is over when its state is recorded, which comes after PROJECT.md.
+        state = world.repo / ".memsearch" / ".maintenance-state.json"
+        wait_for(lambda: "last_success_at" in _read(state), 30, "the review's recorded run")
         pi.prompt("[m2] Is memory maintained?")
         status = tool_message(server, "[m2]", "memory_status")
         assert pi.close() == 0
@@ -429,3 +431,10 @@ def test_maintenance_runs_on_pis_model_and_leaves_no_session_file(
     assert sorted(
         path.name for path in (world.agent_dir / "sessions").rglob("*") if path.is_file()
     ) == [session.name]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
