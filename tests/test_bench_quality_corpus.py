@@ -183,3 +183,24 @@ def test_paraphrases_share_fewer_words_with_their_entry_than_keywords() -> None:
     assert not any(
         q.text.lower() in (q.gold_content or "").lower() for q in queries if q.style != "keyword"
     )
+
+
+def test_near_duplicates_count_facts_that_differ_in_one_named_slot(world: World) -> None:
+    from bench.quality.queries import near_duplicates
+
+    count = near_duplicates([world.primary])
+    facts = [fact for item in world.primary.entries for fact in item.facts]
+    for fact in facts[:200]:
+        expected = sum(
+            1
+            for other in facts
+            if other.kind == fact.kind
+            and len(other.key) == len(fact.key)
+            and sum(a != b for a, b in zip(other.key, fact.key, strict=True)) == 1
+        )
+        if len(fact.key) < 4:
+            assert count(fact.key) is None
+        else:
+            # A fact with an exact twin is counted once per slot it could differ in.
+            twins = sum(1 for other in facts if other.key == fact.key) - 1
+            assert count(fact.key) == expected + twins * (len(fact.key) - 1)

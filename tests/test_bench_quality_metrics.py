@@ -91,6 +91,7 @@ def _record(style: str, ranks: dict[str, int | None], **extra: Any) -> dict[str,
         "group": "project",
         "style": style,
         "kind": "bug",
+        "near_duplicates": 2,
         "ranks": {"pimem_k5": ranks["pimem"], **ranks},
         "overlap": 0.5,
         "recall": [],
@@ -222,4 +223,5 @@ def test_the_page_renders_from_the_results_alone() -> None:
     assert "- **keyword**: hybrid R@5 1.000 ties with dense alone" in page
     assert "- **paraphrase**" not in page
     assert "MRR" in page
+    assert "| paraphrase | 1-2 | 1 | 1.000 | 0.000 | 0.000 |" in page
     assert "![" not in page

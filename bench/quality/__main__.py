@@ -119,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bench.quality.report import PAGE, plot, publish, render
 
     results["plots"] = plot(results, out)
-    raw.write_text(json.dumps(results, indent=1) + "\n")
+    # Compact: the raw records of every query make it large, and it is published in docs/.
+    raw.write_text(json.dumps(results, separators=(",", ":")) + "\n")
     (out / PAGE).write_text(render(results), encoding="utf-8")
     _log(f"results: {raw}, report: {out / PAGE}")
     for check in results["targets"]:

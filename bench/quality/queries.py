@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from bench.quality.corpus import MemoryEntry, ProjectCorpus, World
@@ -38,6 +38,32 @@ class Query:
     gold: Anchor | None = None
     #: The gold entry's text, for the lexical-overlap statistic.
     gold_content: str | None = None
+    #: Other facts of the searched store that share all but one of the slots the query names
+    #: (``None`` when it names fewer than three): how crowded the neighbourhood of the gold is.
+    near_duplicates: int | None = None
+
+
+def near_duplicates(projects: Iterable[ProjectCorpus]) -> Callable[[tuple[str, ...]], int | None]:
+    """Counts, for a fact's key, the other facts of the same kind that differ from it in
+    exactly one named slot; keys naming fewer than three slots get ``None`` (with one or two
+    slots, "all but one" is nearly every fact of the kind)."""
+    masked: Counter[tuple[str, ...]] = Counter()
+    for project in projects:
+        for item in project.entries:
+            for fact in item.facts:
+                for slot in range(1, len(fact.key)):
+                    masked[_mask(fact.key, slot)] += 1
+
+    def count(key: tuple[str, ...]) -> int | None:
+        if len(key) < 4:
+            return None
+        return sum(masked[_mask(key, slot)] - 1 for slot in range(1, len(key)))
+
+    return count
+
+
+def _mask(key: tuple[str, ...], slot: int) -> tuple[str, ...]:
+    return (*key[:slot], "\0", *key[slot + 1 :])
 
 
 def _keyed(projects: Iterable[ProjectCorpus]) -> Counter[tuple[str, ...]]:
@@ -58,7 +84,9 @@ def _candidates(
     return found
 
 
-def _asked(group: str, project: ProjectCorpus, item: MemoryEntry, fact: Fact) -> list[Query]:
+def _asked(
+    group: str, project: ProjectCorpus, item: MemoryEntry, fact: Fact, near: int | None
+) -> list[Query]:
     return [
         Query(
             text=fact.query(style),
@@ -68,6 +96,7 @@ def _asked(group: str, project: ProjectCorpus, item: MemoryEntry, fact: Fact) ->
             project=project.project.name,
             gold=item.anchor,
             gold_content=item.entry.content,
+            near_duplicates=near,
         )
         for style in STYLES
     ]
@@ -82,16 +111,18 @@ def build_queries(world: World, *, per_style: int, cross: int, seed: int = 0) ->
     if len(chosen) < per_style:
         raise ValueError(f"only {len(chosen)} uniquely keyed facts for {per_style} queries")
     queries: list[Query] = []
+    near = near_duplicates([primary])
     for item, fact in rng.sample(chosen, per_style):
-        queries += _asked("project", primary, item, fact)
+        queries += _asked("project", primary, item, fact, near(fact.key))
     everywhere = _keyed(world.projects)
     others = [
         (project, item, fact)
         for project in world.projects[1:]
         for item, fact in _candidates(project, everywhere)
     ]
+    near = near_duplicates(world.projects)
     for project, item, fact in rng.sample(others, min(cross, len(others))):
-        queries += _asked("cross", project, item, fact)
+        queries += _asked("cross", project, item, fact, near(fact.key))
     for subject in ABSENT:
         queries += [
             Query(text=text, style=style, group="none", kind="none")

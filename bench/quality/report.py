@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.quality.facts import STYLES
-from bench.quality.summary import RETRIEVERS, TARGET_MRR, TARGET_R5, TARGET_SIZE
+from bench.quality.summary import NEAR_BUCKETS, RETRIEVERS, TARGET_MRR, TARGET_R5, TARGET_SIZE
 
 NAMES = {"pimem": "pimem (hybrid)", "dense": "dense only", "bm25": "BM25 only"}
 PLOTS = ("quality-recall.png", "quality-scaling.png", "quality-abstention.png")
@@ -136,6 +136,27 @@ def _l1_section(summary: Mapping[str, Any]) -> list[str]:
             for style in (*STYLES, "all")
         ],
     )
+    near = summary["near_duplicates"]
+    lines += [
+        "R@5 by how crowded the gold's neighbourhood is: near-duplicates are facts of the same",
+        "kind that share all but one of the slots the query names (failure, operation, data,",
+        f"component...; {near['n_facts']} gold facts name three slots or more, median "
+        f"{near['median']:g} near-duplicates):",
+        "",
+    ]
+    lines += _table(
+        ("style", "near-duplicates", "queries", *(NAMES[r] for r in RETRIEVERS)),
+        [
+            [
+                style,
+                bucket,
+                str(near[style][bucket]["n"]),
+                *(_f(near[style][bucket][r]) for r in RETRIEVERS),
+            ]
+            for style in STYLES
+            for bucket, _, _ in NEAR_BUCKETS
+        ],
+    )
     kinds = summary["by_kind"]
     names = sorted(kinds["pimem"])
     lines += ["R@5 per kind of fact (all three styles):", ""]
@@ -248,7 +269,7 @@ def _anchor_section(summary: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _notes(summary: Mapping[str, Any]) -> list[str]:
+def _notes(summary: Mapping[str, Any], smaller: Mapping[str, Any] | None) -> list[str]:
     """What the numbers say about the missed targets, from the numbers."""
     l1 = summary["l1"]
     notes = []
@@ -269,11 +290,26 @@ def _notes(summary: Mapping[str, Any]) -> list[str]:
             )
     paraphrase = l1["pimem"]["paraphrase"]
     if paraphrase["r5"] < TARGET_R5 or paraphrase["mrr"] < TARGET_MRR:
+        near = summary["near_duplicates"]
+        before = (
+            f"; at {smaller['size']:,} entries {_f(smaller['l1']['pimem']['paraphrase']['r5'])}"
+            if smaller is not None
+            else ""
+        )
         notes.append(
             f"- **paraphrase**: hybrid R@5 {_f(paraphrase['r5'])}, MRR {_f(paraphrase['mrr'])} "
-            f"(dense alone {_f(l1['dense']['paraphrase']['r5'])}). Paraphrases share few words "
-            "with their entry, so BM25 contributes little; a stronger embedding model than "
-            "all-MiniLM-L6-v2, or memsearch's cross-encoder reranker, are what would raise it."
+            f"(dense alone {_f(l1['dense']['paraphrase']['r5'])}, BM25 alone "
+            f"{_f(l1['bm25']['paraphrase']['r5'])}){before}. A paraphrase keeps "
+            f"{summary['overlap']['paraphrase']:.0%} of its content words from its entry, so "
+            "BM25 has little to match and the dense model has to carry a paraphrase of every "
+            "part of the fact at once: with no near-duplicate in the store, hybrid R@5 is "
+            f"{_f(near['paraphrase']['0']['pimem'])} ({near['paraphrase']['0']['n']} queries). "
+            f"The store is also crowded: the median gold fact naming three slots or more has "
+            f"{near['median']:g} near-duplicates (same kind, all but one slot the same), and "
+            f"with three or more R@5 is {_f(near['paraphrase']['3+']['pimem'])}. What would "
+            "raise it: a stronger embedding model than all-MiniLM-L6-v2 (memsearch reports "
+            "R@5 0.78-0.82 with bge-m3 on real memory files), memsearch's cross-encoder "
+            "reranker, or letting the host model rewrite the query into the code's own words."
         )
     l3 = summary["l3_sweep"]
     if l3["exact"] != l3["checked"]:
@@ -384,11 +420,12 @@ def render(results: Mapping[str, Any]) -> str:
                 if check["at_target_size"]
                 else ("met" if check["met"] else "missed"),
             ]
-            for check in results["targets"]
+            # The targets' own size first, then the others for reference.
+            for check in sorted(results["targets"], key=lambda check: not check["at_target_size"])
         ],
     )
-    for summary in summaries:
-        notes = _notes(summary)
+    for number, summary in enumerate(summaries):
+        notes = _notes(summary, summaries[number - 1] if number else None)
         if notes and summary["size"] == TARGET_SIZE:
             lines += [
                 f"What the {TARGET_SIZE:,}-entry numbers say about the misses:",

@@ -240,6 +240,7 @@ def ask(rig: Rig, query: Query, seen: Seen) -> dict[str, Any]:
     gold = None if query.gold is None else gold_id(query.gold)
     if query.gold_content is not None:
         record["overlap"] = lexical_overlap(query.text, query.gold_content)
+        record["near_duplicates"] = query.near_duplicates
     if query.group == "cross":
         result = rig.pimem.search_everywhere(rig.primary, SearchQuery(text=query.text, top_k=TOP_K))
         hits = result.hits

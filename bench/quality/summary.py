@@ -64,6 +64,34 @@ def by_kind(records: Sequence[Record]) -> dict[str, dict[str, dict[str, float]]]
     }
 
 
+NEAR_BUCKETS = (("0", 0, 0), ("1-2", 1, 2), ("3+", 3, 10**9))
+
+
+def near_duplicate_table(records: Sequence[Record]) -> dict[str, Any]:
+    """R@5 by how many near-duplicates the gold fact has (facts naming three slots or more),
+    per style and retriever: what a bigger store makes harder."""
+    project = [r for r in _group(records, "project") if r.get("near_duplicates") is not None]
+    table: dict[str, Any] = {
+        "median": statistics.median(r["near_duplicates"] for r in project) if project else 0,
+        "n_facts": len(project) // len(STYLES),
+    }
+    for style in STYLES:
+        row = {}
+        for name, low, high in NEAR_BUCKETS:
+            chosen = [
+                r for r in project if r["style"] == style and low <= r["near_duplicates"] <= high
+            ]
+            row[name] = {
+                "n": len(chosen),
+                **{
+                    retriever: score(r["ranks"][retriever] for r in chosen).r5
+                    for retriever in RETRIEVERS
+                },
+            }
+        table[style] = row
+    return table
+
+
 def overlap(records: Sequence[Record]) -> dict[str, float]:
     """Mean share of a query's content words found in its gold entry, per style."""
     project = _group(records, "project")
@@ -137,6 +165,7 @@ def summarize_size(result: Mapping[str, Any]) -> dict[str, Any]:
         "l1": l1_tables(records),
         "l1_top5": top5_table(records),
         "by_kind": by_kind(records),
+        "near_duplicates": near_duplicate_table(records),
         "abstention": abstention(records, result["floors"]),
         "cross": cross_table(records),
         "l2": result["l2"],
