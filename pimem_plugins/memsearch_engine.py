@@ -600,9 +600,11 @@ class MemsearchEngine:
         return str(summary)
 
     def warm(self, scope: Scope) -> None:
-        """Load *scope*'s embedder and run it once, so the first recall pays no start-up."""
-        config = self.config(scope)
-        self._loop.run_until_complete(self._embedder(config).embed(["warm-up"]))
+        """Load *scope*'s embedder and search once, so the first recall pays no start-up: a
+        fresh client's first search loads the collection, several times a warm search."""
+        # Nothing indexed yet: the embedder is warm all the same, the collection comes later.
+        with contextlib.suppress(CollectionMissing):
+            self.recall(scope, "warm-up", 1)
 
     def recall(self, scope: Scope, text: str, top_k: int) -> tuple[tuple[SearchHit, float], ...]:
         """memsearch's hybrid search, each hit with the cosine similarity of its chunk to the
