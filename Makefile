@@ -14,7 +14,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 ADAPTER := adapters/pi
 NODE_STAMP := $(ADAPTER)/node_modules/.installed
 
-.PHONY: venv node demo demo-cli test lint typecheck adapter model unit bench clean
+.PHONY: venv node demo demo-cli test lint typecheck adapter model unit bench bench-quality clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,11 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: $(BENCH_STAMP) model node  ## search, capture, pi adapter and auto-context latency, into docs/benchmarks.md (~30 min on 2 CPUs)
 	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/python -m bench $(BENCH_ARGS)
+
+# `make bench-quality QUALITY_ARGS=--quick`: 1,000 entries only, in a few minutes.
+QUALITY_ARGS ?= --sizes 1000,10000
+bench-quality: $(BENCH_STAMP) model  ## retrieval quality per query style against dense and BM25, into docs/benchmarks-quality.md
+	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/python -m bench.quality $(QUALITY_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis $(ADAPTER)/node_modules $(ADAPTER)/e2e/pi-1/node_modules
