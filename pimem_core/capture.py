@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 ABORTED_AT_SHUTDOWN = "aborted by the shutdown cap"
+#: Entries held while the store refuses appends; beyond this the oldest is dropped.
+MAX_UNWRITTEN = 100
 
 
 def marker(reason: str) -> str:
@@ -102,6 +104,9 @@ class CaptureCounters:
     extractive: int = 0
     failed: int = 0
     gated: int = 0
+    #: Entries distilled but not written yet (the store refused the append): retried first
+    #: at the next capture and at shutdown.
+    unwritten: int = 0
 
 
 @attrs.frozen(kw_only=True)
@@ -135,6 +140,9 @@ class Capture:
         self._idle = threading.Condition(self._lock)
         self._abort = threading.Event()
         self._last_captured: str | None = None
+        self._unwritten: list[Entry] = []
+        #: Why the last append failed, while entries wait to be written.
+        self.last_write_error: str | None = None
         self.counters = CaptureCounters()
         self._worker = threading.Thread(target=self._work, name="pimem-capture", daemon=True)
         self._worker.start()
@@ -173,6 +181,7 @@ class Capture:
                 with self._idle:
                     self._pending -= 1
                     self._idle.notify_all()
+        self._flush()  # a last try at close
 
     def _capture(self, job: _Settled) -> None:
         branch = job.branch
@@ -241,18 +250,57 @@ class Capture:
     def _write(self, anchor: Anchor, content: str) -> None:
         now = self._pimem.settings.now()
         try:
-            file = self._pimem.append_entry(
-                self._scope, Entry(anchor=anchor, content=content, written_at=now)
-            )
+            entry = Entry(anchor=anchor, content=content, written_at=now)
+        except PimemError as error:  # a heading slipped through: a marker says so instead
+            entry = Entry(anchor=anchor, content=marker(str(error)), written_at=now)
+        self._flush()
+        if self._unwritten:  # the store still refuses: wait in line, in order
+            self._keep(entry, PimemError(self.last_write_error or "the store refused"))
+            return
+        try:
+            file = self._pimem.append_entry(self._scope, entry)
         except PimemError as error:
-            if content.startswith("- [pimem]"):
-                raise
-            # The bullets themselves were refused (a heading slipped through): keep a marker.
-            file = self._pimem.append_entry(
-                self._scope, Entry(anchor=anchor, content=marker(str(error)), written_at=now)
-            )
+            # The store refused the bullets: keep a marker; if it takes nothing at all (a full
+            # disk, a read-only store), hold the entry and write it late rather than lose it.
+            try:
+                file = self._pimem.append_entry(
+                    self._scope, attrs.evolve(entry, content=marker(str(error)))
+                )
+            except PimemError as failure:
+                self._keep(entry, failure)
+                return
         self.counters.captured += 1
         log.debug("captured an exchange into %s", file)
+
+    def _keep(self, entry: Entry, error: PimemError) -> None:
+        """Hold *entry* until the store takes appends again (a full disk, a read-only store):
+        the exchange is then written late rather than lost."""
+        if len(self._unwritten) >= MAX_UNWRITTEN:
+            dropped = self._unwritten.pop(0)
+            self.counters.failed += 1
+            log.error("capture dropped the entry for %s: too many unwritten", dropped.anchor.turn)
+        self._unwritten.append(entry)
+        self.counters.unwritten = len(self._unwritten)
+        self.last_write_error = str(error)
+        log.warning(
+            "capture could not write the exchange ending at %s (kept, retried with the next "
+            "capture): %s",
+            entry.anchor.turn,
+            error,
+        )
+
+    def _flush(self) -> None:
+        """Write the entries the store refused before, oldest first; stop at a new refusal."""
+        while self._unwritten:
+            try:
+                self._pimem.append_entry(self._scope, self._unwritten[0])
+            except PimemError as error:
+                self.last_write_error = str(error)
+                return
+            self._unwritten.pop(0)
+            self.counters.captured += 1
+            self.counters.unwritten = len(self._unwritten)
+        self.last_write_error = None
 
 
 class _Aborted(Exception):

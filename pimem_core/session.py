@@ -225,6 +225,12 @@ class Session:
                 f"{counters.extractive} extractive, {counters.failed} failed, "
                 f"{counters.gated} skipped by the gates)"
             ]
+        if self.capture is not None and self.capture.last_write_error is not None:
+            lines.append(
+                f"capture: {self.capture.counters.unwritten} entr"
+                f"{'y' if self.capture.counters.unwritten == 1 else 'ies'} waiting to be "
+                f"written, retried with the next capture ({self.capture.last_write_error})"
+            )
         if self.indexer is not None and self.indexer.last_failure is not None:
             lines.append(f"last index run: failed ({self.indexer.last_failure})")
         yield StatusSection(

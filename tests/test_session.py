@@ -387,3 +387,46 @@ def test_an_unreadable_transcript_still_leaves_a_marker(
     assert (
         "- [pimem] this exchange could not be distilled: the transcript could not be read" in text
     )
+
+
+def test_an_exchange_the_store_refused_is_written_late_not_lost(
+    world: tuple[Host, ScriptedDistiller, CountingIndex],
+    repo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Found by the reliability suite: with the disk full, the exchange (and its marker) were
+    # refused, and the next capture started after it.
+    from pimem_plugins import markdown_store
+
+    host, _, _ = world
+    host.session.start(host.info)
+    capture = host.session.capture
+    assert capture is not None
+    host.exchange(1, "before the disk filled", "ok")
+    capture.drain(time.monotonic() + 10)
+    real_append = markdown_store._append
+
+    def full(file: Path, data: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(markdown_store, "_append", full)
+    host.exchange(2, "while the disk was full", "ok")
+    capture.drain(time.monotonic() + 10)
+    scope = host.session.scope
+    assert scope is not None
+    status = [
+        line for section in host.session.pimem.collect_status(scope) for line in section.lines
+    ]
+    assert any(
+        "1 entry waiting to be written" in line and "No space left" in line for line in status
+    )
+    monkeypatch.setattr(markdown_store, "_append", real_append)
+    host.exchange(3, "after space came back", "ok")
+    host.session.shutdown(cap=10)
+    asks = [line for line in day(repo).splitlines() if line.startswith("- ")]
+    assert asks == [
+        "- the user asked about before the disk filled",
+        "- the user asked about while the disk was full",
+        "- the user asked about after space came back",
+    ]
+    assert "turn:a2 " in day(repo)
