@@ -8,6 +8,7 @@ file at the session's first write to it: the worst a race can cost is a duplicat
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import tempfile
@@ -43,7 +44,7 @@ class MarkdownStore:
 
     @hookimpl(trylast=True)
     def pimem_append_entry(self, scope: Scope, entry: Entry) -> Path:
-        file = scope.memory_dir / day_file_name(entry)
+        file = _day_file(scope, day_file_name(entry))
         key = (str(file), entry.anchor.session)
         if key not in self._seeded:
             if f"session:{entry.anchor.session} " in _read_if_exists(file):
@@ -71,7 +72,7 @@ class MarkdownStore:
     def pimem_forget_entry(self, scope: Scope, address: DayAddress | ChunkAddress) -> Redaction:
         if isinstance(address, ChunkAddress):
             return _forget_chunk(scope, address.section)
-        file = scope.memory_dir / f"{address.day.isoformat()}.md"
+        file = _day_file(scope, f"{address.day.isoformat()}.md")
         if not file.is_file():
             raise StoreError(f"no daily memory file for {address.day.isoformat()} at {file}")
 
@@ -92,6 +93,20 @@ class MarkdownStore:
             raise StoreError(
                 f"no daily memory file for {address.day.isoformat()} at {file}"
             ) from None
+
+
+def _day_file(scope: Scope, name: str) -> Path:
+    """The daily memory file *name* of *scope*'s store, refused when it is a symbolic link that
+    leads out of the store: a committed link must not turn an append into a write elsewhere
+    (``~/.bashrc``), nor a forget into a copy of an outside file into memory."""
+    file = scope.memory_dir / name
+    if file.is_symlink() and not _inside(file, scope.memory_dir):
+        raise StoreError(
+            f"the daily memory file {file} is a symbolic link to {os.path.realpath(file)}, "
+            f"outside the memory store {scope.memory_dir}; pimem only writes inside the store: "
+            "replace the link with a regular file"
+        )
+    return file
 
 
 def _forget_chunk(scope: Scope, section: Section) -> Redaction:
@@ -193,10 +208,23 @@ def _append(file: Path, data: bytes) -> None:
     fd = os.open(file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
     try:
         written = os.write(fd, data)
+        if written != len(data):
+            _take_back(fd, written)
+            raise OSError(
+                errno.ENOSPC,
+                f"only {written} of {len(data)} bytes were written (is the disk full?)",
+            )
     finally:
         os.close(fd)
-    if written != len(data):
-        raise OSError(f"only {written} of {len(data)} bytes were written (is the disk full?)")
+
+
+def _take_back(fd: int, written: int) -> None:
+    """Cut a short append (the disk filled up mid-write) back off the file, so no half entry
+    stays to swallow the heading of the next one. Only while nobody appended after it: another
+    writer's entry is never cut, a torn one stays then."""
+    end = os.lseek(fd, 0, os.SEEK_CUR)  # with O_APPEND: the end of this write
+    if os.fstat(fd).st_size == end:
+        os.ftruncate(fd, end - written)
 
 
 def _rewrite(file: Path, edit: Callable[[str], tuple[str, T]]) -> T:

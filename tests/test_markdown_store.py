@@ -10,7 +10,8 @@ import pytest
 
 from pimem_core import Pimem
 from pimem_core.errors import StoreError
-from pimem_core.types import Anchor, Entry, Scope
+from pimem_core.types import Anchor, DayAddress, Entry, Scope
+from pimem_plugins import markdown_store
 
 from conftest import make_pimem, run_cli
 
@@ -229,9 +230,10 @@ def test_memory_dir_that_is_a_file_fails_naming_the_file(repo: Path) -> None:
 def test_a_failed_append_after_the_first_read_still_writes_the_heading_on_retry(
     repo: Path, tmp_path: Path
 ) -> None:
-    # The day file is a dangling symlink: reading finds nothing, the append then fails.
-    target_dir = tmp_path / "elsewhere"
+    # The day file is a dangling symlink (within the store): reading finds nothing, the append
+    # then fails.
     memory = repo / ".memsearch" / "memory"
+    target_dir = memory / "elsewhere"
     memory.mkdir(parents=True)
     day_file(repo).symlink_to(target_dir / "2026-08-13.md")
     pimem = make_pimem()
@@ -242,6 +244,43 @@ def test_a_failed_append_after_the_first_read_still_writes_the_heading_on_retry(
     target_dir.mkdir()
     pimem.append_entry(scope, entry(FIRST))
     assert day_file(repo).read_bytes() == FIRST_BYTES.encode()
+
+
+def test_a_day_file_linked_out_of_the_store_is_never_written_or_read(
+    repo: Path, tmp_path: Path
+) -> None:
+    # Found by the reliability suite: a committed symlink turned appends into writes elsewhere.
+    outside = tmp_path / "bashrc"
+    outside.write_text("### 22:41\nexport PATH=/usr/bin\n")
+    memory = repo / ".memsearch" / "memory"
+    memory.mkdir(parents=True)
+    day_file(repo).symlink_to(outside)
+    pimem = make_pimem()
+    scope = scope_of(pimem, repo)
+    with pytest.raises(StoreError, match="outside the memory store"):
+        pimem.append_entry(scope, entry(FIRST))
+    with pytest.raises(StoreError, match="outside the memory store"):
+        pimem.forget_entry(scope, DayAddress.parse("2026-08-13", "22:41"))
+    assert outside.read_text() == "### 22:41\nexport PATH=/usr/bin\n"
+    assert day_file(repo).is_symlink()
+
+
+def test_a_short_append_is_taken_back(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found by the reliability suite: a disk filling up mid-write left half an entry, which
+    # swallowed the heading of the next one.
+    pimem = make_pimem()
+    scope = scope_of(pimem, repo)
+    pimem.append_entry(scope, entry(FIRST))
+    before = day_file(repo).read_bytes()
+    real_write = os.write
+
+    def half(fd: int, data: bytes) -> int:
+        return real_write(fd, bytes(data)[: len(data) // 2])
+
+    monkeypatch.setattr(markdown_store.os, "write", half)
+    with pytest.raises(StoreError, match="is the disk full"):
+        pimem.append_entry(scope, entry("- second", at=datetime(2026, 8, 13, 22, 50)))
+    assert day_file(repo).read_bytes() == before
 
 
 # -- TC-17 and anchors ---------------------------------------------------------------------------
