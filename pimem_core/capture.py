@@ -14,6 +14,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -22,6 +23,7 @@ import attrs
 from pimem_core.api import Pimem
 from pimem_core.budget import DistillBudget
 from pimem_core.errors import PimemError
+from pimem_core.journal import CaptureJournal, Pending
 from pimem_core.types import (
     Anchor,
     BranchEntry,
@@ -113,6 +115,8 @@ class CaptureCounters:
 class _Settled:
     leaf: str | None
     branch: tuple[BranchEntry, ...] | None
+    #: Set for an exchange a previous process left unfinished in the journal.
+    recovered: Pending | None = None
 
 
 class Capture:
@@ -127,6 +131,7 @@ class Capture:
         transcript: Path,
         host_model: HostModel | None,
         budget: DistillBudget,
+        journal: CaptureJournal | None = None,
     ) -> None:
         self._pimem = pimem
         self._scope = scope
@@ -144,8 +149,14 @@ class Capture:
         #: Why the last append failed, while entries wait to be written.
         self.last_write_error: str | None = None
         self.counters = CaptureCounters()
+        self._journal = journal
         self._worker = threading.Thread(target=self._work, name="pimem-capture", daemon=True)
         self._worker.start()
+        for item in journal.pending() if journal is not None else ():
+            # A process before this one stopped while capturing these: capture them first.
+            with self._lock:
+                self._pending += 1
+            self._jobs.put(_Settled(leaf=item.turn, branch=None, recovered=item))
 
     def submit(self, leaf: str | None, branch: Sequence[BranchEntry] | None) -> None:
         """Queue the settled exchange ending at *leaf* (or the given *branch*). Returns at once."""
@@ -184,6 +195,11 @@ class Capture:
         self._flush()  # a last try at close
 
     def _capture(self, job: _Settled) -> None:
+        if job.recovered is not None:
+            if self._written(job.recovered.turn):  # killed after the append: nothing to redo
+                self._forget_pending(job.recovered.turn)
+                return
+            self._last_captured = job.recovered.after
         branch = job.branch
         if branch is None:
             try:
@@ -198,12 +214,29 @@ class Capture:
         if window.last_id is None:
             return
         # Remember before gating: an exchange that fails the gates is never offered again.
-        self._last_captured = window.last_id
+        before, self._last_captured = self._last_captured, window.last_id
         if not window.entries or not passes_gates(window.entries):
             self.counters.gated += 1
+            if job.recovered is not None:
+                self._forget_pending(job.recovered.turn)
             return
         anchor = self._anchor(window.entries[-1].id)
+        if self._journal is not None:
+            self._journal.add(Pending(turn=anchor.turn, after=before))
         self._write(anchor, self._distil(anchor, window.entries))
+
+    def _written(self, turn: str) -> bool:
+        """Whether today's or yesterday's daily memory file already holds *turn*'s entry."""
+        today = self._pimem.settings.now().date()
+        needle = f"session:{self._session_id} turn:{turn} "
+        return any(
+            needle in (self._pimem.read_day(self._scope, day) or "")
+            for day in (today, today - timedelta(days=1))
+        )
+
+    def _forget_pending(self, turn: str) -> None:
+        if self._journal is not None:
+            self._journal.remove(turn)
 
     def _anchor(self, turn: str) -> Anchor:
         return Anchor(session=self._session_id, turn=turn, transcript=str(self._transcript))
@@ -270,6 +303,7 @@ class Capture:
                 self._keep(entry, failure)
                 return
         self.counters.captured += 1
+        self._forget_pending(anchor.turn)
         log.debug("captured an exchange into %s", file)
 
     def _keep(self, entry: Entry, error: PimemError) -> None:
@@ -297,7 +331,7 @@ class Capture:
             except PimemError as error:
                 self.last_write_error = str(error)
                 return
-            self._unwritten.pop(0)
+            self._forget_pending(self._unwritten.pop(0).anchor.turn)
             self.counters.captured += 1
             self.counters.unwritten = len(self._unwritten)
         self.last_write_error = None

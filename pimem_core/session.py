@@ -26,6 +26,7 @@ from pimem_core.api import Pimem
 from pimem_core.budget import DistillBudget
 from pimem_core.capture import Capture
 from pimem_core.indexer import SHUTDOWN_CAP_SECONDS, Indexer
+from pimem_core.journal import CaptureJournal
 from pimem_core.maintenance import MaintenanceRunner
 from pimem_core.paths import PimemPaths
 from pimem_core.snapshot_cache import StableSnapshot
@@ -98,6 +99,7 @@ class Session:
         self.host_model = host_model
         self._debounce = debounce
         self.budget = DistillBudget.for_settings(pimem.settings, paths)
+        self._state_dir = (paths or PimemPaths.from_env()).state_dir
         self.info: SessionInfo | None = None
         self.scope: Scope | None = None
         self.snapshot: StableSnapshot | None = None
@@ -135,6 +137,7 @@ class Session:
                 transcript=info.transcript,
                 host_model=self.host_model,
                 budget=self.budget,
+                journal=CaptureJournal(self._state_dir / "capture-journal", info.session_id),
             )
 
     def before_prompt(self, prompt: str) -> PromptAdditions:

@@ -301,3 +301,39 @@ def test_lines_that_broke_the_bridge_get_request_errors_and_it_keeps_serving(rep
         assert replies[request_id]["error"]["type"] == "request", replies[request_id]
         assert detail in replies[request_id]["error"]["message"]
     assert replies["5"]["result"] == {"pong": True}
+
+
+def test_an_exchange_whose_bridge_was_killed_mid_capture_is_captured_by_the_next(
+    tmp_path: Path, repo: Path
+) -> None:
+    # Found by the reliability suite: the exchange a killed bridge was distilling was lost;
+    # the next bridge started its window after it. The capture journal hands it over.
+    from pi_sessions import assistant, session_file, user
+
+    session_file(
+        tmp_path / "s1.jsonl",
+        [user("u1", None, 1, "why does the login loop?"), assistant("a1", "u1", 2, "escaping")],
+    )
+    env = {"HOME": str(tmp_path / "home"), "PIMEM_DISABLE_PLUGINS": "memsearch-index"}
+    first = Bridge(env)
+    start(first, repo, tmp_path)  # its transcript is s1.jsonl
+    first.send({"id": 99, "method": "session.settled", "params": {"leaf": "a1"}})
+    asked = [first.read(), first.read()]  # the reply, and pimem asking the host's model
+    assert any(message.get("method") == "complete" for message in asked)
+    first.process.kill()  # while the host's model is "thinking"
+    first.process.wait()
+    assert first.process.stdin is not None
+    assert first.process.stdout is not None
+    first.process.stdin.close()
+    first.process.stdout.close()
+    day = repo / ".memsearch" / "memory" / "2026-08-13.md"
+    assert not day.exists()
+
+    second = Bridge(env)
+    start(second, repo, tmp_path)
+    assert second.call("session.shutdown")["result"]["captured_in_time"] is True
+    assert second.close() == 0
+    assert second.completions[0]["prompt"] == (
+        "[User]: why does the login loop?\n\n[Assistant]: escaping"
+    )
+    assert day.read_text().count("turn:a1 ") == 1

@@ -1,0 +1,78 @@
+"""The capture journal: exchanges a session is capturing, on disk until their entry is written.
+
+A bridge killed mid-capture (waiting for a model, say) loses its queue with it. The journal
+outlives it: the next process that starts the same session finds the exchange there and
+captures it again from the transcript, or leaves a marker entry when that cannot be done. One
+small JSON file per session under pimem's state directory; every failure to keep it is
+logged and ignored, since it must never stop capture itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import attrs
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen(kw_only=True)
+class Pending:
+    """An exchange being captured: the turn its entry is anchored to, and the last turn
+    captured before it (``None`` at the start of the session), which bound its window."""
+
+    turn: str
+    after: str | None
+
+
+class CaptureJournal:
+    """The pending exchanges of one session."""
+
+    def __init__(self, directory: Path, session_id: str) -> None:
+        digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+        self.path = directory / f"{digest}.json"
+
+    def pending(self) -> list[Pending]:
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError, RecursionError) as error:
+            log.warning("ignoring the unreadable capture journal %s: %s", self.path, error)
+            return []
+        items = raw if isinstance(raw, list) else []
+        return [
+            Pending(turn=item["turn"], after=item.get("after"))
+            for item in items
+            if isinstance(item, dict)
+            and isinstance(item.get("turn"), str)
+            and isinstance(item.get("after"), str | None)
+        ]
+
+    def add(self, item: Pending) -> None:
+        self._save([*(p for p in self.pending() if p.turn != item.turn), item])
+
+    def remove(self, turn: str) -> None:
+        items = self.pending()
+        if any(item.turn == turn for item in items):
+            self._save([item for item in items if item.turn != turn])
+
+    def _save(self, items: list[Pending]) -> None:
+        try:
+            if not items:
+                with contextlib.suppress(FileNotFoundError):
+                    self.path.unlink()
+                return
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, staged = tempfile.mkstemp(dir=self.path.parent, prefix=".journal-", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as file:
+                json.dump([attrs.asdict(item) for item in items], file)
+            os.replace(staged, self.path)  # whole or not at all, even if killed mid-save
+        except OSError as error:
+            log.warning("cannot keep the capture journal %s: %s", self.path, error)
