@@ -11,12 +11,15 @@ import pytest
 
 from pimem_core import Pimem, hookimpl
 from pimem_core.capture import exchange_window, passes_gates
+from pimem_core.journal import CaptureJournal, Pending
 from pimem_core.paths import PimemPaths
 from pimem_core.session import Session, SessionInfo
 from pimem_core.types import (
+    Anchor,
     BranchEntry,
     Distillation,
     DistillRequest,
+    Entry,
     IndexReport,
     Scope,
 )
@@ -430,3 +433,42 @@ def test_an_exchange_the_store_refused_is_written_late_not_lost(
         "- the user asked about after space came back",
     ]
     assert "turn:a2 " in day(repo)
+
+
+def _journal(tmp_path: Path) -> CaptureJournal:
+    return CaptureJournal(tmp_path / "pimem" / "state" / "capture-journal", SESSION)
+
+
+def test_a_journaled_exchange_already_written_is_not_written_again(
+    world: tuple[Host, ScriptedDistiller, CountingIndex], repo: Path, tmp_path: Path
+) -> None:
+    host, distiller, _ = world
+    host.session.pimem.append_entry(
+        host.session.pimem.resolve_scope(host.info.cwd),
+        Entry(
+            anchor=Anchor(session=SESSION, turn="a1", transcript=str(host.info.transcript)),
+            content="- written just before the kill",
+            written_at=host.session.pimem.settings.now(),
+        ),
+    )
+    _journal(tmp_path).add(Pending(turn="a1", after=None))
+    host.session.start(host.info)
+    host.session.shutdown(cap=10)
+    assert day(repo).count("turn:a1 ") == 1
+    assert distiller.requests == []
+    assert _journal(tmp_path).pending() == []
+
+
+def test_a_journaled_exchange_whose_transcript_is_gone_leaves_a_marker(
+    world: tuple[Host, ScriptedDistiller, CountingIndex], repo: Path, tmp_path: Path
+) -> None:
+    host, _, _ = world
+    _journal(tmp_path).add(Pending(turn="a7", after="a6"))
+    host.session.start(host.info)  # its transcript was never written
+    host.session.shutdown(cap=10)
+    assert "turn:a7 " in day(repo)
+    assert (
+        "- [pimem] this exchange could not be distilled: the transcript could not be read"
+        in day(repo)
+    )
+    assert _journal(tmp_path).pending() == []
