@@ -166,7 +166,11 @@ class Pimem:
         read_only: bool = False,
     ) -> BackendCall:
         return BackendCall(
-            settings=self.settings, on_wait=on_wait, progress=progress, read_only=read_only
+            settings=self.settings,
+            on_wait=on_wait,
+            progress=progress,
+            read_only=read_only,
+            scrub=self.scrubber.scrub,
         )
 
     def index_memory(

@@ -370,6 +370,8 @@ class BackendCall:
     #: Set when the store belongs to another project (cross-repo recall, expanding its hits):
     #: the operation must write nothing at all, not even memsearch's zero-config bootstrap.
     read_only: bool = False
+    #: Takes secrets out of text the operation sends to a model or writes (compaction).
+    scrub: Callable[[str], str] = attrs.field(default=str, eq=False)
 
 
 @attrs.frozen(kw_only=True)

@@ -95,6 +95,20 @@ class MarkdownStore:
             ) from None
 
 
+def append_block(scope: Scope, name: str, text: str) -> Path:
+    """Append *text* to the daily memory file *name* of *scope* in one ``O_APPEND`` write, as
+    entries are (memsearch's ``## Memory Compact`` blocks, which it writes in several)."""
+    file = _day_file(scope, name)
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        _append(file, text.encode("utf-8"))
+    except OSError as error:
+        raise StoreError(
+            f"cannot write to the daily memory file {file}: {error.strerror or error}"
+        ) from None
+    return file
+
+
 def _day_file(scope: Scope, name: str) -> Path:
     """The daily memory file *name* of *scope*'s store, refused when it is a symbolic link that
     leads out of the store: a committed link must not turn an append into a write elsewhere

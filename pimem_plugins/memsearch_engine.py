@@ -25,6 +25,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ import attrs
 from pimem_core.errors import CollectionMissing, IndexStateError, PimemError
 from pimem_core.types import Anchor, FailedFile, IndexReport, Scope, SearchHit, Section
 from pimem_plugins.index_state import read_index_state
+from pimem_plugins.markdown_store import append_block
 
 REQUIREMENT = "memsearch[onnx]>=0.4.23,<0.5"
 NEGATIVE_PROBE_SECONDS = 30.0
@@ -571,8 +573,14 @@ class MemsearchEngine:
             anchor=parse_anchor(content),
         )
 
-    def compact(self, scope: Scope) -> str:
+    def compact(self, scope: Scope, scrub: Callable[[str], str], now: datetime) -> str:
+        """memsearch's compaction, with secrets kept out of it: the chunks are scrubbed before
+        the LLM reads them and the summary before it is written. The block has memsearch's
+        shape (a ``# <date>`` title in a new file, then ``## Memory Compact HH:MM``) and is
+        appended in one write, then indexed. The database is closed during the LLM call, which
+        can take minutes: other agents may use it meanwhile."""
         config = self.config(scope)
+        from memsearch.compact import compact_chunks
         from memsearch.store import CollectionNotFoundError
 
         llm, legacy = config.llm, config.compact
@@ -583,20 +591,32 @@ class MemsearchEngine:
             prompt = Path(legacy.prompt_file).read_text(encoding="utf-8")
         try:
             with self._database(scope, config) as memsearch:
-                summary = self._loop.run_until_complete(
-                    memsearch.compact(
-                        llm_provider=llm.provider or legacy.llm_provider,
-                        llm_model=llm.model or legacy.llm_model or None,
-                        prompt_template=prompt,
-                        output_dir=scope.memory_dir.parent,
-                        llm_base_url=llm.base_url or legacy.base_url or None,
-                        llm_api_key=llm.api_key or legacy.api_key or None,
-                    )
-                )
+                chunks = memsearch.store.query()
         except CollectionNotFoundError:
             return ""  # never indexed: there is nothing to compact
         finally:
-            self.release()  # compaction indexed through this client: reopen before searching
+            self.release()
+        if not chunks:
+            return ""
+        summary = scrub(
+            self._loop.run_until_complete(
+                compact_chunks(
+                    [{**chunk, "content": scrub(str(chunk["content"]))} for chunk in chunks],
+                    llm_provider=llm.provider or legacy.llm_provider,
+                    model=llm.model or legacy.llm_model or None,
+                    prompt_template=prompt,
+                    base_url=llm.base_url or legacy.base_url or None,
+                    api_key=llm.api_key or legacy.api_key or None,
+                )
+            )
+        )
+        name = f"{now.date().isoformat()}.md"
+        file = scope.memory_dir / name
+        title = "" if file.is_file() and file.stat().st_size else f"# {now.date().isoformat()}\n"
+        file = append_block(scope, name, f"{title}\n\n## Memory Compact {now:%H:%M}\n\n{summary}\n")
+        with self._database(scope, config) as memsearch:
+            self._loop.run_until_complete(memsearch.index_file(file))
+        self.release()  # compaction indexed through this client: reopen before searching
         return str(summary)
 
     def warm(self, scope: Scope) -> None:

@@ -121,7 +121,7 @@ class MemsearchIndex:
         engine = shared_engine()
         summary = _run(
             "memory compaction",
-            lambda: engine.compact(scope),
+            lambda: engine.compact(scope, call.scrub, call.settings.now()),
             call,
             call.settings.compact_timeout_ms,
             scope,

@@ -439,6 +439,33 @@ def test_compaction_appends_memsearchs_summary_block(
     ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
     summary = ok(pimem(memsearch_env, "compact", "--cwd", str(repo)))
     assert summary.strip() == ScriptedLLM.summary
-    today = (repo / ".memsearch" / "memory" / f"{time.strftime('%Y-%m-%d')}.md").read_text()
-    assert "## Memory Compact" in today
-    assert ScriptedLLM.summary in today
+    # pimem writes memsearch's block itself, at pimem's clock (PIMEM_NOW here).
+    today = (repo / ".memsearch" / "memory" / "2026-08-13.md").read_text()
+    assert f"\n\n## Memory Compact 22:41\n\n{ScriptedLLM.summary}\n" in today
+    hits = search(memsearch_env, repo, "Redis hot cache", k=5)
+    assert any("Memory Compact" in str(hit["heading"]) for hit in hits)
+
+
+def test_compaction_keeps_secrets_from_the_llm_and_from_disk(
+    memsearch_env: dict[str, str], repo: Path, llm_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by the reliability suite: memsearch sent the chunks as indexed (another agent's
+    # unscrubbed entry included) and wrote whatever summary the LLM returned.
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    config = Path(memsearch_env["HOME"]) / ".memsearch" / "config.toml"
+    config.write_text(
+        config.read_text()
+        + f'\n[llm]\nprovider = "openai"\nmodel = "scripted"\nbase_url = "{llm_server}"\napi_key = "k"\n'
+    )
+    day = repo / ".memsearch" / "memory" / "2026-08-13.md"
+    day.parent.mkdir(parents=True)
+    day.write_text(f"### 22:00\n<!-- session:o turn:t transcript:/o -->\n- token {secret}\n\n")
+    ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
+    monkeypatch.setattr(ScriptedLLM, "summary", f"- the GitHub token is {secret}")
+    ScriptedLLM.requests.clear()
+    summary = ok(pimem(memsearch_env, "compact", "--cwd", str(repo)))
+    assert secret not in summary
+    assert secret not in json.dumps(ScriptedLLM.requests)
+    block = day.read_text().split("## Memory Compact")[1]
+    assert secret not in block
+    assert "[REDACTED:github-token]" in block
