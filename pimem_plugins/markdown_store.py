@@ -132,6 +132,8 @@ def _forget_chunk(scope: Scope, section: Section) -> Redaction:
     its session anchor when the chunk has one; anything but exactly one match is refused.
     """
     chunk = section.chunk_hash
+    if "\x00" in section.source:  # no file has such a name: the index entry is junk
+        raise StoreError(f"chunk {chunk} names no file: its source is {section.source!r}")
     file = Path(os.path.normpath(os.path.join(scope.scope_dir, section.source)))
     if not _inside(file, scope.memory_dir):
         raise StoreError(

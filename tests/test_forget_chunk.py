@@ -218,6 +218,14 @@ def test_a_relative_source_escaping_the_store_is_refused(
     assert_untouched(file, D)
 
 
+def test_a_source_with_a_nul_is_refused_not_a_crash(repo: Path, memory: Path) -> None:
+    # Found by the reliability suite: the path functions raised ValueError, not StoreError.
+    file = write_day(memory, D)
+    message = refused(repo, section(".memsearch/memory/2026-08-13.md\x00x", "22:55", 8, 10))
+    assert "names no file" in message
+    assert_untouched(file, D)
+
+
 def test_a_symbolic_link_out_of_the_store_is_refused(
     repo: Path, memory: Path, tmp_path: Path
 ) -> None:
