@@ -73,7 +73,7 @@ class MarkdownStore:
         if isinstance(address, ChunkAddress):
             return _forget_chunk(scope, address.section)
         file = _day_file(scope, f"{address.day.isoformat()}.md")
-        if not file.is_file():
+        if not _is_file(file):
             raise StoreError(f"no daily memory file for {address.day.isoformat()} at {file}")
 
         def forget(text: str) -> tuple[str, tuple[str, RedactionKind]]:
@@ -114,13 +114,27 @@ def _day_file(scope: Scope, name: str) -> Path:
     leads out of the store: a committed link must not turn an append into a write elsewhere
     (``~/.bashrc``), nor a forget into a copy of an outside file into memory."""
     file = scope.memory_dir / name
-    if file.is_symlink() and not _inside(file, scope.memory_dir):
+    try:
+        linked = file.is_symlink()
+    except OSError:  # the store cannot be read: the append or the read says so
+        linked = False
+    if linked and not _inside(file, scope.memory_dir):
         raise StoreError(
             f"the daily memory file {file} is a symbolic link to {os.path.realpath(file)}, "
             f"outside the memory store {scope.memory_dir}; pimem only writes inside the store: "
             "replace the link with a regular file"
         )
     return file
+
+
+def _is_file(file: Path) -> bool:
+    """Whether *file* is a regular file; a store pimem may not look into is an error."""
+    try:
+        return file.is_file()
+    except OSError as error:
+        raise StoreError(
+            f"cannot read the daily memory file {file}: {error.strerror or error}"
+        ) from None
 
 
 def _forget_chunk(scope: Scope, section: Section) -> Redaction:
@@ -144,7 +158,7 @@ def _forget_chunk(scope: Scope, section: Section) -> Redaction:
         f"chunk {chunk} points at {file}, which no longer exists; "
         "the index has not caught up with it yet (a reindex is pending)"
     )
-    if not file.is_file():
+    if not _is_file(file):
         raise gone
     heading = section.heading.strip()
     first, last = section.start_line, section.end_line

@@ -463,3 +463,22 @@ def test_append_is_one_write_with_o_append(repo: Path, monkeypatch: pytest.Monke
     assert len(flags) == 1
     assert flags[0] & os.O_APPEND
     assert [data for _, data in writes[1:]] == [FIRST_BYTES.encode()]
+
+
+def test_a_store_pimem_may_not_look_into_is_an_error_not_a_crash(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by the reliability suite, as a user who does not own the store: stat() raised
+    # PermissionError straight through forget (and through the symlink check of write).
+    pimem = make_pimem()
+    scope = scope_of(pimem, repo)
+    pimem.append_entry(scope, entry(FIRST))
+
+    def denied(self: Path) -> bool:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "is_file", denied)
+    monkeypatch.setattr(Path, "is_symlink", denied)
+    with pytest.raises(StoreError, match=r"cannot read the daily memory file .*Permission denied"):
+        pimem.forget_entry(scope, DayAddress.parse("2026-08-13", "22:41"))
+    pimem.append_entry(scope, entry("- second", at=datetime(2026, 8, 13, 22, 50)))
