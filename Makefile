@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-CODE := pimem_core pimem_plugins tests bench
+CODE := pimem_core pimem_plugins tests bench reliability
 # Where the offline embedding model (and the torch environment that builds it) lives.
 PIMEM_HOME ?= $(CURDIR)/.pimem-home
 # `make bench BENCH_ARGS=--quick`: the 2,000-chunk store only, in a few minutes.
@@ -14,7 +14,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 ADAPTER := adapters/pi
 NODE_STAMP := $(ADAPTER)/node_modules/.installed
 
-.PHONY: venv node demo demo-cli test lint typecheck adapter model unit bench bench-quality clean
+.PHONY: venv node demo demo-cli test lint typecheck adapter model unit bench bench-quality reliability clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,11 @@ bench: $(BENCH_STAMP) model node  ## search, capture, pi adapter and auto-contex
 QUALITY_ARGS ?= --sizes 1000,10000
 bench-quality: $(BENCH_STAMP) model  ## retrieval quality per query style against dense and BM25, into docs/benchmarks-quality.md
 	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/python -m bench.quality $(QUALITY_ARGS)
+
+# `make reliability RELIABILITY_ARGS=--quick`: the reduced budgets CI runs, in about 2 minutes.
+RELIABILITY_ARGS ?=
+reliability: $(STAMP) model  ## concurrency, faults, fuzzing (>= 100,000 inputs) and safety, into docs/reliability.md (~25 min)
+	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/python -m reliability $(RELIABILITY_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis $(ADAPTER)/node_modules $(ADAPTER)/e2e/pi-1/node_modules
