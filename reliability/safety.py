@@ -13,8 +13,9 @@ def _paths(quick: bool, seed_value: int) -> Outcome:
     outcome = Outcome(
         scenario="Safety: writes stay in the store; addresses checked",
         load=f"hypothesis, {budget:,} examples",
-        faults="chunk sources with .., absolute paths and links out; junk dates, times and "
-        "chunk hashes (quotes, filter syntax, non-ASCII digits)",
+        faults="chunk sources with .., absolute paths and links out; an append and a "
+        "compaction block through a daily file linked out; junk dates, times, chunk hashes "
+        "(quotes, filter syntax, non-ASCII digits) and project labels",
     )
     started = time.perf_counter()
     safety_paths.run(outcome, budget, seed_value)

@@ -11,16 +11,23 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
+import json
 import os
 import tempfile
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
 
+from pimem_core.api import Pimem
 from pimem_core.errors import PimemError, StoreError
-from pimem_core.types import ChunkAddress, DayAddress, Scope, Section
-from pimem_plugins.markdown_store import MarkdownStore
+from pimem_core.serve import Server
+from pimem_core.session import SessionInfo
+from pimem_core.types import Anchor, ChunkAddress, DayAddress, Entry, Scope, Section
+from pimem_plugins.markdown_store import MarkdownStore, append_block
 from pimem_plugins.memsearch_engine import CHUNK_HASH, MemsearchEngine
 from reliability.fuzzing import run_property
 from reliability.outcome import Outcome
@@ -41,6 +48,62 @@ def _tree_digest(root: Path) -> dict[str, str]:
         else:
             found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
     return found
+
+
+#: Project labels a host may send back to ``memory.expand``; only absolute paths are labels.
+LABELS = ("relative/project", "../..", "a\x00b", "/no/such/project", "~/project")
+
+
+def _explicit(scope: Scope, base: Path) -> list[str]:
+    """Writes through a daily file linked out of the store, and hostile project labels."""
+    problems = []
+    link = scope.memory_dir / "2026-08-13.md"
+    link.unlink(missing_ok=True)
+    link.symlink_to(base / "outside" / "2026-08-13.md")
+    entry = Entry(
+        anchor=Anchor(session="s", turn="t", transcript="/t"),
+        content="- planted",
+        written_at=datetime(2026, 8, 13, 22, 41),
+    )
+    writes: list[tuple[str, Callable[[], Path]]] = [
+        ("an append", lambda: MarkdownStore().pimem_append_entry(scope, entry)),
+        ("a compaction block", lambda: append_block(scope, link.name, "## Memory Compact\n")),
+    ]
+    for name, write in writes:
+        try:
+            write()
+        except StoreError as error:
+            if "outside the memory store" not in str(error):
+                problems.append(f"{name} through a link out was refused unclearly: {error}")
+        else:
+            problems.append(f"{name} went through a daily file linked out of the store")
+    link.unlink()
+    env = {"HOME": str(base / "home"), "PIMEM_DISABLE_PLUGINS": "memsearch-index"}
+    lines = [
+        json.dumps(
+            {
+                "id": n,
+                "method": "memory.expand",
+                "params": {"chunk_hash": "0" * 16, "project": label},
+            }
+        )
+        for n, label in enumerate(LABELS)
+    ]
+    output = io.StringIO()
+    cwd = os.getcwd()
+    try:
+        server = Server(Pimem.from_env(env), io.StringIO("\n".join(lines) + "\n"), output)
+        server.session.start(SessionInfo(session_id="s", cwd=scope.repository_dir, transcript=None))
+        server.serve()
+    finally:
+        os.chdir(cwd)
+    for reply in map(json.loads, output.getvalue().splitlines()[1:]):
+        label = LABELS[reply["id"]]
+        kind = (reply.get("error") or {}).get("type")
+        wanted = "memory" if label.startswith("/") else "request"
+        if kind != wanted:
+            problems.append(f"project label {label!r}: {kind or 'a result'}, not a {wanted} error")
+    return problems
 
 
 @st.composite
@@ -159,6 +222,11 @@ def run(outcome: Outcome, examples: int, seed_value: int) -> None:
             seed_value=seed_value,
             label="day-address",
         )
+
+        explicit = _explicit(scope, base)
+        outcome.problems.extend(explicit)
+        outcome.inputs += len(LABELS) + 2
+        outcome.expect(_tree_digest(outside) == sentinel, "a file outside the store changed")
 
         engine = MemsearchEngine()
 
