@@ -7,9 +7,9 @@ Per store size, on the stores the latency benchmark indexed:
    another and each ``session.before_prompt`` is timed from the request to the answer carrying
    the injection, as the host waits for it. Then the bridge's resident memory.
 2. **Relevance**: a labelled prompt set, half with a memory that answers it and half about things
-   the memory never mentions, is searched as auto-context searches; each filter decides what it
-   would inject: memsearch's rank-fusion score ``>= 0.5`` (the original floor) and pimem's
-   cosine similarity floor.
+   the memory never mentions; each filter decides what it would inject: the original's
+   (memsearch's hybrid top 3 kept at a rank-fusion score ``>= 0.5``) and pimem's (the 3 chunks
+   most similar to the prompt, kept above the similarity floor).
 """
 
 from __future__ import annotations
@@ -81,23 +81,17 @@ def labelled_prompts(corpus: Corpus, answerable: int = 50, seed: int = 7) -> lis
     return asked + unknown[:answerable]
 
 
-def judge(
-    prompts: Sequence[LabelledPrompt],
-    candidates: Sequence[Sequence[tuple[str, float, float]]],
-    keep: Callable[[float, float], bool],
-) -> dict[str, Any]:
-    """What a filter injects. *candidates* holds, per prompt, ``(content, score, similarity)``
-    of the chunks auto-context's search returned; *keep* decides from score and similarity."""
+def judge(prompts: Sequence[LabelledPrompt], chosen: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """What a filter injects: *chosen* holds, per prompt, the chunk texts it would inject."""
     irrelevant_prompts = answered = answerable = injected = irrelevant_chunks = 0
-    for prompt, hits in zip(prompts, candidates, strict=True):
-        chosen = [content for content, score, similarity in hits if keep(score, similarity)]
-        relevant = [c for c in chosen if any(bullet in c for bullet in prompt.gold)]
-        injected += len(chosen)
-        irrelevant_chunks += len(chosen) - len(relevant)
+    for prompt, contents in zip(prompts, chosen, strict=True):
+        relevant = [c for c in contents if any(bullet in c for bullet in prompt.gold)]
+        injected += len(contents)
+        irrelevant_chunks += len(contents) - len(relevant)
         if prompt.gold:
             answerable += 1
             answered += bool(relevant)
-        elif chosen:
+        elif contents:
             irrelevant_prompts += 1
     unanswerable = len(prompts) - answerable
     return {
@@ -112,23 +106,31 @@ def judge(
 
 
 def measure_relevance(
-    recall: Callable[[str], Sequence[tuple[Any, float]]], corpus: Corpus
+    recall: Callable[[str], Sequence[tuple[Any, float]]],
+    search: Callable[[str], Sequence[Any]],
+    corpus: Corpus,
 ) -> dict[str, Any]:
-    """Both filters, and the similarity floor's trade-off curve, on the labelled prompts."""
+    """pimem's filter (the chunks most similar to the prompt, kept above the similarity floor)
+    against the original's (memsearch's hybrid top 3, kept at a score of 0.5), and the
+    similarity floor's trade-off curve, on the labelled prompts."""
     prompts = labelled_prompts(corpus)
-    candidates = [
-        [(hit.content, hit.score, similarity) for hit, similarity in recall(p.text[:PROMPT_LIMIT])]
+    similar = [
+        [(hit.content, similarity) for hit, similarity in recall(p.text[:PROMPT_LIMIT])]
         for p in prompts
     ]
+    fused = [search(p.text[:PROMPT_LIMIT]) for p in prompts]
 
-    def similar(floor: float) -> dict[str, Any]:
-        return {"floor": floor} | judge(prompts, candidates, lambda _, sim: sim >= floor)
+    def above(floor: float) -> dict[str, Any]:
+        chosen = [[content for content, sim in hits if sim >= floor] for hits in similar]
+        return {"floor": floor} | judge(prompts, chosen)
 
     return {
         "prompts": len(prompts),
-        "rank_fusion_floor": judge(prompts, candidates, lambda score, _: score >= 0.5),
-        "similarity_floor": similar(DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY),
-        "curve": [similar(value) for value in SIMILARITY_CURVE],
+        "rank_fusion_floor": judge(
+            prompts, [[hit.content for hit in hits if hit.score >= 0.5] for hits in fused]
+        ),
+        "similarity_floor": above(DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY),
+        "curve": [above(value) for value in SIMILARITY_CURVE],
     }
 
 

@@ -74,8 +74,15 @@ def _relevance(store: latency.Store, corpus: Corpus, model: OfflineModel) -> dic
             )
             return hits
 
+        def search(text: str) -> Sequence[Any]:
+            # As the original's auto-context searched: memsearch's hybrid search.
+            hits: Sequence[Any] = process_queue().run(
+                "bench-relevance", lambda: engine.search(scope, text, TOP_K)
+            )
+            return hits
+
         try:
-            return measure_relevance(recall, corpus)
+            return measure_relevance(recall, search, corpus)
         finally:
             latency.release_database()  # the next bridge opens the same database
 

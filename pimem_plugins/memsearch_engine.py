@@ -19,7 +19,6 @@ import fcntl
 import functools
 import importlib.metadata
 import logging
-import math
 import os
 import re
 import threading
@@ -627,22 +626,35 @@ class MemsearchEngine:
             self.recall(scope, "warm-up", 1)
 
     def recall(self, scope: Scope, text: str, top_k: int) -> tuple[tuple[SearchHit, float], ...]:
-        """memsearch's hybrid search, each hit with the cosine similarity of its chunk to the
-        query: the rank-fusion score says two retrievers agreed, not that the chunk is about
-        the query, so a relevance filter needs the similarity itself."""
+        """The chunks most similar to *text* (dense search, cosine), each with its similarity.
+
+        Auto-context filters on similarity, so it ranks by it too. memsearch's hybrid search
+        would add BM25 matches that the filter then drops, and in Milvus Lite its BM25 half
+        costs as much as the dense one again, and a few hundred MB to keep loaded at 20,000
+        chunks. The hits' ``score`` is the similarity.
+        """
         config = self.config(scope)
         from memsearch.store import CollectionNotFoundError
 
         vector = self._loop.run_until_complete(self._embedder(config).embed([text]))[0]
         try:
             with self._database(scope, config) as memsearch:
-                results = memsearch.store.search(vector, query_text=text, top_k=top_k)
-                stored = _stored_vectors(memsearch.store, [str(r["chunk_hash"]) for r in results])
+                store = memsearch.store
+                store._require_collection()  # memsearch's own "never indexed" error
+                found = store._connected_client().search(
+                    collection_name=store._collection,
+                    data=[vector],
+                    anns_field="embedding",
+                    limit=top_k,
+                    search_params={"metric_type": "COSINE"},
+                    output_fields=store._QUERY_FIELDS,
+                )
         except CollectionNotFoundError as error:
             raise self._missing(scope, error) from None
+        hits = found[0] if found else []
         return tuple(
-            (_hit(result), _cosine(vector, stored.get(str(result["chunk_hash"]))))
-            for result in results
+            (_hit({**hit["entity"], "score": hit["distance"]}), float(hit["distance"]))
+            for hit in hits
         )
 
     def count(self, scope: Scope) -> int | None:
@@ -687,26 +699,6 @@ def _hit(result: dict[str, Any]) -> SearchHit:
         end_line=int(result["end_line"]),
         score=float(result["score"]),
     )
-
-
-def _stored_vectors(store: Any, hashes: list[str]) -> dict[str, list[float]]:
-    """The embeddings memsearch stored for these chunks (one primary-key lookup)."""
-    if not hashes:
-        return {}
-    rows = store._connected_client().query(  # memsearch has no public vector lookup
-        collection_name=store._collection,
-        filter="chunk_hash in [" + ", ".join(f'"{h}"' for h in hashes) + "]",
-        output_fields=["chunk_hash", "embedding"],
-    )
-    return {str(row["chunk_hash"]): list(row["embedding"]) for row in rows}
-
-
-def _cosine(left: list[float], right: list[float] | None) -> float:
-    if not right:
-        return 0.0
-    dot = sum(a * b for a, b in zip(left, right, strict=True))
-    norms = math.sqrt(sum(a * a for a in left)) * math.sqrt(sum(b * b for b in right))
-    return dot / norms if norms else 0.0
 
 
 async def _index_files(memsearch: Any, files: tuple[Path, ...]) -> Any:

@@ -203,7 +203,7 @@ def single_retrievers(scope: Scope, text: str) -> dict[str, list[str]]:
 
 
 def recall(scope: Scope, text: str) -> tuple[tuple[SearchHit, float], ...]:
-    """What auto-context sees: the hybrid top 3, each with its cosine similarity."""
+    """What auto-context sees: the 3 chunks most similar to the query, with their similarity."""
     from pimem_plugins.memsearch_engine import shared_engine
 
     hits: tuple[tuple[SearchHit, float], ...] = _queued(
@@ -268,8 +268,14 @@ def ask(rig: Rig, query: Query, seen: Seen) -> dict[str, Any]:
     recalled = recall(scope, query.text)
     seen.add(hit.content for hit, _ in recalled)
     record["recall"] = [
-        {"score": hit.score, "similarity": similarity, "gold": hit_id(hit.content) == gold}
+        {"similarity": similarity, "gold": hit_id(hit.content) == gold}
         for hit, similarity in recalled
+    ]
+    # The original's auto-context: memsearch's hybrid top 3, kept on its score.
+    fused = rig.pimem.search_memory(scope, SearchQuery(text=query.text, top_k=RECALL_K))
+    seen.add(hit.content for hit in fused)
+    record["hybrid_recall"] = [
+        {"score": hit.score, "gold": hit_id(hit.content) == gold} for hit in fused
     ]
     return record
 

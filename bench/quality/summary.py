@@ -102,10 +102,16 @@ def overlap(records: Sequence[Record]) -> dict[str, float]:
     }
 
 
-def _rules(floors: Mapping[str, float]) -> dict[str, Callable[[Mapping[str, Any]], bool]]:
+def _rules(
+    floors: Mapping[str, float],
+) -> dict[str, tuple[str, Callable[[Mapping[str, Any]], bool]]]:
+    """Each auto-context rule: the candidates it looks at, and which of them it keeps."""
     return {
-        "pimem": lambda hit: bool(hit["similarity"] >= floors["pimem_similarity"]),
-        "memsearch": lambda hit: bool(hit["score"] >= floors["memsearch_score"]),
+        "pimem": ("recall", lambda hit: bool(hit["similarity"] >= floors["pimem_similarity"])),
+        "memsearch": (
+            "hybrid_recall",
+            lambda hit: bool(hit["score"] >= floors["memsearch_score"]),
+        ),
     }
 
 
@@ -114,9 +120,9 @@ def abstention(records: Sequence[Record], floors: Mapping[str, float]) -> dict[s
     under pi-memsearch's score floor: nothing for no-answer queries, the gold for the others."""
     none, answerable = _group(records, "none"), _group(records, "project")
     table: dict[str, Any] = {}
-    for name, kept in _rules(floors).items():
-        injected_none = [[hit for hit in r["recall"] if kept(hit)] for r in none]
-        injected = [[hit for hit in r["recall"] if kept(hit)] for r in answerable]
+    for name, (candidates, kept) in _rules(floors).items():
+        injected_none = [[hit for hit in r[candidates] if kept(hit)] for r in none]
+        injected = [[hit for hit in r[candidates] if kept(hit)] for r in answerable]
         table[name] = {
             "abstained": share(not chunks for chunks in injected_none),
             "mean_injected_no_answer": statistics.fmean(len(c) for c in injected_none)
