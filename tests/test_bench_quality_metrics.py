@@ -95,6 +95,7 @@ def _record(style: str, ranks: dict[str, int | None], **extra: Any) -> dict[str,
         "ranks": {"pimem_k5": ranks["pimem"], **ranks},
         "overlap": 0.5,
         "recall": [],
+        "hybrid_recall": [],
         **extra,
     }
 
@@ -104,17 +105,27 @@ FLOORS = {"pimem_similarity": 0.5, "memsearch_score": 0.5}
 
 def test_abstention_counts_what_each_floor_lets_through() -> None:
     records = [
-        {"group": "none", "recall": [{"score": 1.0, "similarity": 0.2, "gold": False}]},
-        {"group": "none", "recall": [{"score": 0.4, "similarity": 0.1, "gold": False}]},
+        {
+            "group": "none",
+            "recall": [{"similarity": 0.2, "gold": False}],
+            "hybrid_recall": [{"score": 1.0, "gold": False}],
+        },
+        {
+            "group": "none",
+            "recall": [{"similarity": 0.1, "gold": False}],
+            "hybrid_recall": [{"score": 0.4, "gold": False}],
+        },
         _record(
             "keyword",
             {"pimem": 1, "dense": 1, "bm25": 1},
-            recall=[{"score": 1.0, "similarity": 0.7, "gold": True}],
+            recall=[{"similarity": 0.7, "gold": True}],
+            hybrid_recall=[{"score": 1.0, "gold": True}],
         ),
         _record(
             "keyword",
             {"pimem": 1, "dense": 1, "bm25": 1},
-            recall=[{"score": 0.9, "similarity": 0.6, "gold": False}],
+            recall=[{"similarity": 0.6, "gold": False}],
+            hybrid_recall=[{"score": 0.9, "gold": False}],
         ),
     ]
     table = abstention(records, FLOORS)
