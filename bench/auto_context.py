@@ -221,7 +221,9 @@ def measure_latency(
         warm_s = time.perf_counter() - spawned
         # Queued behind the start-up work (the catch-up index), and it opens the database: the
         # prompts that follow find the bridge idle, as a session's prompts do once it is warm.
-        bridge.call("memory.search", query="warm-up", top_k=1)
+        # Status counts chunks without searching: a hybrid search would load Milvus Lite's BM25
+        # data, which auto-context itself never needs (ADR 0008).
+        bridge.call("memory.status")
         idle_s = time.perf_counter() - spawned
         rss_warm = bridge.memory_kb()
         samples: list[float] = []
