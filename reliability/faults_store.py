@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from reliability.host import drop_file_privileges
+from reliability.host import drop_file_privileges, wait_until
 from reliability.integrity import audit
 from reliability.outcome import Outcome
 from reliability.sandbox import make_sandbox
@@ -192,15 +192,20 @@ def _hung_store_command(root: Path, quick: bool) -> Outcome:
 
 
 def _gone(pid_file: Path) -> bool:
+    """Whether the process in *pid_file* is dead (given a moment to die after its kill)."""
     try:
         pid = int(pid_file.read_text())
     except (OSError, ValueError):
         return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0]
-    except (FileNotFoundError, IndexError):
-        return True
-    return state in ("Z", "X")
+
+    def dead() -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0]
+        except (FileNotFoundError, IndexError):
+            return True
+        return state in ("Z", "X")
+
+    return wait_until(dead, 5)
 
 
 def run(quick: bool) -> list[Outcome]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -425,11 +426,17 @@ def test_a_timed_out_command_takes_its_children_with_it(
     with pytest.raises(ScopeError, match="did not answer within 1 s"):
         with_command(script).resolve_scope(repo)
     child = int(pid_file.read_text())
-    try:
-        state = Path(f"/proc/{child}/stat").read_text().split(") ")[1][0]
-    except FileNotFoundError:
-        state = "gone"
-    assert state in ("Z", "X", "gone"), f"the store command's child {child} is still running"
+
+    def state() -> str:
+        try:
+            return Path(f"/proc/{child}/stat").read_text().split(") ")[1][0]
+        except FileNotFoundError:
+            return "gone"
+
+    deadline = time.monotonic() + 5  # a killed process takes a moment to die
+    while state() not in ("Z", "X", "gone") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert state() in ("Z", "X", "gone"), f"the store command's child {child} is still running"
 
 
 def test_an_answer_with_a_control_character_is_refused(repo: Path, tmp_path: Path) -> None:
