@@ -51,6 +51,16 @@ def _groups(quick: bool, seed: int) -> dict[str, Callable[[], list[Outcome]]]:
     }
 
 
+def _guarded(name: str, run: Callable[[], list[Outcome]]) -> list[Outcome]:
+    """The group's rows; a group that crashes is one failed row, and the others still run."""
+    try:
+        return run()
+    except Exception as error:  # noqa: BLE001 - reported as a failure, never hidden
+        crashed = Outcome(scenario=f"{name} (crashed)", load="", faults="")
+        crashed.problems.append(f"{type(error).__name__}: {str(error)[:300]}")
+        return [crashed]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2**31)
@@ -74,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.only and name not in args.only:
                     continue
                 _log(f"{name}...")
-                for outcome in run():
+                for outcome in _guarded(name, run):
                     _log(
                         f"  {outcome.scenario}: {outcome.result} "
                         f"({outcome.inputs:,} inputs, {outcome.seconds:.1f} s)"

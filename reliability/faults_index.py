@@ -74,7 +74,11 @@ def _database(name: str, root: Path) -> Outcome:
     damage(box)
 
     started = time.perf_counter()
-    status = box.pimem("status", timeout=120)
+    try:
+        status = box.pimem("status", timeout=120)
+    except subprocess.TimeoutExpired:
+        outcome.problems.append("`pimem status` hung (killed after 120 s)")
+        return outcome
     outcome.details["status_seconds"] = round(time.perf_counter() - started, 2)
     outcome.expect(status.returncode == 0, f"status exited {status.returncode}")
     outcome.expect(
