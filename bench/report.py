@@ -833,9 +833,11 @@ and the database open):
 ### Relevance
 
 {sizes[0]["relevance"]["prompts"]} labelled prompts: half ask about one entry of the store
-(its bullets are the answer), half about subjects the store never mentions. Each filter
-decides on the same 3 hits of auto-context's search: memsearch's rank-fusion score `>= 0.5`
-(the original floor), or the cosine similarity between the prompt and the chunk.
+(its bullets are the answer), half about subjects the store never mentions. The original's
+auto-context kept memsearch's hybrid top 3 at a rank-fusion score `>= 0.5`; pimem's takes the 3
+chunks most similar to the prompt and keeps those whose cosine similarity reaches the floor. A
+chunk counts as relevant only if it is the prompt's own entry: the corpus holds many look-alike
+entries, which the similarity filter lets through for answerable prompts.
 
 ![Auto-context relevance]({plots}/{RELEVANCE_PLOT})
 
