@@ -7,7 +7,9 @@ over about the same span; backend workers loop until ``args["stop"]`` exists.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import os
 import random
@@ -102,7 +104,8 @@ def append_cli(args: dict[str, Any]) -> dict[str, Any]:
             # start-up a quick run cannot afford.
             from pimem_core.cli import main
 
-            return main(argv) == 0
+            with contextlib.redirect_stdout(io.StringIO()):  # "Saved the memory entry to ..."
+                return main(argv) == 0
         done = subprocess.run(
             [sys.executable, "-m", "pimem_core", *argv], capture_output=True, text=True, check=False
         )
