@@ -189,8 +189,9 @@ def _abstention_section(summary: Mapping[str, Any], floors: Mapping[str, float])
         )
     return [
         f"{table['n_no_answer']} no-answer queries (subjects no session touched) and "
-        f"{table['n_answerable']} answerable ones, each searched as auto-context does "
-        "(hybrid top 3, each hit with its cosine similarity to the query):",
+        f"{table['n_answerable']} answerable ones. pimem's auto-context takes the 3 chunks most "
+        "similar to the query and keeps those at the similarity floor; pi-memsearch's took "
+        "memsearch's hybrid top 3 and kept those scoring 0.5 or more:",
         "",
         *_table(
             (
