@@ -5,8 +5,8 @@ chunks most similar to it are looked up in the project's collection, with the em
 process already keeps warm; the database is borrowed for the one search. Hits are injected
 only when they are *about* the prompt: memsearch's rank-fusion score says that both retrievers
 ranked a chunk high, which a shared stop-word achieves, so the filter is the cosine similarity
-between the prompt and the chunk (``PIMEM_AUTO_CONTEXT_MIN_SIMILARITY``). See ADR 0008. Chunks already verbatim in the snapshot are
-dropped; at most 3 chunks and 2,000 characters go in.
+between the prompt and the chunk (``PIMEM_AUTO_CONTEXT_MIN_SIMILARITY``; see ADR 0008). Chunks
+already verbatim in the snapshot are dropped; at most 3 chunks and 2,000 characters go in.
 
 The host waits on this, so it never takes longer than its budget: a search that misses it
 injects nothing. Three misses in a row count as a crash; the embedder is warmed again, and
