@@ -38,7 +38,8 @@ class Plan:
     sample: int  # tokens looked up by search at the end
 
 
-FULL = Plan(entries=500, interval=0.2, padding=120, sample=60)
+# The `pimem write` writer needs about half a second an entry on two CPUs: the others keep pace.
+FULL = Plan(entries=500, interval=0.45, padding=120, sample=60)
 QUICK = Plan(entries=40, interval=0.1, padding=120, sample=10)
 
 

@@ -28,7 +28,6 @@ from reliability.strategies import TEXT
 DAY = date(2026, 8, 13)
 TIMES = ["09:00", "09:30", "12:15", "18:00", "22:41", "23:59"]
 _TIME_HEADING = re.compile(r"^###\s+(\d{2}:\d{2})\s*$")
-_BOUNDARY = re.compile(r"^#{1,3}\s")
 _GROUP = re.compile(r"^#{1,2}\s")
 _SECTION = re.compile(r"^##\s")
 _DATE_TITLE = re.compile(r"^#\s+\d{4}-\d{2}-\d{2}\s*$")

@@ -37,6 +37,11 @@ CAVEATS = """## What the figures do not cover
   are written as given; only the memory text is scrubbed. Secrets are matched by shape (the
   bundled patterns); a secret with no recognisable shape is not caught, and an assignment
   whose value runs straight into `(` or `[` (`PASSWORD=x(`) reads as code and is left alone.
+- **Lock contention is waited out, not queued fairly.** A process keeps the database open for
+  `PIMEM_DB_LINGER_MS` (1 s) after each call, so one that calls without pause keeps it: another
+  process's call then fails with the lock message after its ~4 s of backoff. The concurrency row
+  drives two such loops at once; `backend_calls` in reliability.json counts how many calls
+  succeeded and how many ended with the lock message.
 - **Another agent's bytes.** Entries written by other agents' plugins are indexed as they are;
   pimem scrubs what it writes and what it sends to a model (compaction included), not what
   others wrote.
@@ -74,6 +79,30 @@ def table(outcomes: Sequence[Outcome]) -> str:
     return "\n".join(lines)
 
 
+def _value(value: object) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return (
+            "["
+            + ", ".join(_value(v) for v in value[:8])
+            + (", ..." if len(value) > 8 else "")
+            + "]"
+        )
+    return str(value)
+
+
+def details(outcomes: Sequence[Outcome]) -> str:
+    """One line of figures behind each row that has any."""
+    lines = ["## Figures behind the rows", ""]
+    for outcome in outcomes:
+        shown = {k: v for k, v in outcome.details.items() if k != "targets"}
+        if shown:
+            figures = "; ".join(f"{key}: {_cell(_value(value))}" for key, value in shown.items())
+            lines.append(f"- **{outcome.scenario}** ({outcome.seconds:.0f} s): {figures}")
+    return "\n".join(lines) + "\n"
+
+
 def fuzzed_inputs(outcomes: Sequence[Outcome]) -> int:
     """Inputs hypothesis generated, over every row (the property-based rows and targets)."""
     return sum(
@@ -108,6 +137,7 @@ def render(outcomes: Sequence[Outcome], meta: dict[str, Any], findings: str) -> 
             f"Run `{meta['command']}` on {meta['started_at']}, seed {meta['seed']}, "
             f"{meta['machine']}. Per-scenario times and details are in reliability.json.",
             "",
+            details(outcomes),
             findings,
             CAVEATS,
         ]
@@ -131,6 +161,26 @@ def write(out: Path, outcomes: Sequence[Outcome], meta: dict[str, Any], findings
     report = out / "reliability.md"
     report.write_text(render(outcomes, meta, findings))
     return report
+
+
+def load(raw: Path) -> tuple[list[Outcome], dict[str, Any]]:
+    """The outcomes and meta data of a ``reliability.json``."""
+    data = json.loads(raw.read_text())
+    outcomes = [
+        Outcome(
+            scenario=row["scenario"],
+            load=row["load"],
+            faults=row["faults"],
+            inputs=row["inputs"],
+            entries_lost=row["entries_lost"],
+            problems=row["problems"],
+            seconds=row["seconds"],
+            details=row["details"],
+            skipped=row["skipped"],
+        )
+        for row in data["scenarios"]
+    ]
+    return outcomes, data["meta"]
 
 
 def publish(out: Path, docs: Path) -> None:
