@@ -272,29 +272,34 @@ def test_lines_that_broke_the_bridge_get_request_errors_and_it_keeps_serving(rep
     # Each was found by the reliability suite's protocol fuzzing: the first two ended the
     # bridge (a RecursionError in the reader; a lone surrogate the UTF-8 writer refused), the
     # others were answered as internal errors.
-    lines = [
+    before_start = [
         "[" * 100_000,
         '{"id": "\\ud800", "method": "ping"}',
         '{"id": 1, "method": "session.before_prompt", "params": {"prompt": "hi"}}',
         '{"id": 2, "method": "memory.transcript", "params": {"transcript_path": "a\\u0000b"}}',
-        json.dumps(
-            {"id": 3, "method": "session.start", "params": {"session_id": "s", "cwd": str(repo)}}
-        ),
+    ]
+    # Requests are answered concurrently: the one that needs a session gets a server whose
+    # session is started already, so its answer does not depend on which thread runs first.
+    after_start = [
         '{"id": 4, "method": "memory.expand", "params": {"chunk_hash": "0123456789abcdef", "project": "rel"}}',
         '{"id": 5, "method": "ping"}',
     ]
-    pimem = make_pimem({"PIMEM_DISABLE_PLUGINS": "memsearch-index"})
-    output = io.StringIO()
+    replies: dict[str, dict[str, Any]] = {}
     cwd = os.getcwd()
     try:
-        Server(pimem, io.StringIO("\n".join(lines) + "\n"), output).serve()
+        for lines, started in ((before_start, False), (after_start, True)):
+            pimem = make_pimem({"PIMEM_DISABLE_PLUGINS": "memsearch-index"})
+            output = io.StringIO()
+            server = Server(pimem, io.StringIO("\n".join(lines) + "\n"), output)
+            if started:
+                server.session.start(SessionInfo(session_id="s", cwd=repo, transcript=None))
+            server.serve()
+            written = output.getvalue()
+            written.encode("utf-8")  # what a host reads must be UTF-8
+            for reply in map(json.loads, written.splitlines()[1:]):
+                replies[json.dumps(reply.get("id"))] = reply
     finally:
-        os.chdir(cwd)  # session.start moved the process to the repository
-    written = output.getvalue()
-    written.encode("utf-8")  # what a host reads must be UTF-8
-    replies = {
-        json.dumps(reply.get("id")): reply for reply in map(json.loads, written.splitlines()[1:])
-    }
+        os.chdir(cwd)  # a started session moves the process to the repository
     assert replies["null"]["error"]["type"] == "request"
     assert replies['"\\ud800"']["result"] == {"pong": True}
     for request_id, detail in (("1", "session.start"), ("2", "NUL"), ("4", "project label")):
