@@ -19,11 +19,11 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bench.corpus import DEPENDENCIES
 from bench.quality.vocabulary import (
     ACTIONS,
     CAUSES,
     CONSEQUENCES,
-    DEPENDENCIES,
     ENVIRONMENTS,
     FAILURES,
     FLAKE_CAUSES,

@@ -273,12 +273,6 @@ REVERSAL_REASONS = (
     "it lost writes during a failover",
 )
 
-DEPENDENCIES = (
-    "pydantic", "sqlalchemy", "fastapi", "pytest", "httpx", "numpy", "django", "celery",
-    "redis", "boto3", "ruff", "mypy", "typescript", "react", "vite", "eslint", "grpcio",
-    "protobuf", "uvicorn", "alembic",
-)  # fmt: skip
-
 CONSEQUENCES = (
     "two deprecation warnings fixed",
     "the lock file regenerated",
