@@ -170,12 +170,18 @@ class AutoContext:
         if not query.strip():
             self.counters.skipped_empty += 1
             return
-        self._in_flight = self._pool.submit(
+        # The pool has one thread: behind a previous prompt's late search, this one waits for
+        # it within its own budget (it is usually about to finish) instead of giving up.
+        previous = self._in_flight
+        future = self._pool.submit(
             process_queue().run, SOURCE, lambda: self._recall(context.scope, query, TOP_K)
         )
+        self._in_flight = future
         try:
-            hits = self._in_flight.result(timeout=self._budget)
+            hits = future.result(timeout=max(0.0, self._budget - (time.monotonic() - started)))
         except FutureTimeout:
+            if future.cancel():
+                self._in_flight = previous  # never started: the late one is still the one to watch
             self._missed(context.scope)
             return
         except Exception as error:  # noqa: BLE001 - a locked or broken database: no memory now
@@ -196,9 +202,10 @@ class AutoContext:
         yield Injection(text=message, placement="hidden-message", source=SOURCE)
 
     def _busy(self) -> bool:
-        return process_queue().pending > 0 or (
-            self._in_flight is not None and not self._in_flight.done()
-        )
+        """Whether other memory work (a capture, an index run) holds the backend; a search of
+        ours still running is not other work."""
+        own = self._in_flight is not None and not self._in_flight.done()
+        return process_queue().pending > int(own)
 
     def _missed(self, scope: Scope) -> None:
         self.counters.skipped_budget += 1

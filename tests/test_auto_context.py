@@ -60,6 +60,12 @@ def warm_plugin(
     return plugin
 
 
+def settled(plugin: AutoContext) -> bool:
+    """No search of the plugin's running or queued, and no other memory work."""
+    late = plugin._in_flight
+    return not plugin._busy() and (late is None or late.done())
+
+
 def wait_for(condition: Callable[[], bool]) -> None:
     """Poll a background state change (a deadline to fail on, not a timing assertion)."""
     deadline = time.monotonic() + 10
@@ -163,7 +169,7 @@ def test_three_misses_in_a_row_restart_it_and_the_third_crash_turns_it_off(scope
     plugin = warm_plugin(scope, slow)
     for crash in range(3):
         for _ in range(3):
-            wait_for(lambda: not plugin._busy())
+            wait_for(lambda: settled(plugin))
             assert plugin.state == "warm"
             assert list(plugin.pimem_collect_injections(context=context(scope))) == []
         if crash < 2:
@@ -188,7 +194,50 @@ def test_a_served_prompt_resets_the_streak(scope: Scope) -> None:
 
     plugin = warm_plugin(scope, recall)
     for prompt in ("slow", "slow", "fast", "slow", "slow"):
-        wait_for(lambda: not plugin._busy())
+        wait_for(lambda: settled(plugin))
         list(plugin.pimem_collect_injections(context=context(scope, prompt)))
     assert plugin.restarts == 0
+    assert plugin.misses_in_a_row == 2
+
+
+def test_a_prompt_behind_a_late_search_waits_for_it_and_is_served(scope: Scope) -> None:
+    first = threading.Event()
+    searched: list[str] = []
+
+    def recall(scope: Scope, text: str, top_k: int) -> list[tuple[SearchHit, float]]:
+        searched.append(text)
+        if text == "late":
+            first.wait(10)
+        return [(hit(len(searched)), 0.9)]
+
+    plugin = warm_plugin(scope, recall)
+    assert list(plugin.pimem_collect_injections(context=context(scope, "late"))) == []
+    assert plugin.counters.skipped_budget == 1
+    # The late search ends while the next prompt waits (with a budget long enough for any
+    # machine): that prompt is searched, not skipped.
+    plugin._budget = 10.0
+    threading.Timer(0.05, first.set).start()
+    (injection,) = plugin.pimem_collect_injections(context=context(scope, "next"))
+    assert searched == ["late", "next"]
+    assert "fact number 2" in injection.text
+    assert plugin.counters.skipped_budget == 1
+    assert plugin.misses_in_a_row == 0
+
+
+def test_a_prompt_still_queued_at_its_deadline_is_dropped_not_run_later(scope: Scope) -> None:
+    stuck = threading.Event()
+    searched: list[str] = []
+
+    def recall(scope: Scope, text: str, top_k: int) -> list[tuple[SearchHit, float]]:
+        searched.append(text)
+        stuck.wait(10)
+        return []
+
+    plugin = warm_plugin(scope, recall)
+    for prompt in ("stuck", "queued"):
+        assert list(plugin.pimem_collect_injections(context=context(scope, prompt))) == []
+    stuck.set()
+    wait_for(lambda: settled(plugin))
+    assert searched == ["stuck"]
+    assert plugin.counters.skipped_budget == 2
     assert plugin.misses_in_a_row == 2
