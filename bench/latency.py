@@ -441,11 +441,12 @@ def append_samples(
 # -- the memsearch CLI -------------------------------------------------------------------------
 
 
-def _cli(store: Store, env: Mapping[str, str], *args: str) -> tuple[float, str]:
+def run_cli(cwd: Path, env: Mapping[str, str], *args: str) -> tuple[float, str]:
+    """Run ``memsearch ARGS`` in *cwd*; its wall time in ms and its output."""
     start = time.perf_counter()
     done = subprocess.run(
         [str(MEMSEARCH), *args],
-        cwd=store.project,
+        cwd=cwd,
         env=dict(env),
         capture_output=True,
         text=True,
@@ -461,7 +462,9 @@ def _cli(store: Store, env: Mapping[str, str], *args: str) -> tuple[float, str]:
 def _cli_search(
     store: Store, env: Mapping[str, str], collection: str, text: str
 ) -> tuple[float, list[dict[str, Any]]]:
-    elapsed, out = _cli(store, env, "search", text, "-j", "-k", str(TOP_K), "-c", collection)
+    elapsed, out = run_cli(
+        store.project, env, "search", text, "-j", "-k", str(TOP_K), "-c", collection
+    )
     hits: list[dict[str, Any]] = json.loads(out)
     return elapsed, hits
 
@@ -474,11 +477,11 @@ _PEAK_RSS = (
 )
 
 
-def cli_peak_rss_mb(store: Store, env: Mapping[str, str], *args: str) -> float:
-    """The peak resident memory of one ``memsearch`` call, in MB."""
+def cli_peak_rss_mb(cwd: Path, env: Mapping[str, str], *args: str) -> float:
+    """The peak resident memory of one ``memsearch`` call in *cwd*, in MB."""
     done = subprocess.run(
         [sys.executable, "-c", _PEAK_RSS, str(MEMSEARCH), *args],
-        cwd=store.project,
+        cwd=cwd,
         env=dict(env),
         capture_output=True,
         text=True,
@@ -502,7 +505,7 @@ def cli_search_samples(
 
 def cli_floor_samples(store: Store, env: Mapping[str, str], count: int) -> list[float]:
     """``memsearch --version``: the interpreter and CLI start-up every CLI call pays."""
-    return [_cli(store, env, "--version")[0] for _ in range(count)]
+    return [run_cli(store.project, env, "--version")[0] for _ in range(count)]
 
 
 def cli_append_samples(
@@ -526,7 +529,7 @@ def cli_append_samples(
         entry, token = _probe_entry(corpus, number)
         file = pimem.append_entry(scope, entry)
         target = store.memory_dir if whole_store else file
-        index_ms, _ = _cli(store, env, "index", str(target), "-c", scope.collection)
+        index_ms, _ = run_cli(store.project, env, "index", str(target), "-c", scope.collection)
         search_ms, hits = _cli_search(store, env, scope.collection, f"the {token} check")
         rounds.append(
             {
@@ -618,7 +621,7 @@ def _cli_phase(rig: Rig) -> CliRun:
     floor_ms = cli_floor_samples(store, env, 3)
     # Untimed: warms the page cache, and measures the CLI's memory.
     rss = cli_peak_rss_mb(
-        store, env, "search", rig.warmup[0], "-j", "-k", str(TOP_K), "-c", collection
+        store.project, env, "search", rig.warmup[0], "-j", "-k", str(TOP_K), "-c", collection
     )
     search_ms = cli_search_samples(store, env, collection, rig.queries[: rig.plan.cli_queries])
     return CliRun(floor_ms, search_ms, rss)

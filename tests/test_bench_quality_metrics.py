@@ -211,7 +211,7 @@ def test_the_page_renders_from_the_results_alone() -> None:
     )
     results = {
         "meta": {
-            "command": "python -m bench.quality",
+            "command": "python -m bench --only quality",
             "started_at": "2026-01-01T00:00:00+00:00",
             "duration_s": 60.0,
             "seed": 0,
@@ -227,7 +227,7 @@ def test_the_page_renders_from_the_results_alone() -> None:
         "targets": targets([summary]),
         "plots": [],
     }
-    page = render(results)
+    page = render(results, "benchmarks/quality")
     assert page.startswith("# Retrieval quality\n")
     assert "| hybrid R@5 >= 0.90 on paraphrase queries | 10,000 | 1.000 | **met** |" in page
     # Ties at the top are no win: the page says so; a met target gets no note.

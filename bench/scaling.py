@@ -1,0 +1,409 @@
+"""What each memory operation costs as the store grows, against the memsearch CLI doing the same.
+
+Runs on the quality benchmark's worlds (``bench.quality``: 1k, 10k and 50k entries in the
+searched project), indexing a world first when no kept one is found. For each size, in the
+world's own isolated home and in this order:
+
+1. search (warm, in-process) and ``memsearch search``;
+2. expand of the hits found and ``memsearch expand``;
+3. the transcript window of an anchor and ``memsearch transcript`` on it;
+4. the stable snapshot a session starts with;
+5. index throughput: a batch of new entries in a day file of its own, pimem, then
+   ``memsearch index`` on another batch;
+6. one appended entry until searchable: pimem indexing its day file, ``memsearch index`` on the
+   file, and ``memsearch index`` on the whole memory directory (what a CLI hook runs);
+7. capture: ``settled`` to return, with the store's own index behind it;
+8. a bridge (``pimem serve``) from spawn to ready, to ``session.start`` answered, and prompts
+   with auto-context on, end to end, with its resident memory.
+
+Everything added is taken out again (emptied, indexed, deleted) and the chunk count checked, so
+a kept world measures the same next time.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench import auto_context, capture
+from bench.latency import (
+    _ms,
+    _rss_mb,
+    cli_peak_rss_mb,
+    environment,
+    release_database,
+    run_cli,
+    summarize,
+)
+from bench.quality import run as quality
+from bench.quality.corpus import World, generate_world
+from bench.quality.queries import build_queries
+from pimem_core import Pimem
+from pimem_core.offline_model import OfflineModel
+from pimem_core.types import Anchor, Entry, Scope, SearchQuery, TranscriptRequest
+
+Log = Callable[[str], None]
+TOP_K = 5
+#: The session id of every entry this benchmark adds: none of the world's sessions has it.
+PROBE_SESSION = "bench-scaling-probe"
+
+
+@dataclass(frozen=True)
+class ScalingPlan:
+    """How much to measure at each size (sample counts)."""
+
+    sizes: tuple[int, ...]
+    seed: int = 0
+    warmup: int = 5
+    searches: int = 40
+    cli_calls: int = 5
+    expands: int = 40
+    transcripts: int = 40
+    snapshots: int = 10
+    #: Entries per index-throughput batch.
+    batch: int = 100
+    appends: int = 5
+    cli_appends: int = 2
+    settles: int = 100
+    prompts: int = 60
+
+
+SCALING_FULL = ScalingPlan(sizes=(1_000, 10_000, 50_000))
+SCALING_QUICK = ScalingPlan(
+    sizes=(1_000,),
+    searches=20,
+    cli_calls=3,
+    expands=20,
+    transcripts=20,
+    snapshots=5,
+    batch=50,
+    appends=3,
+    cli_appends=1,
+    settles=30,
+    prompts=30,
+)
+
+
+@dataclass(frozen=True)
+class Rig:
+    world: World
+    pimem: Pimem
+    scope: Scope
+    env: dict[str, str]
+    #: Questions with an answer in the store, and questions with none.
+    queries: list[str]
+    no_answer: list[str]
+
+    @property
+    def cwd(self) -> Path:
+        return self.world.primary.directory
+
+    @property
+    def memory_dir(self) -> Path:
+        return self.world.primary.memory_dir
+
+    def cli(self, *args: str) -> tuple[float, str]:
+        return run_cli(self.cwd, self.env, *args, "-c", self.scope.collection)
+
+    def count(self) -> int | None:
+        from pimem_plugins.memsearch_engine import shared_engine
+
+        count: int | None = quality._queued(
+            "bench-count", lambda: shared_engine().count(self.scope)
+        )
+        return count
+
+
+# -- entries this benchmark adds, and takes out again --------------------------------------------
+
+
+def _probe(day: datetime, number: int, token: str) -> Entry:
+    return Entry(
+        anchor=Anchor(
+            session=PROBE_SESSION,
+            turn=f"{number:08x}",
+            transcript=f"/home/dev/.pi/agent/sessions/--scaling--/{PROBE_SESSION}.jsonl",
+        ),
+        content=f"- the agent moved the {token} retry budget into the deploy manifest",
+        written_at=day + timedelta(seconds=number),
+    )
+
+
+def _day_after_world(world: World, days: int) -> datetime:
+    """Midnight *days* after the world's last entry: a day file of the benchmark's own."""
+    last = max(item.entry.written_at for item in world.primary.entries)
+    return datetime.combine(last.date() + timedelta(days=days), datetime.min.time())
+
+
+@contextmanager
+def added_files(rig: Rig) -> Iterator[list[Path]]:
+    """Collects the day files a phase adds; on the way out each is emptied, indexed (which drops
+    its chunks) and deleted, and the collection must be back to the world's chunk count."""
+    files: list[Path] = []
+    before = rig.count()
+    try:
+        yield files
+    finally:
+        for path in dict.fromkeys(files):
+            if path.exists():
+                path.write_text("", encoding="utf-8")
+                rig.pimem.index_memory(rig.scope, "bench-restore", files=(path,))
+                path.unlink()
+        after = rig.count()
+        if after != before:
+            raise RuntimeError(f"restoring the world left {after} chunks instead of {before}")
+
+
+# -- the measurements ----------------------------------------------------------------------------
+
+
+def measure_search(rig: Rig, plan: ScalingPlan) -> dict[str, Any]:
+    """Warm searches in-process, then the CLI on the same queries; the hits' chunk hashes."""
+    for text in rig.queries[: plan.warmup]:
+        rig.pimem.search_memory(rig.scope, SearchQuery(text=text, top_k=TOP_K))
+    samples: list[float] = []
+    hashes: list[str] = []
+    for text in rig.queries[plan.warmup : plan.warmup + plan.searches]:
+        started = time.perf_counter()
+        hits = rig.pimem.search_memory(rig.scope, SearchQuery(text=text, top_k=TOP_K))
+        samples.append(_ms(started))
+        hashes.extend(hit.chunk_hash for hit in hits[:1])
+    rss = _rss_mb()
+    release_database()
+    cli_rss = cli_peak_rss_mb(
+        rig.cwd, rig.env, "search", rig.queries[0], "-j", "-c", rig.scope.collection
+    )
+    cli = [
+        rig.cli("search", text, "-j", "-k", str(TOP_K))[0]
+        for text in rig.queries[plan.warmup : plan.warmup + plan.cli_calls]
+    ]
+    return {
+        "pimem_ms": samples,
+        "cli_ms": cli,
+        "rss_mb": rss,
+        "cli_peak_rss_mb": cli_rss,
+        "hashes": hashes,
+    }
+
+
+def measure_expand(rig: Rig, plan: ScalingPlan, hashes: Sequence[str]) -> dict[str, Any]:
+    chosen = list(hashes[: plan.expands])
+    rig.pimem.expand_chunk(rig.scope, chosen[0])
+    samples = []
+    for chunk in chosen:
+        started = time.perf_counter()
+        rig.pimem.expand_chunk(rig.scope, chunk)
+        samples.append(_ms(started))
+    release_database()
+    cli = [rig.cli("expand", chunk, "-j")[0] for chunk in chosen[: plan.cli_calls]]
+    return {"pimem_ms": samples, "cli_ms": cli}
+
+
+def measure_transcript(rig: Rig, plan: ScalingPlan) -> dict[str, Any]:
+    entries = random.Random(rig.world.seed).sample(
+        rig.world.primary.entries, min(plan.transcripts, len(rig.world.primary.entries))
+    )
+    samples, turns = [], 0
+    for item in entries:
+        request = TranscriptRequest(path=Path(item.anchor.transcript), turn=item.anchor.turn)
+        started = time.perf_counter()
+        transcript = rig.pimem.read_transcript(request)
+        samples.append(_ms(started))
+        turns += len(transcript.turns)
+    # memsearch's reader is not branch-aware; timed on the same anchors all the same.
+    cli = [
+        run_cli(rig.cwd, rig.env, "transcript", item.anchor.transcript, "-t", item.anchor.turn)[0]
+        for item in entries[: plan.cli_calls]
+    ]
+    return {"pimem_ms": samples, "turns_shown": turns, "cli_ms": cli}
+
+
+def measure_snapshot(rig: Rig, plan: ScalingPlan) -> dict[str, Any]:
+    """The snapshot as of the evening of the world's last day (its recent days are full)."""
+    now = _day_after_world(rig.world, 0) + timedelta(hours=23)
+    samples, size = [], 0
+    for _ in range(plan.snapshots):
+        started = time.perf_counter()
+        snapshot = rig.pimem.build_snapshot(rig.scope, now=now)
+        samples.append(_ms(started))
+        size = len(snapshot or "")
+    return {"pimem_ms": samples, "chars": size}
+
+
+def _batch_file(rig: Rig, day: datetime, count: int, tag: str) -> Path:
+    path = Path()
+    for number in range(count):
+        path = rig.pimem.append_entry(rig.scope, _probe(day, number, f"{tag}{number:04d}"))
+    return path
+
+
+def measure_index_throughput(rig: Rig, plan: ScalingPlan) -> dict[str, Any]:
+    """A batch of new entries indexed into the store as it is: pimem, then the CLI."""
+    with added_files(rig) as files:
+        path = _batch_file(rig, _day_after_world(rig.world, 10), plan.batch, "batchpimem")
+        files.append(path)
+        started = time.perf_counter()
+        report = rig.pimem.index_memory(rig.scope, "bench-batch", files=(path,))
+        seconds = time.perf_counter() - started
+        release_database()
+        path = _batch_file(rig, _day_after_world(rig.world, 11), plan.batch, "batchcli")
+        files.append(path)
+        cli_ms, _ = rig.cli("index", str(path))
+    return {
+        "entries": plan.batch,
+        "pimem_chunks": report.indexed_chunks,
+        "pimem_chunks_per_s": report.indexed_chunks / seconds,
+        "cli_chunks_per_s": plan.batch / (cli_ms / 1000),
+    }
+
+
+def _searchable(rig: Rig, token: str) -> bool:
+    hits = rig.pimem.search_memory(rig.scope, SearchQuery(text=f"the {token} retry budget"))
+    return any(token in hit.content for hit in hits)
+
+
+def measure_append(rig: Rig, plan: ScalingPlan) -> dict[str, Any]:
+    """One new entry until a search finds it: pimem, the CLI on its file, the CLI on the store."""
+    day = _day_after_world(rig.world, 20)
+    pimem: list[float] = []
+    cli_file: list[float] = []
+    cli_store: list[float] = []
+    found = True
+    with added_files(rig) as files:
+        for number in range(plan.appends):
+            token = f"appendpimem{number:03d}"
+            path = rig.pimem.append_entry(rig.scope, _probe(day, number, token))
+            files.append(path)
+            started = time.perf_counter()
+            rig.pimem.index_memory(rig.scope, "write", files=(path,))
+            found &= _searchable(rig, token)
+            pimem.append(_ms(started))
+        release_database()
+        for number in range(plan.cli_appends * 2):
+            token = f"appendcli{number:03d}"
+            path = rig.pimem.append_entry(rig.scope, _probe(day, 100 + number, token))
+            files.append(path)
+            whole = number >= plan.cli_appends
+            index_ms, _ = rig.cli("index", str(rig.memory_dir if whole else path))
+            search_ms, out = rig.cli("search", f"the {token} retry budget", "-j")
+            found &= token in out
+            (cli_store if whole else cli_file).append(index_ms + search_ms)
+    return {"pimem_ms": pimem, "cli_file_ms": cli_file, "cli_store_ms": cli_store, "found": found}
+
+
+def measure_capture(rig: Rig, plan: ScalingPlan, log: Log) -> dict[str, Any]:
+    """``settled`` in the world's project, with the store's own index behind every capture."""
+    with added_files(rig) as files:
+        result = capture.measure_settled(plan.settles, log, repo=rig.cwd)
+        files.extend(Path(name) for name in result.pop("day_files"))
+    return result
+
+
+def measure_bridge(rig: Rig, plan: ScalingPlan) -> dict[str, Any]:
+    """A bridge on the world's project, from spawn to its prompts with auto-context on."""
+    release_database()
+    prompts = [*rig.queries[: plan.prompts // 2], *rig.no_answer[: plan.prompts // 2]]
+    random.Random(rig.world.seed).shuffle(prompts)
+    return auto_context.measure_latency(rig.cwd, rig.env, prompts, plan.warmup)
+
+
+# -- one size ------------------------------------------------------------------------------------
+
+
+def measure_size(
+    plan: ScalingPlan, size: int, workdir: Path, model: OfflineModel, log: Log
+) -> dict[str, Any]:
+    world = generate_world(size, seed=plan.seed, root=quality.world_root(workdir, size))
+    queries = build_queries(world, per_style=plan.searches, cross=0, seed=plan.seed)
+    asked = [q.text for q in queries if q.group == "project" and q.gold is not None]
+    unanswered = [q.text for q in queries if q.group == "project" and q.gold is None]
+    kept = quality.prepare(world, model)
+    env = quality.environment_for(world, model)
+    with environment(env):
+        pimem = Pimem.from_env()
+        scopes = {p.project.name: pimem.resolve_scope(p.directory) for p in world.projects}
+        scope = scopes[world.primary.project.name]
+        if kept is None:
+            kept = quality.index_world(quality.Rig(world, pimem, scopes), model, log)
+        rig = Rig(world, pimem, scope, env, asked, unanswered)
+        phases: dict[str, Any] = {"chunks": rig.count(), "index_at_build": kept}
+        measures: tuple[tuple[str, Callable[[], dict[str, Any]]], ...] = (
+            ("search", lambda: measure_search(rig, plan)),
+            ("expand", lambda: measure_expand(rig, plan, phases["search"]["hashes"])),
+            ("transcript", lambda: measure_transcript(rig, plan)),
+            ("snapshot", lambda: measure_snapshot(rig, plan)),
+            ("index", lambda: measure_index_throughput(rig, plan)),
+            ("append", lambda: measure_append(rig, plan)),
+            ("capture", lambda: measure_capture(rig, plan, log)),
+            ("bridge", lambda: measure_bridge(rig, plan)),
+        )
+        for name, measure in measures:
+            log(f"scaling {size}: {name}")
+            started = time.perf_counter()
+            phases[name] = measure()
+            phases[name]["phase_s"] = time.perf_counter() - started
+        release_database()
+    return {"size": size, "entries": world.entries, **phases}
+
+
+def summarize_size(raw: dict[str, Any]) -> dict[str, Any]:
+    """p50/p95 of every cost at one size, with the CLI's beside it where there is one."""
+
+    def pair(phase: str, ours: str = "pimem_ms", theirs: str | None = "cli_ms") -> dict[str, Any]:
+        values = raw[phase]
+        return {
+            "pimem": summarize(values[ours]),
+            "cli": summarize(values[theirs]) if theirs else None,
+        }
+
+    bridge = raw["bridge"]
+    return {
+        "size": raw["size"],
+        "chunks": raw["chunks"],
+        "search": pair("search"),
+        "expand": pair("expand"),
+        "transcript": pair("transcript"),
+        "snapshot": {**pair("snapshot", theirs=None), "chars": raw["snapshot"]["chars"]},
+        "append": {
+            **pair("append", theirs="cli_file_ms"),
+            "cli_store": summarize(raw["append"]["cli_store_ms"]),
+            "found": raw["append"]["found"],
+        },
+        "index": raw["index"] | {"at_build": raw["index_at_build"]},
+        "capture": {
+            "pimem": raw["capture"]["settled_ms"],
+            "captured": raw["capture"]["entries_written"],
+            "exchanges": raw["capture"]["exchanges"],
+        },
+        "bridge": {
+            "ready_ms": bridge["ready_ms"],
+            "session_started_ms": bridge["session_started_ms"],
+            "warm_after_s": bridge["warm_after_s"],
+            "auto_context": summarize(bridge["samples_ms"]),
+            "within_cap": bridge["within_cap"],
+            "skipped": bridge["skipped_budget"],
+            "rss_mb": bridge["rss_mb"],
+            "peak_rss_mb": bridge["peak_rss_mb"],
+        },
+        "memory": {
+            "in_process_rss_mb": raw["search"]["rss_mb"]["current_mb"],
+            "cli_search_peak_rss_mb": raw["search"]["cli_peak_rss_mb"],
+            "bridge_rss_mb": bridge["rss_mb"],
+        },
+    }
+
+
+def run_scaling(plan: ScalingPlan, workdir: Path, model: OfflineModel, log: Log) -> dict[str, Any]:
+    raw = [measure_size(plan, size, workdir, model, log) for size in plan.sizes]
+    return {"plan": asdict(plan), "raw": raw, "summary": [summarize_size(item) for item in raw]}
+
+
+def dump(results: dict[str, Any], path: Path) -> None:
+    path.write_text(json.dumps(results, indent=1) + "\n")
