@@ -56,7 +56,7 @@ class Plan:
     cross: int = 30
 
 
-QUICK = Plan(sizes=(1_000,), per_style=100, cross=20)
+QUICK = Plan(sizes=(1_000,), per_style=50, cross=10)
 FULL = Plan(sizes=(1_000, 10_000))
 
 

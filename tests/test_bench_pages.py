@@ -1,0 +1,147 @@
+"""The benchmark page is rendered from the parts' JSON alone, and judges the targets from it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import pages, scaling_report
+from bench.__main__ import parse
+from bench.latency import summarize
+from bench.scaling import summarize_size
+
+MACHINE = {
+    "cpu": "test cpu",
+    "cpu_flags": ["avx2"],
+    "logical_cpus": 2,
+    "usable_cpus": 2,
+    "ram_gb": 4.0,
+    "os": "Linux",
+    "python": "3.11",
+    "packages": {"memsearch": "0.4.23"},
+}
+
+
+def raw_size(size: int, *, search_ms: float = 20.0, skipped: int = 0) -> dict[str, Any]:
+    """One size's raw record, as ``bench.scaling.measure_size`` writes it."""
+    return {
+        "size": size,
+        "entries": size * 13 // 10,
+        "chunks": size * 13 // 10,
+        "index_at_build": {"chunks_per_s": 20.0},
+        "search": {
+            "pimem_ms": [search_ms, search_ms * 1.5],
+            "cli_ms": [1500.0, 1600.0],
+            "rss_mb": {"current_mb": 500.0, "peak_mb": 600.0},
+            "cli_peak_rss_mb": 380.0,
+            "hashes": ["0123456789abcdef"],
+        },
+        "expand": {"pimem_ms": [4.0], "cli_ms": [1000.0]},
+        "transcript": {"pimem_ms": [1.0], "cli_ms": [700.0]},
+        "snapshot": {"pimem_ms": [0.2], "chars": 5000},
+        "index": {"entries": 100, "pimem_chunks_per_s": 150.0, "cli_chunks_per_s": 30.0},
+        "append": {
+            "pimem_ms": [60.0, 70.0],
+            "cli_file_ms": [3000.0],
+            "cli_store_ms": [3300.0],
+            "found": True,
+        },
+        "capture": {
+            "settled_ms": summarize([0.01, 0.02]),
+            "entries_written": 30,
+            "exchanges": 30,
+        },
+        "bridge": {
+            "ready_ms": 40.0,
+            "session_started_ms": 270.0,
+            "warm_after_s": 2.0,
+            "samples_ms": [15.0, 18.0],
+            "within_cap": 1.0,
+            "skipped_budget": skipped,
+            "rss_mb": 450.0,
+            "peak_rss_mb": 480.0,
+        },
+    }
+
+
+def scaling_results(*sizes: dict[str, Any]) -> dict[str, Any]:
+    summaries = [summarize_size(size) for size in sizes]
+    return {
+        "plan": {
+            "searches": 2,
+            "warmup": 1,
+            "cli_calls": 2,
+            "transcripts": 1,
+            "snapshots": 1,
+            "batch": 100,
+            "appends": 2,
+            "cli_appends": 1,
+            "settles": 30,
+            "prompts": 2,
+        },
+        "raw": list(sizes),
+        "summary": summaries,
+        "targets": scaling_report.targets(summaries),
+        "meta": {
+            "command": "python -m bench --only scaling",
+            "started_at": "2026-01-01T00:00:00+00:00",
+            "duration_s": 120.0,
+            "quick": False,
+            "machine": MACHINE,
+        },
+    }
+
+
+def test_the_earlier_targets_are_judged_at_ten_thousand_entries() -> None:
+    results = scaling_results(raw_size(1_000), raw_size(10_000, search_ms=50.0, skipped=1))
+    checks = {check["target"]: check for check in results["targets"]}
+    assert {check["chunks"] for check in checks.values()} == {10_000}
+    assert not checks["warm search p50 <= 40 ms"]["met"]
+    assert checks[">= 50x faster per search than the CLI (p50)"]["measured"] == 1550.0 / 62.5
+    assert checks["appended entry searchable <= 300 ms (p50)"]["met"]
+    assert checks["settled returns <= 5 ms (p95)"]["met"]
+    # A prompt answered without a search is no latency: the target is missed, not flattered.
+    assert not checks["auto-context p95 <= 120 ms (warm)"]["met"]
+    assert checks["bridge RSS with auto-context on <= 700 MB"]["met"]
+
+
+def test_the_page_is_rendered_from_the_json_in_out(tmp_path: Path) -> None:
+    results = scaling_results(raw_size(1_000), raw_size(10_000))
+    path = pages.raw_path(tmp_path, "scaling")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(results))
+    loaded = pages.load(tmp_path)
+    assert list(loaded) == ["scaling"]
+    page = pages.render_page(loaded, "benchmarks").splitlines()
+    assert page[0] == "# Benchmarks"
+    assert "## Cost against store size" in page
+    assert "### How these were measured" in page
+    assert "| Cost against store size | warm search p50 <= 40 ms | 10,000 | 25.0 ms | met |" in page
+    assert "| 10,000 | search | 25.0 ms | 29.5 ms | 1,550 ms | 62x |" in page
+    assert (
+        "![Search, expand and append against store size](benchmarks/scaling/scaling-latency.png)"
+        in page
+    )
+
+
+def test_headings_move_down_outside_code_blocks() -> None:
+    markdown = "# Title\ntext\n```sh\n# a shell comment\n```\n## Part"
+    assert pages._demote(markdown) == "## Title\ntext\n```sh\n# a shell comment\n```\n### Part"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--only", "speed"], "parts are a comma-separated choice of latency, quality, scaling"),
+        (["--sizes", "10"], "every size needs at least 100 entries"),
+    ],
+)
+def test_bad_arguments_are_refused_with_what_is_allowed(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        parse(argv)
+    assert message in capsys.readouterr().err
