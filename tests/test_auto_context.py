@@ -109,7 +109,12 @@ def test_blocks_stop_at_the_character_budget_and_a_long_first_one_is_cut() -> No
 
 def test_off_by_default_it_never_searches(scope: Scope) -> None:
     calls: list[str] = []
-    plugin = AutoContext(recall=lambda s, q, k: calls.append(q) or [], warm=lambda s: None)
+
+    def recall(scope: Scope, text: str, top_k: int) -> list[tuple[SearchHit, float]]:
+        calls.append(text)
+        return []
+
+    plugin = AutoContext(recall=recall, warm=lambda s: None)
     plugin.pimem_start_session(scope=scope, settings=OFF)
     off = PromptContext(scope=scope, prompt="why Redis?", snapshot=None, settings=OFF)
     assert list(plugin.pimem_collect_injections(context=off)) == []
@@ -151,7 +156,11 @@ def test_a_failing_search_counts_as_an_error_and_the_prompt_goes_on(scope: Scope
 
 def test_prompts_while_warming_are_skipped_for_the_deadline(scope: Scope) -> None:
     release = threading.Event()
-    plugin = AutoContext(recall=lambda s, q, k: [], warm=lambda s: release.wait(10) and None)
+
+    def warm(scope: Scope) -> None:
+        release.wait(10)
+
+    plugin = AutoContext(recall=lambda s, q, k: [], warm=warm)
     plugin.pimem_start_session(scope=scope, settings=ON)
     assert list(plugin.pimem_collect_injections(context=context(scope))) == []
     assert plugin.counters.skipped_budget == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from hypothesis import given
@@ -169,14 +170,17 @@ def test_forget_keeps_the_file_mode(repo: Path) -> None:
 
 # -- property: removing one entry leaves every other entry intact -------------------------------
 
+# Lone surrogates cannot be encoded as UTF-8, so no generated text contains them.
+NO_SURROGATES: tuple[Literal["Cs"]] = ("Cs",)
+
 bullet_text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"),
+    alphabet=st.characters(blacklist_categories=NO_SURROGATES, blacklist_characters="\n"),
     min_size=0,
     max_size=30,
 )
 bullets = st.lists(bullet_text.map(lambda s: f"- {s}"), min_size=1, max_size=3).map("\n".join)
 note = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n#"),
+    alphabet=st.characters(blacklist_categories=NO_SURROGATES, blacklist_characters="\n#"),
     min_size=1,
     max_size=30,
 ).filter(lambda s: s.strip() != "")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import fcntl
+import importlib.metadata
 import os
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -207,21 +209,19 @@ def test_rebuild_instructions_name_the_collection_and_the_command() -> None:
 def test_an_unavailable_backend_is_checked_again_after_30_seconds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import importlib.metadata
-
     from pimem_plugins import memsearch_engine
 
     engine = memsearch_engine.MemsearchEngine()
     clock = [1000.0]
-    monkeypatch.setattr(memsearch_engine.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     real_version = importlib.metadata.version
 
     def missing(name: str) -> str:
         raise importlib.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(memsearch_engine.importlib.metadata, "version", missing)
+    monkeypatch.setattr(importlib.metadata, "version", missing)
     assert engine.availability().reason is not None
-    monkeypatch.setattr(memsearch_engine.importlib.metadata, "version", real_version)
+    monkeypatch.setattr(importlib.metadata, "version", real_version)
     clock[0] += 29
     assert engine.availability().reason is not None  # still the cached answer
     clock[0] += 2

@@ -246,7 +246,7 @@ def test_an_append_between_the_check_and_the_swap_is_carried_over(
             appended.append(True)
         real_replace(src, dst)
 
-    monkeypatch.setattr(markdown_store.os, "replace", replace_after_a_late_append)
+    monkeypatch.setattr(os, "replace", replace_after_a_late_append)
     markdown_store._rewrite(day, forget_2255)
     monkeypatch.undo()
     text = day.read_text()
@@ -287,7 +287,7 @@ def test_deleting_the_file_keeps_a_late_append(day: Path, monkeypatch: pytest.Mo
             append(day, LATE)
         real_unlink(path)
 
-    monkeypatch.setattr(markdown_store.os, "unlink", unlink_after_a_late_append)
+    monkeypatch.setattr(os, "unlink", unlink_after_a_late_append)
 
     def forget_only(text: str) -> tuple[str, str]:
         (found,) = list_entries(text)

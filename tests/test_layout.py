@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from hypothesis import given, settings
@@ -145,8 +146,11 @@ def test_symlinked_ancestor_of_a_missing_leaf_is_resolved(tmp_path: Path) -> Non
 
 # -- property: the code equals the shell algorithm ---------------------------------------------
 
+# Lone surrogates cannot be encoded as UTF-8, so no generated text contains them.
+NO_SURROGATES: tuple[Literal["Cs"]] = ("Cs",)
+
 segment = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00"),
+    alphabet=st.characters(blacklist_categories=NO_SURROGATES, blacklist_characters="/\x00"),
     min_size=1,
     max_size=50,
 ).filter(lambda s: s not in (".", ".."))

@@ -11,7 +11,6 @@ import pytest
 from pimem_core import Pimem
 from pimem_core.errors import StoreError
 from pimem_core.types import Anchor, DayAddress, Entry, Scope
-from pimem_plugins import markdown_store
 
 from conftest import make_pimem, run_cli
 
@@ -277,7 +276,7 @@ def test_a_short_append_is_taken_back(repo: Path, monkeypatch: pytest.MonkeyPatc
     def half(fd: int, data: bytes) -> int:
         return real_write(fd, bytes(data)[: len(data) // 2])
 
-    monkeypatch.setattr(markdown_store.os, "write", half)
+    monkeypatch.setattr(os, "write", half)
     with pytest.raises(StoreError, match="is the disk full"):
         pimem.append_entry(scope, entry("- second", at=datetime(2026, 8, 13, 22, 50)))
     assert day_file(repo).read_bytes() == before
@@ -443,7 +442,9 @@ def test_append_is_one_write_with_o_append(repo: Path, monkeypatch: pytest.Monke
     real_open, real_write = os.open, os.write
     flags: list[int] = []
 
-    def spy_open(path: object, flag: int, *args: object) -> int:
+    def spy_open(
+        path: str | bytes | os.PathLike[str] | os.PathLike[bytes], flag: int, *args: int
+    ) -> int:
         fd = real_open(path, flag, *args)
         if str(path).endswith("2026-08-13.md"):
             flags.append(flag)

@@ -12,7 +12,7 @@ from pimem_core import Pimem
 from pimem_core.errors import ScopeError
 from pimem_plugins import store_command
 from pimem_plugins.layout import derive_collection
-from pimem_plugins.store_command import StoreCommand
+from pimem_plugins.store_command import Mode, StoreCommand
 
 from conftest import make_pimem, write_script
 
@@ -329,7 +329,7 @@ def test_scope_asks_each_mode_once_per_directory(repo: Path, tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("mode", ["memory-dir", "collection", "state-dir"])
-def test_store_command_memoizes_each_mode(repo: Path, tmp_path: Path, mode: str) -> None:
+def test_store_command_memoizes_each_mode(repo: Path, tmp_path: Path, mode: Mode) -> None:
     script, log = logging_command(tmp_path)
     command = StoreCommand(str(script))
     answers = {

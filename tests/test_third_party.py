@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TypedDict
 
 from conftest import make_distribution, run_cli
 
@@ -42,17 +43,35 @@ def install(tmp_path: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
 
 
-def plugins_json(env: dict[str, str]) -> dict[str, object]:
+class PluginRow(TypedDict):
+    """One entry of ``pimem plugins --json``'s ``plugins`` list."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    status: str
+    hooks: list[str]
+    error: str | None
+
+
+class PluginListing(TypedDict):
+    """What ``pimem plugins --json`` prints."""
+
+    plugins: list[PluginRow]
+    single_answer_hooks: dict[str, str | None]
+
+
+def plugins_json(env: dict[str, str]) -> PluginListing:
     result = run_cli("plugins", "--json", env=env)
     assert result.code == 0, result.stderr
-    data: dict[str, object] = json.loads(result.stdout)
+    data: PluginListing = json.loads(result.stdout)
     return data
 
 
 def test_an_installed_resolver_replaces_the_default(tmp_path: Path, repo: Path) -> None:
     env = install(tmp_path)
     data = plugins_json(env)
-    central = next(p for p in data["plugins"] if p["name"] == "central")  # type: ignore[union-attr,index]
+    central = next(p for p in data["plugins"] if p["name"] == "central")
     assert central == {
         "name": "central",
         "distribution": "pimem-central",
@@ -61,7 +80,7 @@ def test_an_installed_resolver_replaces_the_default(tmp_path: Path, repo: Path) 
         "hooks": ["pimem_resolve_scope"],
         "error": None,
     }
-    assert data["single_answer_hooks"]["pimem_resolve_scope"] == "central"  # type: ignore[index]
+    assert data["single_answer_hooks"]["pimem_resolve_scope"] == "central"
 
     scope = json.loads(run_cli("scope", "--json", "--cwd", str(repo), env=env).stdout)
     assert scope["collection"] == "ms_central_repo"
@@ -88,10 +107,10 @@ def test_an_installed_resolver_replaces_the_default(tmp_path: Path, repo: Path) 
 def test_blocking_the_resolver_by_name_restores_the_default(tmp_path: Path, repo: Path) -> None:
     env = install(tmp_path) | {"PIMEM_DISABLE_PLUGINS": "central"}
     data = plugins_json(env)
-    statuses = {p["name"]: p["status"] for p in data["plugins"]}  # type: ignore[union-attr,index]
+    statuses = {p["name"]: p["status"] for p in data["plugins"]}
     assert statuses["central"] == "blocked"
     assert statuses["scope-default"] == "active"
-    assert data["single_answer_hooks"]["pimem_resolve_scope"] == "scope-default"  # type: ignore[index]
+    assert data["single_answer_hooks"]["pimem_resolve_scope"] == "scope-default"
 
     scope = json.loads(run_cli("scope", "--json", "--cwd", str(repo), env=env).stdout)
     assert scope["memory_dir"] == str(repo / ".memsearch" / "memory")
