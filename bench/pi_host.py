@@ -2,8 +2,9 @@
 
 Shared by the end-to-end tests and the pi latency benchmark, so it imports nothing from pytest:
 
-- :class:`ModelServer` is an OpenAI-compatible ``/v1/chat/completions`` endpoint that streams
-  replies chosen by :class:`Rule` s (first match wins) and logs every request it gets.
+- :class:`ModelServer` is an OpenAI-compatible ``/v1/chat/completions`` endpoint that answers
+  with replies chosen by :class:`Rule` s (first match wins) and logs every request it gets; the
+  maintenance tests use it too, as memsearch's model.
 - :class:`PiLine` says how to start one pi line (0.73 on the system node, 1.6 on Node 22).
 - :class:`PiWorld` is one project (a git repository), one pi agent directory and one server:
   it runs pi in print mode (:meth:`PiWorld.run`) or RPC mode (:meth:`PiWorld.rpc`).
@@ -39,6 +40,9 @@ MODEL = "fake/fake-model"
 API_KEY = "fake-key"
 #: A runaway tool loop ends here instead of at the test's timeout (a benchmark sets its own).
 MAX_REQUESTS = 60
+#: How long :meth:`ModelServer.hold` keeps a request waiting at most, should no release come.
+HOLD_SECONDS = 60
+JSON = "application/json"
 
 
 # -- the pi lines --------------------------------------------------------------------------
@@ -280,8 +284,22 @@ def sse(events: Sequence[Mapping[str, Any]]) -> bytes:
     return ("".join(lines) + "data: [DONE]\n\n").encode()
 
 
+def assistant(reply: Reply, index: int) -> tuple[dict[str, Any], str]:
+    """The reply as an assistant message and its finish reason, streamed or not."""
+    if isinstance(reply, Text):
+        return {"role": "assistant", "content": reply.content}, "stop"
+    call = {
+        "index": 0,
+        "id": f"call_{index}",
+        "type": "function",
+        "function": {"name": reply.name, "arguments": json.dumps(reply.arguments)},
+    }
+    return {"role": "assistant", "tool_calls": [call]}, "tool_calls"
+
+
 def stream(reply: Reply, index: int) -> bytes:
-    """The reply as the chunks of a streamed chat completion."""
+    """The reply as the chunks of a streamed chat completion (pi streams)."""
+    message, finish = assistant(reply, index)
 
     def chunk(delta: Mapping[str, Any], finish: str | None) -> dict[str, Any]:
         return {
@@ -292,24 +310,31 @@ def stream(reply: Reply, index: int) -> bytes:
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         }
 
-    if isinstance(reply, Text):
-        return sse(
-            [chunk({"role": "assistant", "content": reply.content}, None), chunk({}, "stop")]
-        )
-    call = {
-        "index": 0,
-        "id": f"call_{index}",
-        "type": "function",
-        "function": {"name": reply.name, "arguments": json.dumps(reply.arguments)},
+    return sse([chunk(message, None), chunk({}, finish)])
+
+
+def completion(reply: Reply, index: int, model: str) -> bytes:
+    """The reply as one plain chat completion (memsearch's OpenAI client does not stream)."""
+    message, finish = assistant(reply, index)
+    body = {
+        "id": f"chatcmpl-{index}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     }
-    return sse([chunk({"role": "assistant", "tool_calls": [call]}, None), chunk({}, "tool_calls")])
+    return json.dumps(body).encode()
 
 
 class ModelServer:
     """A scripted OpenAI-compatible model on 127.0.0.1 (a free port), in a daemon thread.
 
-    ``rules`` can be replaced between runs. A request no rule matches gets HTTP 500 and lands
+    A reply is streamed when the request asks for it, as pi does, else one plain completion.
+    ``rules`` can be replaced between runs. A request no rule matches gets HTTP 400 and lands
     in ``failures``, as does anything but ``POST /v1/chat/completions``: tests assert it empty.
+    :meth:`hold` keeps requests waiting until :meth:`release`, so a test can kill its client
+    mid-call (``arrived`` tells it one came).
     """
 
     def __init__(self, rules: Sequence[Rule] = (), *, max_requests: int = MAX_REQUESTS) -> None:
@@ -317,6 +342,9 @@ class ModelServer:
         self.max_requests = max_requests
         self.requests: list[ChatRequest] = []
         self.failures: list[str] = []
+        self.arrived = threading.Event()
+        self._open = threading.Event()
+        self._open.set()
         self._lock = threading.Lock()
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._http.daemon_threads = True
@@ -338,7 +366,16 @@ class ModelServer:
         with self._lock:
             return [r for r in self.requests if r.is_distillation]
 
+    def hold(self) -> None:
+        """Keep every request from now on waiting (at most ``HOLD_SECONDS``) until release."""
+        self.arrived.clear()
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
+
     def close(self) -> None:
+        self.release()
         self._http.shutdown()
         self._http.server_close()
         self._thread.join(timeout=5)
@@ -354,27 +391,40 @@ class ModelServer:
     ) -> None:
         self.close()
 
-    def _respond(self, method: str, path: str, raw: bytes) -> tuple[int, bytes]:
-        """The status and body for one request. Failures answer 400: pi retries a 5xx."""
+    def _respond(self, method: str, path: str, raw: bytes) -> tuple[int, str, bytes]:
+        """The status, content type and body for one request. Failures answer 400: a client
+        retries a 5xx."""
         with self._lock:
             index = len(self.requests)
             if (method, path) != ("POST", "/v1/chat/completions"):
                 self.failures.append(f"unexpected request: {method} {path}")
-                return 404, b"{}"
+                return 404, JSON, b"{}"
             request = ChatRequest(index=index, path=path, body=json.loads(raw))
             self.requests.append(request)
-            if index >= self.max_requests:
-                self.failures.append(f"more than {self.max_requests} requests")
-                return 200, stream(Text("too many requests"), index)
-            rule = next((rule for rule in self.rules if rule.matches(request)), None)
-            if rule is None:
-                self.failures.append(f"no rule for request {index}: {describe(request)}")
-                return 400, b'{"error": {"message": "no rule matched"}}'
-            try:
-                return 200, stream(rule.answer(request), index)
-            except Exception as error:  # noqa: BLE001 - reported to the test, not to pi
-                self.failures.append(f"rule {rule.name} failed on request {index}: {error!r}")
-                return 400, b'{"error": {"message": "the rule failed"}}'
+        self.arrived.set()
+        self._open.wait(HOLD_SECONDS)  # outside the lock: the requests that follow still log
+        with self._lock:
+            reply = self._choose(request)
+        if isinstance(reply, str):
+            return 400, JSON, json.dumps({"error": {"message": reply}}).encode()
+        if request.body.get("stream"):
+            return 200, "text/event-stream", stream(reply, index)
+        return 200, JSON, completion(reply, index, str(request.body.get("model", "fake-model")))
+
+    def _choose(self, request: ChatRequest) -> Reply | str:
+        """The reply to *request*, or why there is none (the reason is in ``failures`` too)."""
+        if request.index >= self.max_requests:
+            self.failures.append(f"more than {self.max_requests} requests")
+            return Text("too many requests")
+        rule = next((rule for rule in self.rules if rule.matches(request)), None)
+        if rule is None:
+            self.failures.append(f"no rule for request {request.index}: {describe(request)}")
+            return "no rule matched"
+        try:
+            return rule.answer(request)
+        except Exception as error:  # noqa: BLE001 - reported to the test, not to the client
+            self.failures.append(f"rule {rule.name} failed on request {request.index}: {error!r}")
+            return "the rule failed"
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -384,13 +434,15 @@ class ModelServer:
 
             def _answer(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status, body = server._respond(self.command, self.path, raw)
-                self.send_response(status)
-                kind = "text/event-stream" if status == 200 else "application/json"
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                status, kind, body = server._respond(self.command, self.path, raw)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", kind)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:  # the test killed its client mid-call
+                    self.close_connection = True
 
             do_POST = do_GET = do_PUT = do_DELETE = do_HEAD = _answer
 

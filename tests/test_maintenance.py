@@ -14,13 +14,14 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench.pi_host import ModelServer, Rule, Text
 from pimem_core import Settings
 from pimem_core.budget import DistillBudget
 from pimem_core.errors import SettingsError
@@ -36,7 +37,6 @@ from pimem_core.types import HostModel
 from pimem_plugins.maintenance_common import SYSTEM_PROMPT
 
 from conftest import CLOCK, make_pimem, run_cli
-from model_server import ScriptedModel
 
 ALL = "project_review,user_profile,memory_to_skill"
 DAY_1 = (
@@ -85,9 +85,18 @@ def answer(prompt: str) -> str:
     return json.dumps({"skills": [SKILL]})
 
 
+def answering(reply: Callable[[str], str]) -> list[Rule]:
+    """Every request answered by *reply* to its prompt: memsearch sends one user message."""
+    return [Rule("maintenance", lambda request: True, lambda request: Text(reply(request.prompt)))]
+
+
+def prompts(model: ModelServer) -> list[str]:
+    return [request.prompt for request in model.requests]
+
+
 @pytest.fixture
-def model() -> Iterator[ScriptedModel]:
-    with ScriptedModel(answer) as server:
+def model() -> Iterator[ModelServer]:
+    with ModelServer(answering(answer)) as server:
         yield server
 
 
@@ -101,7 +110,7 @@ def store(repo: Path) -> Path:
 
 
 @pytest.fixture
-def llm_config(model: ScriptedModel) -> Path:
+def llm_config(model: ModelServer) -> Path:
     """memsearch's ``[llm]`` settings in the test's HOME, pointing at the scripted model."""
     config = Path(os.environ["HOME"]) / ".memsearch" / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
@@ -147,7 +156,7 @@ def lock_is_free(store: Path) -> bool:
 
 @pytest.mark.usefixtures("llm_config")
 def test_each_task_writes_its_file_in_memsearchs_layout(
-    repo: Path, store: Path, model: ScriptedModel
+    repo: Path, store: Path, model: ModelServer
 ) -> None:
     reports = maintain(repo, PIMEM_MAINTENANCE=ALL)
     assert {name: report["result"] for name, report in reports.items()} == {
@@ -171,9 +180,9 @@ def test_each_task_writes_its_file_in_memsearchs_layout(
 
     # One call per task: memsearch's templates with the journals, no tools, and the key sent.
     assert len(model.requests) == 3
-    assert all("tools" not in request for request in model.requests)
+    assert all("tools" not in request.body for request in model.requests)
     template = resources.files("memsearch.prompts").joinpath("project_review.txt").read_text()
-    (review,) = [prompt for prompt in model.prompts() if task_of(prompt) == "project_review"]
+    (review,) = [prompt for prompt in prompts(model) if task_of(prompt) == "project_review"]
     first_line = template.splitlines()[0].replace("{{AGENT_NAME}}", "pimem")
     assert review.startswith(f"{SYSTEM_PROMPT}\n\n{first_line}\n")
     assert "PostgreSQL 16" in review
@@ -197,7 +206,7 @@ def test_each_task_writes_its_file_in_memsearchs_layout(
 
 @pytest.mark.usefixtures("llm_config")
 def test_a_run_with_no_new_input_calls_no_model(
-    repo: Path, store: Path, model: ScriptedModel
+    repo: Path, store: Path, model: ModelServer
 ) -> None:
     maintain(repo, PIMEM_MAINTENANCE=ALL, PIMEM_MAINTENANCE_INTERVAL_HOURS="0")
     assert len(model.requests) == 3
@@ -214,11 +223,11 @@ def test_a_run_with_no_new_input_calls_no_model(
     assert len(model.requests) == 3
     maintain(repo, PIMEM_MAINTENANCE="project_review", PIMEM_MAINTENANCE_INTERVAL_HOURS="0")
     assert len(model.requests) == 4
-    assert "migrations run in CI" in model.prompts()[-1]
+    assert "migrations run in CI" in prompts(model)[-1]
 
 
 @pytest.mark.usefixtures("llm_config")
-def test_disabled_tasks_never_call_the_model(repo: Path, store: Path, model: ScriptedModel) -> None:
+def test_disabled_tasks_never_call_the_model(repo: Path, store: Path, model: ModelServer) -> None:
     reports = maintain(repo)
     assert {report["result"] for report in reports.values()} == {"off"}
     assert model.requests == []
@@ -226,7 +235,7 @@ def test_disabled_tasks_never_call_the_model(repo: Path, store: Path, model: Scr
     assert not (store / STATE_FILE).exists()
 
     reports = maintain(repo, PIMEM_MAINTENANCE="project-review")  # a hyphen is forgiven
-    assert [task_of(prompt) for prompt in model.prompts()] == ["project_review"]
+    assert [task_of(prompt) for prompt in prompts(model)] == ["project_review"]
     assert (reports["user_profile"]["result"], reports["memory_to_skill"]["result"]) == (
         "off",
         "off",
@@ -237,7 +246,7 @@ def test_disabled_tasks_never_call_the_model(repo: Path, store: Path, model: Scr
 
 @pytest.mark.usefixtures("llm_config")
 def test_the_budget_stops_them_until_the_next_day(
-    repo: Path, store: Path, model: ScriptedModel
+    repo: Path, store: Path, model: ModelServer
 ) -> None:
     # One capture distillation already spent today's budget of two.
     budget = Path(os.environ["HOME"]) / "pimem-home" / "state" / "distill-budget.json"
@@ -273,9 +282,9 @@ def test_the_budget_stops_them_until_the_next_day(
 
 @pytest.mark.usefixtures("llm_config")
 def test_a_failed_run_is_reported_and_waits_out_the_interval(
-    repo: Path, store: Path, model: ScriptedModel
+    repo: Path, store: Path, model: ModelServer
 ) -> None:
-    model.answer = lambda prompt: "I cannot help with that."
+    model.rules = answering(lambda prompt: "I cannot help with that.")
     reports = maintain(repo, PIMEM_MAINTENANCE="project_review")
     assert reports["project_review"]["result"] == "failed"
     assert "did not return valid JSON" in reports["project_review"]["detail"]
@@ -284,7 +293,7 @@ def test_a_failed_run_is_reported_and_waits_out_the_interval(
     assert "maintenance project_review last error (" in status.stdout
     assert "did not return valid JSON" in status.stdout
 
-    model.answer = answer
+    model.rules = answering(answer)
     reports = maintain(repo, PIMEM_MAINTENANCE="project_review")
     assert reports["project_review"]["detail"].startswith("failed on this input; retries after")
     assert len(model.requests) == 1
@@ -298,7 +307,7 @@ def test_a_failed_run_is_reported_and_waits_out_the_interval(
 
 @pytest.mark.usefixtures("llm_config")
 def test_a_crash_during_the_model_call_leaves_no_partial_file_and_no_stale_lock(
-    repo: Path, store: Path, model: ScriptedModel
+    repo: Path, store: Path, model: ModelServer
 ) -> None:
     (store / "PROJECT.md").write_text("# Project Memory\n\nthe old file\n")
     model.hold()
