@@ -11,6 +11,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +51,18 @@ def _exchange(n: int) -> list[BranchEntry]:
 
 
 def measure_settled(
-    exchanges: int, log: Callable[[str], None], *, repo: Path | None = None
+    exchanges: int,
+    log: Callable[[str], None],
+    *,
+    repo: Path | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """Time ``Session.settled`` over *exchanges* settles, and the background time to disk.
 
     Without *repo*, in an empty repository with indexing left out; with one, in that project,
     with its store indexed after every capture as in a session (the day files written are
-    listed, for the caller to take out again).
+    listed, for the caller to take out again). *now* fixes the session's clock, so the
+    entries land in a day file of their own.
     """
     with tempfile.TemporaryDirectory(prefix="pimem-bench-capture-") as scratch:
         root = Path(scratch)
@@ -69,6 +75,8 @@ def measure_settled(
         memory = repo / ".memsearch" / "memory"
         existing = set(memory.glob("*.md"))
         env = {**os.environ, "PIMEM_DISTILL_BUDGET": "0"}
+        if now is not None:
+            env["PIMEM_NOW"] = now.isoformat(timespec="minutes")
         pimem = Pimem.from_env(env)
         pimem.pm.add_plugin(_ModelLikeDistiller(), "bench-distiller")
         if skip_index:
