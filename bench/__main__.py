@@ -170,6 +170,65 @@ def _scaling(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, A
     return results
 
 
+#: Parts measured size by size: where their per-size lists are, and how targets are judged.
+SIZED = {"quality": ("raw", "summaries"), "scaling": ("raw", "summary")}
+
+
+def _seed(part: str, results: dict[str, Any]) -> int:
+    return int(results["meta"]["seed"] if part == "quality" else results["plan"]["seed"])
+
+
+def _runs(results: dict[str, Any], sizes: list[int]) -> list[dict[str, Any]]:
+    meta = results["meta"]
+    runs: list[dict[str, Any]] = meta.get("runs") or [
+        {key: meta[key] for key in ("command", "started_at", "duration_s")} | {"sizes": sizes}
+    ]
+    return runs
+
+
+def _targets(part: str, results: dict[str, Any]) -> list[dict[str, Any]]:
+    from bench import scaling_report
+    from bench.quality import summary
+
+    if part == "quality":
+        return summary.targets(results["summaries"])
+    return scaling_report.targets(results["summary"])
+
+
+def keep_other_sizes(
+    part: str, fresh: dict[str, Any], previous: dict[str, Any] | None
+) -> dict[str, Any]:
+    """*fresh* with the sizes it did not measure taken from *previous* (a store of 50,000
+    entries takes most of an hour: `--sizes 50000` adds it to the sizes already measured).
+
+    Only a full run with the same seed is combined; its runs stay listed beside this one.
+    """
+    raw_key, _ = SIZED[part]
+    measured = sorted(item["size"] for item in fresh[raw_key])
+    fresh["meta"]["runs"] = _runs(fresh, measured)
+    if (
+        previous is None
+        or previous["meta"].get("quick")
+        or fresh["meta"]["quick"]
+        or _seed(part, previous) != _seed(part, fresh)
+    ):
+        return fresh
+    kept_sizes = {item["size"] for item in previous[raw_key]} - set(measured)
+    if not kept_sizes:
+        return fresh
+    for key in SIZED[part]:
+        kept = [item for item in previous[key] if item["size"] in kept_sizes]
+        fresh[key] = sorted(kept + fresh[key], key=lambda item: int(item["size"]))
+    earlier = []
+    for run in _runs(previous, sorted(kept_sizes)):
+        sizes = [size for size in run["sizes"] if size in kept_sizes]
+        if sizes:
+            earlier.append({**run, "sizes": sizes})
+    fresh["meta"]["runs"] = earlier + fresh["meta"]["runs"]
+    fresh["targets"] = _targets(part, fresh)
+    return fresh
+
+
 MEASURES: dict[str, Callable[[argparse.Namespace, Path, Any], dict[str, Any]]] = {
     "latency": _latency,
     "quality": _quality,
@@ -194,6 +253,10 @@ def _measure(args: argparse.Namespace, out: Path) -> None:
             _log(f"part: {part}")
             results = MEASURES[part](args, workdir, model)
             path = raw_path(out, part)
+            if part in SIZED:
+                previous = json.loads(path.read_text()) if path.is_file() else None
+                kept = previous if args.sizes else None
+                results = keep_other_sizes(part, results, kept)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(results, separators=(",", ":")) + "\n")
             _log(f"raw results: {path}")

@@ -98,16 +98,21 @@ def _targets(results: Results) -> str:
 
 
 def _runs(results: Results) -> str:
-    rows = [
-        (
-            f"[{TITLES[part]}](#{_anchor(TITLES[part])})",
-            f"`{result['meta']['command']}`",
-            result["meta"]["started_at"],
-            f"{result['meta']['duration_s'] / 60:.1f} min",
-        )
-        for part, result in results.items()
-    ]
-    return report._table(("Part", "Command", "Started", "Took"), rows)
+    rows = []
+    for part, result in results.items():
+        meta = result["meta"]
+        for run in meta.get("runs") or [meta]:
+            sizes = ", ".join(f"{size:,}" for size in run.get("sizes", ()))
+            rows.append(
+                (
+                    f"[{TITLES[part]}](#{_anchor(TITLES[part])})",
+                    sizes or "-",
+                    f"`{run['command']}`",
+                    run["started_at"],
+                    f"{run['duration_s'] / 60:.1f} min",
+                )
+            )
+    return report._table(("Part", "Sizes", "Command", "Started", "Took"), rows)
 
 
 def render_page(results: Results, plots: str) -> str:

@@ -74,6 +74,7 @@ def scaling_results(*sizes: dict[str, Any]) -> dict[str, Any]:
     summaries = [summarize_size(size) for size in sizes]
     return {
         "plan": {
+            "seed": 0,
             "searches": 2,
             "warmup": 1,
             "cli_calls": 2,
@@ -149,3 +150,27 @@ def test_bad_arguments_are_refused_with_what_is_allowed(
     with pytest.raises(SystemExit):
         parse(argv)
     assert message in capsys.readouterr().err
+
+
+def test_a_run_of_some_sizes_keeps_the_others_measured_before() -> None:
+    from bench.__main__ import keep_other_sizes
+
+    before = scaling_results(raw_size(1_000, search_ms=10.0), raw_size(10_000, search_ms=90.0))
+    fresh = scaling_results(raw_size(10_000, search_ms=30.0))
+    fresh["meta"]["started_at"] = "2026-01-02T00:00:00+00:00"
+    merged = keep_other_sizes("scaling", fresh, before)
+    assert [size["size"] for size in merged["raw"]] == [1_000, 10_000]
+    assert [size["search"]["pimem_ms"][0] for size in merged["raw"]] == [10.0, 30.0]
+    assert [run["sizes"] for run in merged["meta"]["runs"]] == [[1_000], [10_000]]
+    # Targets are judged again on what was kept and what was measured.
+    (search,) = [c for c in merged["targets"] if c["target"] == "warm search p50 <= 40 ms"]
+    assert search["met"]
+
+
+def test_a_quick_run_is_never_combined() -> None:
+    from bench.__main__ import keep_other_sizes
+
+    before = scaling_results(raw_size(1_000))
+    before["meta"]["quick"] = True
+    merged = keep_other_sizes("scaling", scaling_results(raw_size(10_000)), before)
+    assert [size["size"] for size in merged["raw"]] == [10_000]

@@ -338,7 +338,6 @@ def _example(results: Mapping[str, Any]) -> list[str]:
 def render(results: Mapping[str, Any], plots: str) -> str:
     """The section, from *results* alone; *plots* is the PNGs' directory relative to the page."""
     meta = results["meta"]
-    machine = meta["machine"]
     summaries = results["summaries"]
     lines = [
         "# Retrieval quality",
@@ -347,13 +346,8 @@ def render(results: Mapping[str, Any], plots: str) -> str:
         "a generated world of coding sessions, with the offline all-MiniLM-L6-v2 model, against",
         "the two halves of memsearch's hybrid search run alone on the same collection.",
         "",
-        f"Command: `{meta['command']}` ({meta['duration_s'] / 60:.1f} min, started "
-        f"{meta['started_at']}). Raw results: [`{RAW}`]({plots}/{RAW}).",
-        "",
-        f"Machine: {machine['cpu']}, {machine['usable_cpus']} usable CPUs, "
-        f"{machine['ram_gb']:.1f} GB RAM; Python {machine['python']}; "
-        + ", ".join(f"{name} {version}" for name, version in machine["packages"].items())
-        + ".",
+        f"Raw results: [`{RAW}`]({plots}/{RAW}); the runs that measured them are listed at the "
+        "top of the page.",
         "",
         "## The corpus",
         "",
