@@ -34,6 +34,7 @@ from typing import Any
 
 from bench import auto_context, capture
 from bench.latency import (
+    CpuClock,
     _ms,
     _rss_mb,
     cli_peak_rss_mb,
@@ -360,11 +361,13 @@ def measure_size(
             ("capture", lambda: measure_capture(rig, plan, log)),
             ("bridge", lambda: measure_bridge(rig, plan)),
         )
+        clock = CpuClock.now()
         for name, measure in measures:
             log(f"scaling {size}: {name}")
             started = time.perf_counter()
             phases[name] = measure()
             phases[name]["phase_s"] = time.perf_counter() - started
+        phases["contention"] = CpuClock.now().others_since(clock)
         release_database()
     return {"size": size, "entries": world.entries, **phases}
 
@@ -412,6 +415,7 @@ def summarize_size(raw: dict[str, Any]) -> dict[str, Any]:
             "rss_mb": bridge["rss_mb"],
             "peak_rss_mb": bridge["peak_rss_mb"],
         },
+        "contention": raw.get("contention"),
         "memory": {
             "in_process_rss_mb": raw["search"]["rss_mb"]["current_mb"],
             "cli_search_peak_rss_mb": raw["search"]["cli_peak_rss_mb"],

@@ -297,6 +297,7 @@ def render(results: Mapping[str, Any], plots: str) -> str:
                 "Index at build",
                 "Bridge RSS",
                 "CLI search peak RSS",
+                "CPU taken by others",
             ),
             [
                 [
@@ -306,6 +307,7 @@ def render(results: Mapping[str, Any], plots: str) -> str:
                     f"{size['index']['at_build']['chunks_per_s']:.1f} chunks/s",
                     f"{size['memory']['bridge_rss_mb']:.0f} MB",
                     f"{size['memory']['cli_search_peak_rss_mb']:.0f} MB",
+                    "-" if size.get("contention") is None else f"{size['contention']:.0%}",
                 ]
                 for size in summaries
             ],
@@ -337,6 +339,8 @@ def render(results: Mapping[str, Any], plots: str) -> str:
         f"`session.start` answered, to auto-context warm; then {plan['prompts']} prompts "
         "(half answerable, half not) back to back, the first "
         f"{plan['warmup']} untimed; its resident memory after them.",
+        "- **CPU taken by others**: the share of all CPUs that other processes used while a "
+        "size was measured; every time above grows with it.",
         "- Everything a phase added is emptied, indexed and deleted afterwards, and the chunk "
         "count must match the world's again.",
         "",
