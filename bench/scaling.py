@@ -278,33 +278,36 @@ def measure_append(rig: Rig, plan: ScalingPlan) -> dict[str, Any]:
     cli_store: list[float] = []
     #: The index step alone: pimem, then the CLI on the file, then on the whole store.
     index: tuple[list[float], list[float], list[float]] = ([], [], [])
-    found = True
+    missing: list[str] = []
     with added_files(rig) as files:
         for number in range(plan.appends):
-            token = f"appendpimem{number:03d}"
+            token = f"quokkapimem{number:03d}x"
             path = rig.pimem.append_entry(rig.scope, _probe(day, number, token))
             files.append(path)
             started = time.perf_counter()
             rig.pimem.index_memory(rig.scope, "write", files=(path,))
             index[0].append(_ms(started))
-            found &= _searchable(rig, token)
+            if not _searchable(rig, token):
+                missing.append(token)
             pimem.append(_ms(started))
         release_database()
         for number in range(plan.cli_appends * 2):
-            token = f"appendcli{number:03d}"
+            token = f"quokkacli{number:03d}x"
             path = rig.pimem.append_entry(rig.scope, _probe(day, 100 + number, token))
             files.append(path)
             whole = number >= plan.cli_appends
             index_ms, _ = rig.cli("index", str(rig.memory_dir if whole else path))
             search_ms, out = rig.cli("search", f"the {token} retry budget", "-j")
-            found &= token in out
+            if token not in out:
+                missing.append(token)
             (cli_store if whole else cli_file).append(index_ms + search_ms)
             index[2 if whole else 1].append(index_ms)
     return {
         "pimem_ms": pimem,
         "cli_file_ms": cli_file,
         "cli_store_ms": cli_store,
-        "found": found,
+        "found": not missing,
+        "missing": missing,
         "index_pimem_ms": index[0],
         "index_cli_file_ms": index[1],
         "index_cli_store_ms": index[2],
