@@ -44,7 +44,7 @@ class AutoContextPlan:
 
 
 AC_FULL = AutoContextPlan()
-AC_QUICK = AutoContextPlan(prompts=100, spaced_prompts=10)
+AC_QUICK = AutoContextPlan(prompts=100, spaced_prompts=6)
 #: Distinct prompts before they repeat: half answerable, half not (see ``labelled_prompts``).
 DISTINCT_PROMPTS = 100
 

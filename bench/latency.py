@@ -66,7 +66,7 @@ QUICK = Plan(
     cold_queries=10,
     cli_queries=4,
     appends=3,
-    cli_appends=2,
+    cli_appends=1,
 )
 
 

@@ -81,7 +81,7 @@ class PiPlan:
 
 
 PI_FULL = PiPlan()
-PI_QUICK = PiPlan(print_runs=4)
+PI_QUICK = PiPlan(prompts=20, startup_prompts=4, print_runs=2)
 
 
 @dataclass(frozen=True)
