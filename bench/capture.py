@@ -66,12 +66,10 @@ def measure_settled(
     """
     with tempfile.TemporaryDirectory(prefix="pimem-bench-capture-") as scratch:
         root = Path(scratch)
+        skip_index = repo is None
         if repo is None:
             repo = root / "repo"
             (repo / ".git").mkdir(parents=True)
-            skip_index = True
-        else:
-            skip_index = False
         memory = repo / ".memsearch" / "memory"
         existing = set(memory.glob("*.md"))
         env = {**os.environ, "PIMEM_DISTILL_BUDGET": "0"}

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench import report
+
 RAW = "scaling.json"
 PLOTS = ("scaling-latency.png", "scaling-session.png", "scaling-memory.png")
 
@@ -191,12 +193,8 @@ def _ms(value: float) -> str:
     return f"{value:,.1f} ms" if value < 100 else f"{value:,.0f} ms"
 
 
-def _row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
-
-
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return [_row(header), _row(["---"] * len(header)), *(_row(row) for row in rows), ""]
+    return [*report._table(header, rows).splitlines(), ""]
 
 
 def _pair_rows(summaries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
