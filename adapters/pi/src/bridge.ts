@@ -1,6 +1,7 @@
 // One `pimem serve` process and the JSON-lines conversation with it (docs/host-protocol.md).
 
 import { type ChildProcess, spawn as nodeSpawn } from "node:child_process";
+import { sentences } from "./text.ts";
 
 export type Spawn = typeof nodeSpawn;
 
@@ -23,9 +24,17 @@ export interface BridgeOptions {
   cwd: string;
   env: NodeJS.ProcessEnv;
   onHostRequest: HostRequestHandler;
-  /** Called once when the process ends, with a reason a person can read. */
-  onExit?: (reason: string) => void;
+  /** Called once when the process ends (or could not be started at all). */
+  onExit?: (exit: BridgeExit) => void;
   spawn?: Spawn;
+}
+
+/** How a bridge ended. */
+export interface BridgeExit {
+  /** A reason a person can read: for a start failure, also how to fix it. */
+  reason: string;
+  /** Whether it had printed its ready line: false means the command never ran as a bridge. */
+  ready: boolean;
 }
 
 export interface CallOptions {
@@ -41,13 +50,36 @@ interface Pending {
 }
 
 const STDERR_LINES = 20;
+/** How long a bridge that exited before its ready line may take to close stderr. */
+const STDERR_GRACE_MS = 1_000;
 
-export function notInstalledMessage(command: string): string {
-  return (
-    `pimem is not installed here: "${command}" could not be started. Install pimem into a ` +
-    `Python environment (pip install <path to a pimem checkout>) and put its "pimem" ` +
-    `command on PATH, or set PIMEM_BIN to the full path of that command.`
+/** How to fix a command that cannot be started (README, "Use pimem in pi"). */
+export const START_FIX =
+  "Set PIMEM_BIN to the pimem executable of the Python environment where pimem is installed " +
+  '(for a virtual environment, its bin/pimem), or put pimem on PATH; see "Use pimem in pi" in ' +
+  "pimem's README";
+
+/** The command as it was tried: the value of PIMEM_BIN, or `pimem` looked up on PATH. */
+export function describeCommand(command: string, env: NodeJS.ProcessEnv): string {
+  if (env.PIMEM_BIN === command) return `PIMEM_BIN="${command}"`;
+  return command.includes("/") ? `"${command}"` : `"${command}" on PATH`;
+}
+
+/** Why `command` never ran as a bridge (`why` is what went wrong), and how to fix it. */
+export function startFailureMessage(command: string, env: NodeJS.ProcessEnv, why: string): string {
+  const unset = env.PIMEM_BIN ? "" : "; PIMEM_BIN is not set";
+  return sentences(
+    `pimem could not be started from ${describeCommand(command, env)} (${why}${unset}), ` +
+      "so memory is off for this session",
+    START_FIX,
   );
+}
+
+/** What a spawn error means for the user. */
+function spawnFailure(command: string, error: NodeJS.ErrnoException): string {
+  if (error.code === "ENOENT") return command.includes("/") ? "no such file" : "not found";
+  if (error.code === "EACCES") return "not an executable file";
+  return error.message;
 }
 
 export class Bridge {
@@ -58,6 +90,7 @@ export class Bridge {
   private nextId = 1;
   private buffer = "";
   private exitReason: string | undefined;
+  private isReady = false;
   private readonly exited: Promise<void>;
   private readonly options: BridgeOptions;
 
@@ -77,23 +110,45 @@ export class Bridge {
     });
     this.ready.catch(() => {}); // observed through calls; never an unhandled rejection
     this.exited = new Promise<void>((resolve) => {
-      const finish = (reason: string) => {
+      const finish = (reason: string, ready: boolean) => {
         if (this.exitReason !== undefined) return;
         this.exitReason = reason;
         const error = new BridgeError("bridge", reason);
         failReady(error);
         for (const pending of this.pending.values()) pending.reject(error);
         this.pending.clear();
-        options.onExit?.(reason);
+        options.onExit?.({ reason, ready });
         resolve();
       };
       this.child.on("error", (error: NodeJS.ErrnoException) => {
-        finish(error.code === "ENOENT" ? notInstalledMessage(options.command) : `pimem could not be started: ${error.message}`);
+        // Also a failed kill, which changes nothing here: its exit still follows.
+        if (this.child.pid !== undefined) return;
+        finish(startFailureMessage(options.command, options.env, spawnFailure(options.command, error)), false);
       });
-      this.child.on("exit", (code, signal) => {
+      const report = (code: number | null, signal: NodeJS.Signals | null) => {
         const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
         const last = this.stderr.at(-1);
-        finish(`the pimem bridge ${how}${last ? ` (last message: ${last})` : ""}`);
+        if (this.isReady) {
+          finish(`the pimem bridge ${how}${last ? ` (last message: ${last})` : ""}`, true);
+        } else {
+          const why = `it ${how} before it was ready${last ? `; last message: ${last}` : ""}`;
+          finish(startFailureMessage(options.command, options.env, why), false);
+        }
+      };
+      this.child.on("exit", (code, signal) => {
+        if (this.isReady) {
+          report(code, signal);
+          return;
+        }
+        // It never got ready: what is still in its pipes tells why (its ready line after all, or
+        // the last words of a Python that cannot import pimem). Wait for them to close, bounded,
+        // since a grandchild may hold them open.
+        const late = setTimeout(() => report(code, signal), STDERR_GRACE_MS);
+        late.unref();
+        this.child.once("close", () => {
+          clearTimeout(late);
+          report(code, signal);
+        });
       });
     });
     this.child.stdout?.setEncoding("utf8");
@@ -185,6 +240,7 @@ export class Bridge {
       return;
     }
     if (message.event === "ready") {
+      this.isReady = true;
       markReady();
       return;
     }

@@ -1,9 +1,13 @@
 // The session's link to pimem: one bridge at a time, started lazily again after a crash, up to a
 // cap per session. A crash is reported once, to the next tool call, so the agent learns why a
-// memory call failed; prompts meanwhile go on without memory.
+// memory call failed; prompts meanwhile go on without memory. A command that never got as far as
+// its ready line (missing, not executable, a Python without pimem) is not retried: memory is off
+// for the session, the user is told once, and every memory call says the same.
 
 import { Bridge, BridgeError, type CallOptions, type HostRequestHandler, type Spawn } from "./bridge.ts";
+import { sentences } from "./text.ts";
 
+/** Crashes of a running bridge that are followed by a new one, per session. */
 export const MAX_RESPAWNS = 2;
 export const START_TIMEOUT_MS = 60_000;
 
@@ -24,6 +28,8 @@ export interface ConnectionOptions {
   maxRespawns?: number;
   /** Milliseconds from spawning a bridge to its ready line. */
   onReady?: (ms: number) => void;
+  /** Called once when the command could not be started: memory is off for the session. */
+  onStartFailure?: (message: string) => void;
 }
 
 /** Who is asking: tools hear about crashes, prompts never wait for a respawn. */
@@ -35,6 +41,10 @@ export class Connection {
   private started: Promise<void> | undefined;
   private session: SessionParams | undefined;
   private spawns = 0;
+  /** Bridges that were running (past their ready line) and stopped. */
+  private crashes = 0;
+  /** Why the command could not be started, once it could not: no more bridges this session. */
+  private startFailure: string | undefined;
   private unreportedCrash: string | undefined;
   private lastCrash: string | undefined;
   private closing = false;
@@ -60,6 +70,8 @@ export class Connection {
     this.session = session;
     this.closing = false;
     this.spawns = 0;
+    this.crashes = 0;
+    this.startFailure = undefined;
     this.unreportedCrash = undefined;
     this.lastCrash = undefined;
     this.spawn();
@@ -79,6 +91,7 @@ export class Connection {
   ): Promise<Record<string, unknown>> {
     if (!this.session) throw new BridgeError("bridge", "memory is not started: the pi session has not started yet");
     if (this.closing) throw new BridgeError("bridge", "memory is shut down: the pi session has ended");
+    if (this.startFailure !== undefined) throw new BridgeError("bridge", this.startFailure);
     if (!this.bridge?.alive) {
       if (this.unreportedCrash !== undefined && caller !== "background") {
         if (caller === "tool") throw this.reportCrash();
@@ -132,8 +145,14 @@ export class Connection {
       env: this.options.env,
       spawn: this.options.spawn,
       onHostRequest: this.options.onHostRequest,
-      onExit: (reason) => {
+      onExit: ({ reason, ready }) => {
         if (this.closing || this.bridge !== bridge) return;
+        if (!ready) {
+          this.startFailure = reason;
+          this.options.onStartFailure?.(reason);
+          return;
+        }
+        this.crashes += 1;
         this.unreportedCrash = reason;
         this.lastCrash = reason;
       },
@@ -154,19 +173,24 @@ export class Connection {
     this.unreportedCrash = undefined;
     // After the last respawn, "restarts on the next call" would be untrue.
     if (!this.respawnOrGiveUp()) return new BridgeError("bridge", this.gaveUpMessage());
-    return new BridgeError("bridge", `${crash}. Memory restarts on the next memory call.`);
+    return new BridgeError("bridge", sentences(crash, "Memory restarts on the next memory call"));
   }
 
+  /** A new bridge after a crash, unless the command cannot start or the cap is reached. */
   private respawnOrGiveUp(): boolean {
-    if (this.spawns > (this.options.maxRespawns ?? MAX_RESPAWNS)) return false;
+    if (this.startFailure !== undefined) return false;
+    if (this.crashes > (this.options.maxRespawns ?? MAX_RESPAWNS)) return false;
     this.spawn();
     return true;
   }
 
   private gaveUpMessage(): string {
-    return (
-      `memory is off for the rest of this session: the pimem bridge stopped ${this.spawns} times` +
-      `${this.lastCrash ? ` (last: ${this.lastCrash})` : ""}. Run "pimem status" in the project to see why.`
+    if (this.startFailure !== undefined) return this.startFailure;
+    const times = this.crashes === 1 ? "once" : `${this.crashes} times`;
+    return sentences(
+      `memory is off for the rest of this session: the pimem bridge stopped ${times}` +
+        `${this.lastCrash ? ` (last: ${this.lastCrash})` : ""}`,
+      'Run "pimem status" in the project to see why',
     );
   }
 }

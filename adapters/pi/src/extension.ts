@@ -26,6 +26,8 @@ export interface Dependencies {
   spawn?: Spawn;
   /** Receives how long each measured step took (for the latency benchmark). */
   timing?: (step: string, ms: number) => void;
+  /** Where a notice goes when pi has no UI to show it (print and json modes): one line each. */
+  stderr?: (line: string) => void;
 }
 
 export function defaultDependencies(env: NodeJS.ProcessEnv = process.env): Dependencies {
@@ -53,8 +55,27 @@ function timed<E, R>(
   };
 }
 
+/** Tells the user something once: in pi's UI when there is one, else as a line on stderr. */
+export function notifyUser(ctx: ContextLike | undefined, message: string, stderr: (line: string) => void): void {
+  const text = `pimem: ${message}`;
+  try {
+    if (ctx?.hasUI && typeof ctx.ui?.notify === "function") {
+      ctx.ui.notify(text, "warning");
+      return;
+    }
+  } catch {
+    // a context pi no longer serves: the line below still reaches the user
+  }
+  stderr(text);
+}
+
+const writeStderr = (line: string) => {
+  process.stderr.write(`${line}\n`);
+};
+
 export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection {
   let registry: ModelRegistryLike | undefined;
+  let sessionCtx: ContextLike | undefined;
   let prompts = 0;
   let settledEventExists = false;
 
@@ -63,6 +84,8 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
     env: deps.env,
     spawn: deps.spawn,
     onReady: deps.timing && ((ms) => deps.timing?.("bridge_ready", ms)),
+    // Known within moments of session_start (a missing command at once): the one notice.
+    onStartFailure: (message) => notifyUser(sessionCtx, message, deps.stderr ?? writeStderr),
     onHostRequest: (method, params) =>
       method === "complete"
         ? completeWithRegistry(registry, params, deps.complete)
@@ -83,6 +106,7 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
     if (connection.sessionId === sessionId) return; // pi 0.73 may announce a session twice
     if (connection.sessionId !== undefined) await connection.close(SHUTDOWN_CAP_MS, SHUTDOWN_GRACE_MS);
     prompts = 0;
+    sessionCtx = ctx;
     connection.open({
       session_id: sessionId,
       cwd: ctx.cwd,

@@ -13,6 +13,7 @@
 //   complete:  params                       sent as a `complete` request once session.start is answered
 //   ignoreEof: true                         stay alive after stdin ends (must be killed)
 //   silent:    true                         never write the ready line nor answer anything
+//   failBeforeReady: {code, stderr}         write stderr and exit with code, before the ready line
 
 import { appendFileSync } from "node:fs";
 
@@ -63,6 +64,10 @@ function receive(line) {
 }
 
 log({ kind: "started", cwd: process.cwd(), argv: process.argv.slice(2), pythonioencoding: process.env.PYTHONIOENCODING });
+if (script.failBeforeReady) {
+  process.stderr.write(script.failBeforeReady.stderr);
+  process.exit(script.failBeforeReady.code);
+}
 send({ event: "ready", methods: Object.keys(DEFAULT_ANSWERS) });
 
 let buffer = "";

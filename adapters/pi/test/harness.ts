@@ -57,18 +57,32 @@ export interface FakeContextOptions {
   models?: ModelInfo[];
   model?: ModelInfo;
   credentials?: { ok: boolean; apiKey?: string; headers?: Record<string, string>; error?: string };
+  /** Like interactive and RPC pi (true), or print and json mode (false, the default). */
+  hasUI?: boolean;
+}
+
+export interface Notice {
+  message: string;
+  level?: string;
 }
 
 /** A session context whose leaf id a test can move on (`ctx.leaf = ...`). */
 export interface FakeContext extends ContextLike {
   leaf: string | null;
+  /** What the extension showed with `ctx.ui.notify`. */
+  notices: Notice[];
 }
 
 export function fakeContext(options: FakeContextOptions): FakeContext {
   const models = options.models ?? [];
+  const notices: Notice[] = [];
   const ctx: FakeContext = {
     cwd: options.cwd,
     leaf: options.leafId === undefined ? "leaf-1" : options.leafId,
+    notices,
+    hasUI: options.hasUI ?? false,
+    // pi has a ui in every mode; without one it does nothing.
+    ui: { notify: (message, level) => (options.hasUI ? notices.push({ message, level }) : undefined) },
     sessionManager: {
       getSessionId: () => options.sessionId ?? "session-1",
       getSessionFile: () => options.sessionFile,
@@ -105,6 +119,7 @@ export interface FakeScript {
   complete?: Record<string, unknown>;
   ignoreEof?: boolean;
   silent?: boolean;
+  failBeforeReady?: { code: number; stderr: string };
 }
 
 export interface SetupOptions {
@@ -112,6 +127,8 @@ export interface SetupOptions {
   script?: FakeScript;
   /** Defaults to the fake pimem. */
   command?: string;
+  /** The command, as PIMEM_BIN names it (else PIMEM_BIN is not set). */
+  pimemBin?: string;
   context?: Partial<FakeContextOptions>;
   complete?: (request: CompletionRequest) => Promise<string>;
 }
@@ -124,6 +141,8 @@ export interface Setup {
   children: ChildProcess[];
   /** Every completion the extension ran. */
   completions: CompletionRequest[];
+  /** The lines the extension wrote to stderr. */
+  stderr: string[];
   dir: string;
   log(): LogEntry[];
   requests(): LogEntry[];
@@ -141,15 +160,23 @@ export function setup(t: TestContext, options: SetupOptions = {}): Setup {
   const logFile = join(dir, "fake-pimem.log");
   const children: ChildProcess[] = [];
   const completions: CompletionRequest[] = [];
+  const stderr: string[] = [];
   const spawn = ((command: string, args: string[], spawnOptions: SpawnOptions) => {
     const child = nodeSpawn(command, args, spawnOptions);
     children.push(child);
     return child;
   }) as Spawn;
+  const { PIMEM_BIN: _outer, ...outer } = process.env;
   const deps: Dependencies = {
-    command: options.command ?? FAKE_PIMEM,
-    env: { ...process.env, FAKE_PIMEM_LOG: logFile, FAKE_PIMEM_SCRIPT: JSON.stringify(options.script ?? {}) },
+    command: options.pimemBin ?? options.command ?? FAKE_PIMEM,
+    env: {
+      ...outer,
+      ...(options.pimemBin === undefined ? {} : { PIMEM_BIN: options.pimemBin }),
+      FAKE_PIMEM_LOG: logFile,
+      FAKE_PIMEM_SCRIPT: JSON.stringify(options.script ?? {}),
+    },
     spawn,
+    stderr: (line) => stderr.push(line),
     complete: async (request) => {
       completions.push(request);
       return options.complete ? options.complete(request) : "completed";
@@ -179,6 +206,7 @@ export function setup(t: TestContext, options: SetupOptions = {}): Setup {
     connection,
     children,
     completions,
+    stderr,
     dir,
     log,
     requests,

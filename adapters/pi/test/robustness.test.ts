@@ -1,28 +1,146 @@
 // When pimem is missing, crashes or will not stop: prompts go on, tools say why, processes end.
 
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
-import { exited, killAndWait, setup } from "./harness.ts";
+import { FAKE_PIMEM, exited, fakeContext, killAndWait, poll, setup } from "./harness.ts";
 
-describe("missing pimem", () => {
-  test("a tool call says pimem is not installed and how to install it", async (t) => {
-    const s = setup(t, { command: join(import.meta.dirname, "no-such-pimem") });
+const START_FIX = new RegExp(
+  "Set PIMEM_BIN to the pimem executable of the Python environment where pimem is installed .*, " +
+    `or put pimem on PATH; see "Use pimem in pi" in pimem's README\\.$`,
+);
+
+/** A message without a doubled full stop, a crash count or a promise to restart. */
+function assertPlain(message: string): void {
+  assert.doesNotMatch(message, /\.\./);
+  assert.doesNotMatch(message, /stopped|restart/i);
+}
+
+describe("a command that cannot be started", () => {
+  test("PIMEM_BIN naming a missing file: one notice at session start, no respawn, tools say why", async (t) => {
+    const missing = join(import.meta.dirname, "no-such-pimem");
+    const s = setup(t, { pimemBin: missing });
     await s.pi.fire("session_start", {}, s.ctx);
+    await poll(() => (s.stderr.length > 0 ? true : undefined));
+
+    let reason = "";
     await assert.rejects(s.callTool("memory_status"), (error: Error) => {
-      assert.match(error.message, /^memory_status failed: pimem is not installed here/);
-      assert.match(error.message, /no-such-pimem/);
-      assert.match(error.message, /pip install/);
-      assert.match(error.message, /PIMEM_BIN/);
+      reason = error.message.replace(/^memory_status failed: /, "");
+      assert.notEqual(reason, error.message);
       return true;
     });
+    assert.equal(
+      reason.split(". Set PIMEM_BIN")[0],
+      `pimem could not be started from PIMEM_BIN="${missing}" (no such file), so memory is off for this session`,
+    );
+    assert.match(reason, START_FIX);
+    assertPlain(reason);
+
+    // Every later call says the same; prompts go on without memory; nothing is started again.
+    await assert.rejects(s.callTool("memory_search", { query: "q" }), { message: `memory_search failed: ${reason}` });
+    assert.equal(await s.prompt(), undefined);
+    await s.pi.fire("agent_settled", {}, s.ctx);
+    await assert.rejects(s.callTool("memory_status"), { message: `memory_status failed: ${reason}` });
+    assert.deepEqual(s.stderr, [`pimem: ${reason}`]);
+    assert.equal(s.children.length, 1, "one spawn, no respawn");
+    assert.equal(s.connection.spawnCount, 1);
+    await s.pi.fire("session_shutdown", {}, s.ctx);
   });
 
-  test("prompts still proceed, without memory", async (t) => {
-    const s = setup(t, { command: join(import.meta.dirname, "no-such-pimem") });
+  test("with pi's UI, the notice is shown there (as a warning) and not written to stderr", async (t) => {
+    const missing = join(import.meta.dirname, "no-such-pimem");
+    const s = setup(t, { pimemBin: missing, context: { hasUI: true } });
     await s.pi.fire("session_start", {}, s.ctx);
+    await poll(() => (s.ctx.notices.length > 0 ? true : undefined));
+    await assert.rejects(s.callTool("memory_status"));
+    assert.equal(s.ctx.notices.length, 1);
+    const [notice] = s.ctx.notices;
+    assert.equal(notice!.level, "warning");
+    assert.match(notice!.message, /^pimem: pimem could not be started from PIMEM_BIN=.*, so memory is off for this session\./);
+    assert.deepEqual(s.stderr, []);
+  });
+
+  test("pimem looked up on PATH and not found", async (t) => {
+    const s = setup(t, { command: "pimem-not-on-any-path" });
+    await s.pi.fire("session_start", {}, s.ctx);
+    await assert.rejects(s.callTool("memory_status"), (error: Error) => {
+      assert.match(
+        error.message,
+        new RegExp(
+          '^memory_status failed: pimem could not be started from "pimem-not-on-any-path" on PATH ' +
+            "\\(not found; PIMEM_BIN is not set\\), so memory is off for this session\\. Set PIMEM_BIN",
+        ),
+      );
+      return true;
+    });
+    assert.equal(s.stderr.length, 1);
+    assert.equal(s.children.length, 1);
+  });
+
+  test("PIMEM_BIN naming a file that is not executable", async (t) => {
+    const scratch = setup(t).dir;
+    const file = join(scratch, "pimem");
+    writeFileSync(file, "#!/bin/sh\nexit 0\n", { mode: 0o644 });
+    const s = setup(t, { pimemBin: file });
+    await s.pi.fire("session_start", {}, s.ctx);
+    await assert.rejects(s.callTool("memory_write", { content: "- x" }), (error: Error) => {
+      const why = `could not be started from PIMEM_BIN="${file}" (not an executable file), so `;
+      assert.ok(error.message.includes(why), error.message);
+      assert.match(error.message, START_FIX);
+      assertPlain(error.message);
+      return true;
+    });
+    await assert.rejects(s.callTool("memory_status"), /not an executable file/);
     assert.equal(await s.prompt(), undefined);
+    assert.equal(s.stderr.length, 1);
+    assert.equal(s.children.length, 1);
+  });
+
+  test("a command that exits before its ready line (a Python without pimem) is not retried", async (t) => {
+    const traceback = "Traceback (most recent call last):\nModuleNotFoundError: No module named 'pimem'\n";
+    const s = setup(t, { pimemBin: FAKE_PIMEM, script: { failBeforeReady: { code: 1, stderr: traceback } } });
+    await s.pi.fire("session_start", {}, s.ctx);
+    // The first prompt waits for the bridge, and goes on without memory once it failed.
     assert.equal(await s.prompt(), undefined);
+    assert.equal(s.stderr.length, 1);
+    const expected =
+      `pimem: pimem could not be started from PIMEM_BIN="${FAKE_PIMEM}" (it exited with code 1 before it ` +
+      `was ready; last message: ModuleNotFoundError: No module named 'pimem'), so memory is off for this session. `;
+    assert.ok(s.stderr[0]!.startsWith(expected), s.stderr[0]);
+    assert.match(s.stderr[0]!, START_FIX);
+    const reason = s.stderr[0]!.slice("pimem: ".length);
+    for (let call = 0; call < 4; call++) {
+      await assert.rejects(s.callTool("memory_status"), { message: `memory_status failed: ${reason}` });
+    }
+    assert.equal(s.stderr.length, 1);
+    assert.equal(s.children.length, 1);
+    assert.equal(s.log().filter((entry) => entry.kind === "started").length, 1);
+  });
+
+  test("a tool call made while the command is failing gets the same reason", async (t) => {
+    const stderr = "pimem: error: argument command: invalid choice: 'serve'\n"; // a pimem without serve
+    const s = setup(t, { pimemBin: FAKE_PIMEM, script: { failBeforeReady: { code: 2, stderr } } });
+    await s.pi.fire("session_start", {}, s.ctx);
+    await assert.rejects(s.callTool("memory_status"), (error: Error) => {
+      const why = `(it exited with code 2 before it was ready; last message: ${stderr.trim()}), so memory is off`;
+      assert.ok(error.message.includes(why), error.message);
+      return true;
+    });
+    assert.equal(s.stderr.length, 1);
+    assert.equal(s.children.length, 1);
+  });
+
+  test("a new session tries the command again", async (t) => {
+    const missing = join(import.meta.dirname, "no-such-pimem");
+    const s = setup(t, { pimemBin: missing });
+    await s.pi.fire("session_start", {}, s.ctx);
+    await assert.rejects(s.callTool("memory_status"), /no such file/);
+    const next = fakeContext({ cwd: s.dir, sessionId: "session-2" });
+    await s.pi.fire("session_start", {}, next);
+    await assert.rejects(s.pi.tool("memory_status").execute("call-2", {}, undefined, undefined, next), /no such file/);
+    assert.equal(s.stderr.length, 2);
+    assert.equal(s.children.length, 2);
   });
 });
 
@@ -42,6 +160,7 @@ describe("a bridge killed mid-session", () => {
     await assert.rejects(s.callTool("memory_search", { query: "q" }), (error: Error) => {
       assert.match(error.message, /^memory_search failed: the pimem bridge was killed by SIGKILL/);
       assert.match(error.message, /Memory restarts on the next memory call\.$/);
+      assert.doesNotMatch(error.message, /\.\./);
       return true;
     });
   });
@@ -105,7 +224,12 @@ describe("a bridge killed mid-session", () => {
 
     await killAndWait(s.children.at(-1)!);
     const off = /memory_status failed: memory is off for the rest of this session: the pimem bridge stopped 3 times \(last: the pimem bridge was killed by SIGKILL\)/;
-    await assert.rejects(s.callTool("memory_status"), off);
+    await assert.rejects(s.callTool("memory_status"), (error: Error) => {
+      assert.match(error.message, off);
+      assert.match(error.message, /\)\. Run "pimem status" in the project to see why\.$/);
+      assert.doesNotMatch(error.message, /restart/i);
+      return true;
+    });
     await assert.rejects(s.callTool("memory_status"), off);
     assert.equal(await s.prompt(), undefined);
     assert.equal(s.children.length, 3, "no fourth bridge");
