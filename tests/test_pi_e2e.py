@@ -357,6 +357,59 @@ def test_killed_bridge_costs_one_tool_call(world: PiWorld) -> None:
     check_accounting(world, [session], entries=3)
 
 
+# -- scenario 5: pimem cannot be started ----------------------------------------------------
+
+
+@pytest.mark.parametrize("line", sorted(PI_LINES))
+def test_missing_pimem_bin_is_one_notice_and_the_session_goes_on(
+    line: str, repo: Path, tmp_path: Path, server: ModelServer
+) -> None:
+    """``PIMEM_BIN`` names a file that does not exist: pi says so once, naming it and the fix
+    (on stderr in print mode, as a UI notification in RPC mode), the memory tool answers the
+    agent with the same reason, and every prompt still gets its answer."""
+    missing = tmp_path / "no-venv" / "bin" / "pimem"
+    world = PiWorld.create(
+        PI_LINES[line],
+        repo=repo,
+        agent_dir=tmp_path / "agent",
+        server=server,
+        base_env=dict(os.environ),
+        extra_env={"PIMEM_BIN": str(missing)},
+    )
+    reason = (
+        f'pimem could not be started from PIMEM_BIN="{missing}" (no such file), '
+        "so memory is off for this session. Set PIMEM_BIN to the pimem executable of the "
+        "Python environment where pimem is installed (for a virtual environment, its "
+        'bin/pimem), or put pimem on PATH; see "Use pimem in pi" in pimem\'s README.'
+    )
+    server.rules = [
+        on_prompt("[n1]", ToolCall("memory_status")),
+        after_tool("memory_status", Text("Memory is off; here is the answer."), marker="[n1]"),
+        on_prompt("[n2]", Text("Still answering.")),
+    ]
+
+    run = world.run("[n1] How is memory set up here?")
+    assert run.code == 0, f"pi failed ({run.code}):\n{run.stdout}\n{run.stderr}"
+    assert "Memory is off; here is the answer." in run.stdout
+    notices = [text for text in run.stderr.splitlines() if "pimem" in text]
+    assert notices == [f"pimem: {reason}"], run.stderr
+    assert tool_message(server, "[n1]", "memory_status") == f"memory_status failed: {reason}"
+
+    with world.rpc() as pi:
+        records = pi.prompt("[n2] Are you there?")
+        assert "Still answering." in assistant_texts(records)
+        assert pi.close() == 0
+    shown = [
+        (record.get("method"), record.get("message"), record.get("notifyType"))
+        for record in pi.records
+        if record.get("type") == "extension_ui_request" and "pimem" in str(record.get("message"))
+    ]
+    assert shown == [("notify", f"pimem: {reason}", "warning")]
+    assert not [text for text in pi.stderr if "pimem" in text]
+    assert server.failures == []
+    assert not (repo / ".memsearch").exists()
+
+
 def read_text(path: Path) -> str:
     return path.read_text() if path.exists() else ""
 
