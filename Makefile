@@ -4,8 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CODE := pimem_core pimem_plugins tests bench reliability
-# Where the offline embedding model (and the torch environment that builds it) lives.
-PIMEM_HOME ?= $(CURDIR)/.pimem-home
+# The offline embedding model lives in pimem's per-user data directory, shared with every
+# pimem installed for this user; `make ... PIMEM_HOME=DIR` keeps it (and pimem's state) in DIR.
+PIMEM_HOME ?=
+export PIMEM_HOME
 # `make bench BENCH_ARGS=--quick`: the smallest store of each part, in under five minutes;
 # `BENCH_ARGS="--only scaling --workdir DIR"`: one part, on stores kept in DIR.
 BENCH_ARGS ?=
@@ -32,10 +34,10 @@ $(NODE_STAMP): $(ADAPTER)/package-lock.json $(ADAPTER)/e2e/pi-1/package-lock.jso
 node: $(NODE_STAMP)
 
 demo: $(STAMP) model node  ## the real pi with pimem, two sessions, against a scripted local model
-	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/python scripts/pi_demo.py
+	$(BIN)/python scripts/pi_demo.py
 
 demo-cli: $(STAMP) model  ## a CLI walk-through on a temporary project
-	PATH="$(CURDIR)/$(BIN):$$PATH" PIMEM_HOME="$(PIMEM_HOME)" bash scripts/demo.sh
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(CODE)
@@ -47,11 +49,11 @@ typecheck: $(STAMP)
 adapter: $(NODE_STAMP)  ## type-check the pi adapter and run its unit tests (Node 22)
 	cd $(ADAPTER) && npm run --silent check && npm test --silent
 
-model: $(STAMP)  ## the offline embedding model; built once (about 1.5 min), then a no-op
-	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/python -m pimem_core.offline_model
+model: $(STAMP)  ## the offline embedding model; written once (a few seconds), then a no-op
+	$(BIN)/python -m pimem_core.offline_model
 
 unit: $(STAMP) model node  ## the Python test suite, end-to-end tests with real pi included
-	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/pytest
+	$(BIN)/pytest
 
 test: lint typecheck adapter unit  ## everything CI runs
 
@@ -60,12 +62,12 @@ $(BENCH_STAMP): $(STAMP)
 	touch $@
 
 bench: $(BENCH_STAMP) model node  ## the whole suite (latency, retrieval quality, cost against store size) into docs/benchmarks.md
-	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/python -m bench $(BENCH_ARGS)
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 # `make reliability RELIABILITY_ARGS=--quick`: the reduced budgets CI runs, in about 2 minutes.
 RELIABILITY_ARGS ?=
 reliability: $(STAMP) model  ## concurrency, faults, fuzzing (>= 100,000 inputs) and safety, into docs/reliability.md (~25 min)
-	PIMEM_HOME="$(PIMEM_HOME)" $(BIN)/python -m reliability $(RELIABILITY_ARGS)
+	$(BIN)/python -m reliability $(RELIABILITY_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis $(ADAPTER)/node_modules $(ADAPTER)/e2e/pi-1/node_modules

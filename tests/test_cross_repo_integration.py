@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from test_serve import Bridge
 
+from pimem_core.memsearch_config import global_config_path
 from pimem_core.offline_model import OfflineModel
 from pimem_core.types import Anchor, Entry
 from pimem_plugins.layout import derive_collection
-from pimem_plugins.memsearch_engine import MemsearchEngine, global_config_path
+from pimem_plugins.memsearch_engine import MemsearchEngine
 
 from conftest import Result, make_pimem, run_cli
 
