@@ -43,10 +43,14 @@ ABORTED_AT_SHUTDOWN = "aborted by the shutdown cap"
 MAX_UNWRITTEN = 100
 
 
+#: How a marker entry's content begins.
+MARKER_PREFIX = "- [pimem] this exchange could not be distilled"
+
+
 def marker(reason: str) -> str:
     """The diagnostic entry written when distillation fails: the anchor above it stays intact."""
     one_line = " ".join(reason.split()) or "unknown error"
-    return f"- [pimem] this exchange could not be distilled: {one_line}"
+    return f"{MARKER_PREFIX}: {one_line}"
 
 
 @attrs.frozen(kw_only=True)
@@ -99,7 +103,8 @@ def to_messages(window: Sequence[BranchEntry]) -> tuple[ExchangeMessage, ...]:
 
 @attrs.define
 class CaptureCounters:
-    """What capture did this session, for status."""
+    """What capture did in this session (this process), for status; what the store holds today,
+    from every session, is :mod:`pimem_core.store_today`'s line."""
 
     captured: int = 0
     distilled: int = 0

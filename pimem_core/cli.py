@@ -35,6 +35,7 @@ from pimem_core.skills import (
     render_candidates,
     render_installed,
 )
+from pimem_core.store_today import store_today_status
 from pimem_core.types import Anchor, DayAddress, Entry, SearchQuery, TranscriptRequest
 
 Command = Callable[[Pimem, argparse.Namespace], None]
@@ -168,7 +169,12 @@ def cmd_compact(pimem: Pimem, args: argparse.Namespace) -> None:
 
 def cmd_status(pimem: Pimem, args: argparse.Namespace) -> None:
     scope = pimem.resolve_scope(args.cwd)
-    sections = (*pimem.collect_status(scope), DistillBudget.for_settings(pimem.settings).status())
+    # No session here: the store's line for today, without a session's capture counters.
+    sections = (
+        *pimem.collect_status(scope),
+        store_today_status(pimem, scope),
+        DistillBudget.for_settings(pimem.settings).status(),
+    )
     sections = tuple(sorted(sections, key=lambda section: section.rank))
     _emit(args, status_to_json(scope, sections), render_status(scope, sections))
 

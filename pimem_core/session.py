@@ -30,6 +30,7 @@ from pimem_core.journal import CaptureJournal
 from pimem_core.maintenance import MaintenanceRunner
 from pimem_core.paths import PimemPaths
 from pimem_core.snapshot_cache import StableSnapshot
+from pimem_core.store_today import store_today_status
 from pimem_core.types import (
     BranchEntry,
     HostModel,
@@ -70,7 +71,8 @@ class ShutdownReport:
 
 
 class _SessionPlugin:
-    """The session's own plugin: follows store changes and reports capture in status."""
+    """The session's own plugin: follows store changes and reports, in status, this session's
+    capture beside today's entries in the store from every session."""
 
     def __init__(self, session: Session) -> None:
         self._session = session
@@ -224,13 +226,13 @@ class Session:
             lines = ["capture: on (no persisted transcript: nothing to anchor entries to)"]
         else:
             lines = [
-                f"capture: {counters.captured} captured ({counters.distilled} distilled, "
-                f"{counters.extractive} extractive, {counters.failed} failed, "
+                f"capture (this session): {counters.captured} captured ({counters.distilled} "
+                f"distilled, {counters.extractive} extractive, {counters.failed} failed, "
                 f"{counters.gated} skipped by the gates)"
             ]
         if self.capture is not None and self.capture.last_write_error is not None:
             lines.append(
-                f"capture: {self.capture.counters.unwritten} entr"
+                f"capture (this session): {self.capture.counters.unwritten} entr"
                 f"{'y' if self.capture.counters.unwritten == 1 else 'ies'} waiting to be "
                 f"written, retried with the next capture ({self.capture.last_write_error})"
             )
@@ -242,8 +244,10 @@ class Session:
             lines=lines,
             data={
                 "enabled": settings.capture,
+                "counters_of": "this session",
                 "counters": None if counters is None else attrs.asdict(counters),
                 "last_index_failure": None if self.indexer is None else self.indexer.last_failure,
             },
         )
+        yield store_today_status(self.pimem, scope)
         yield self.budget.status()

@@ -71,6 +71,31 @@ def test_write_json_output(repo: Path) -> None:
     assert json.loads(result.stdout) == {"file": str(repo / ".memsearch/memory/2026-08-13.md")}
 
 
+def test_status_shows_what_the_store_holds_today_from_every_session(repo: Path) -> None:
+    """Issue 14, item 7: entries written by other processes show in the store's line; the CLI
+    has no session, so no session counters."""
+    env = {"PIMEM_DISABLE_PLUGINS": "memsearch-index"}
+    before = run_cli("status", "--cwd", str(repo), env=env)
+    assert "today in this store (all sessions): no entries yet\n" in before.stdout
+    run_cli("write", "- one", "--cwd", str(repo), *ANCHOR)
+    run_cli("write", "- two", "--cwd", str(repo), *ANCHOR)
+    other = ("--session", "s2", "--turn", "t9", "--transcript", "/home/user/b.jsonl")
+    run_cli("write", "- three", "--cwd", str(repo), *other)
+    result = run_cli("status", "--cwd", str(repo), env=env)
+    assert result.code == 0
+    assert "today in this store (all sessions): 3 entries from 2 sessions\n" in result.stdout
+    assert "capture" not in result.stdout
+    data = json.loads(run_cli("status", "--cwd", str(repo), "--json", env=env).stdout)
+    assert data["store-today"] == {
+        "date": "2026-08-13",
+        "of": "all sessions",
+        "entries": 3,
+        "sessions": 2,
+        "markers": 0,
+    }
+    assert "capture" not in data
+
+
 def test_forget_prints_the_removed_markdown(repo: Path) -> None:
     run_cli("write", "- to be forgotten", "--cwd", str(repo), *ANCHOR)
     result = run_cli("forget", "--cwd", str(repo), "--date", "2026-08-13", "--time", "22:41")

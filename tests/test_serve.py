@@ -188,6 +188,34 @@ def test_a_capture_model_missing_from_the_catalog_leaves_a_marker_not_a_call(
     assert "capture model 'ghost' not found in the model registry" in day
 
 
+def test_a_second_session_shows_the_first_ones_capture_beside_its_own_zero(
+    bridge: Bridge, repo: Path, tmp_path: Path
+) -> None:
+    """Issue 14, item 7: ``memory.status`` labels this session's counters and today's entries
+    in the store, which another process captured."""
+    start(bridge, repo, tmp_path)
+    settle_one_exchange(bridge)
+    assert bridge.call("session.shutdown")["result"]["captured_in_time"] is True
+    assert bridge.close() == 0
+    second = Bridge({"HOME": str(tmp_path / "home"), "PIMEM_DISABLE_PLUGINS": "memsearch-index"})
+    try:
+        second.call(
+            "session.start", session_id="s2", cwd=str(repo), transcript=str(tmp_path / "s2.jsonl")
+        )
+        status = second.call("memory.status")["result"]
+    finally:
+        assert second.close() == 0
+    lines = status["text"].splitlines()
+    assert (
+        "capture (this session): 0 captured (0 distilled, 0 extractive, 0 failed, "
+        "0 skipped by the gates)"
+    ) in lines
+    assert "today in this store (all sessions): 1 entry from 1 session" in lines
+    assert status["capture"]["counters_of"] == "this session"
+    assert status["capture"]["counters"]["captured"] == 0
+    assert status["store-today"]["entries"] == 1
+
+
 def test_the_bridge_works_at_the_repository_directory(
     bridge: Bridge, repo: Path, tmp_path: Path
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from pimem_core import Pimem, hookimpl
 from pimem_core.capture import exchange_window, passes_gates
 from pimem_core.journal import CaptureJournal, Pending
 from pimem_core.paths import PimemPaths
+from pimem_core.render import render_status, status_to_json
 from pimem_core.session import Session, SessionInfo
 from pimem_core.types import (
     Anchor,
@@ -308,8 +310,56 @@ def test_status_reports_capture_counters(
     scope = host.session.scope
     assert scope is not None
     sections = {s.name: s for s in host.session.pimem.collect_status(scope)}
-    assert sections["capture"].lines[0].startswith("capture: 1 captured (1 distilled")
+    assert (
+        sections["capture"].lines[0].startswith("capture (this session): 1 captured (1 distilled")
+    )
+    assert sections["store-today"].lines == (
+        "today in this store (all sessions): 1 entry from 1 session",
+    )
     assert sections["budget"].lines == ("distillation budget: 499 of 500 left today",)
+
+
+def test_a_new_session_shows_what_another_captured_today_beside_its_own_zero(
+    world: tuple[Host, ScriptedDistiller, CountingIndex], repo: Path, tmp_path: Path
+) -> None:
+    """Issue 14, item 7: session two's counters are its own; the store line shows session
+    one's capture, and a ``pimem write`` entry, as every session sees them."""
+    host, _, _ = world
+    host.session.start(host.info)
+    host.exchange(1, "the login bug", "fixed it")
+    host.session.shutdown(cap=10)
+    written = Entry(
+        anchor=Anchor(session="cli", turn="t1", transcript="/t.jsonl"),
+        content="- written by hand",
+        written_at=datetime(2026, 8, 13, 22, 41),
+    )
+    make_pimem().append_entry(make_pimem().resolve_scope(repo), written)
+
+    second = Session(
+        make_pimem(), paths=PimemPaths.from_env({"PIMEM_HOME": str(tmp_path / "pimem")})
+    )
+    second.start(SessionInfo(session_id="two", cwd=repo, transcript=tmp_path / "two.jsonl"))
+    try:
+        assert second.scope is not None
+        sections = second.pimem.collect_status(second.scope)
+        text = render_status(second.scope, sections)
+        assert (
+            "capture (this session): 0 captured (0 distilled, 0 extractive, 0 failed, "
+            "0 skipped by the gates)\n"
+            "today in this store (all sessions): 2 entries from 2 sessions\n"
+        ) in text
+        data = status_to_json(second.scope, sections)
+        assert data["capture"]["counters"]["captured"] == 0  # type: ignore[index]
+        assert data["capture"]["counters_of"] == "this session"  # type: ignore[index]
+        assert data["store-today"] == {
+            "date": "2026-08-13",
+            "of": "all sessions",
+            "entries": 2,
+            "sessions": 2,
+            "markers": 0,
+        }
+    finally:
+        second.shutdown(cap=5)
 
 
 # -- the exchange window, as pure logic ---------------------------------------------------------
