@@ -89,8 +89,15 @@ class Pimem:
     # -- scope resolution ----------------------------------------------------------------------
 
     def resolve_scope(self, cwd: Path) -> Scope:
-        scope = self.pm.hook.pimem_resolve_scope(cwd=cwd.absolute(), settings=self.settings)
-        return self._require("pimem_resolve_scope", scope, Scope)
+        answer = self.pm.hook.pimem_resolve_scope(cwd=cwd.absolute(), settings=self.settings)
+        scope = self._require("pimem_resolve_scope", answer, Scope)
+        log.info(
+            "scope of %s: memory directory %s, collection %s",
+            cwd,
+            scope.memory_dir,
+            scope.collection,
+        )
+        return scope
 
     def resolve_project(self, project_dir: Path) -> Scope:
         scope = self.pm.hook.pimem_resolve_project(

@@ -8,13 +8,14 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pimem_core.api import Pimem
 from pimem_core.budget import DistillBudget
-from pimem_core.errors import PimemError, StoreError
+from pimem_core.errors import NoMemoryYet, PimemError, StoreError
 from pimem_core.render import (
     cross_repo_to_json,
     hit_to_json,
@@ -60,6 +61,12 @@ def _directory(value: str) -> Path:
     return path
 
 
+def _query(value: str) -> str:
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must hold at least one word, got an empty query")
+    return value
+
+
 def _emit(args: argparse.Namespace, data: object, text: str) -> None:
     if getattr(args, "json", False):
         print(json.dumps(data, indent=2))
@@ -70,7 +77,10 @@ def _emit(args: argparse.Namespace, data: object, text: str) -> None:
 def cmd_scope(pimem: Pimem, args: argparse.Namespace) -> None:
     scope = pimem.resolve_scope(args.cwd)
     fields = scope.to_json()
-    _emit(args, fields, "\n".join(f"{key}: {value}" for key, value in fields.items()))
+    text = "\n".join(
+        f"{key}: {'(none)' if value is None else value}" for key, value in fields.items()
+    )
+    _emit(args, fields, text)
 
 
 def _read_content(content: str) -> str:
@@ -120,6 +130,19 @@ def cmd_index(pimem: Pimem, args: argparse.Namespace) -> None:
     if progress is not None:
         print(file=sys.stderr)
     failed = "".join(f"\n  failed: {f.path} ({f.error})" for f in report.failed_files)
+    if report.total_files == 0 and not report.failed_files:
+        text = f"no memory yet in {scope.memory_dir}; nothing to index: write or capture something first"
+    else:
+        # memsearch counts the chunks it embedded, not the ones it dropped: say what it did.
+        text = (
+            f"{report.total_files} file(s) of {scope.memory_dir} checked, "
+            f"{report.indexed_chunks} new chunk(s) embedded into {scope.collection}"
+        )
+        text += (
+            f"; {len(report.failed_files)} file(s) failed:{failed}"
+            if failed
+            else "; the collection matches the files"
+        )
     _emit(
         args,
         {
@@ -128,8 +151,7 @@ def cmd_index(pimem: Pimem, args: argparse.Namespace) -> None:
             "total_files": report.total_files,
             "failed_files": [{"path": f.path, "error": f.error} for f in report.failed_files],
         },
-        f"Indexed {report.indexed_chunks} new chunk(s) from {report.total_files} file(s) "
-        f"of {scope.memory_dir} into {scope.collection}{failed}",
+        text,
     )
 
 
@@ -147,7 +169,11 @@ def cmd_search(pimem: Pimem, args: argparse.Namespace) -> None:
         result = pimem.search_everywhere(scope, query, on_wait=_waiting)
         _emit(args, cross_repo_to_json(result), render_cross_repo(args.query, result))
         return
-    hits = pimem.search_memory(scope, query, on_wait=_waiting)
+    try:
+        hits = pimem.search_memory(scope, query, on_wait=_waiting)
+    except NoMemoryYet as empty:
+        _emit(args, [], str(empty))  # not an error: an empty store has no hits
+        return
     _emit(args, [hit_to_json(hit) for hit in hits], render_hits(args.query, hits))
 
 
@@ -228,25 +254,19 @@ def cmd_serve(pimem: Pimem, args: argparse.Namespace) -> None:
 
 
 def cmd_model_install(pimem: Pimem, args: argparse.Namespace) -> None:
-    from pimem_core.offline_model import install_offline_model
+    from pimem_core.offline_model import describe_install, install_offline_model
 
-    model = install_offline_model(
+    report = install_offline_model(
         args.hf_home, progress=lambda line: print(f"pimem: {line}", file=sys.stderr)
     )
-    data = model.to_json()
-    _emit(
-        args,
-        data,
-        "\n".join(
-            [
-                f"The offline embedding model is ready in {data['hf_home']}.",
-                "memsearch uses it with this configuration and environment:",
-                f"  memsearch config set embedding.provider {data['provider']}",
-                f"  memsearch config set embedding.model {data['model']}",
-                f"  export HF_HOME={data['hf_home']} HF_HUB_OFFLINE=1",
-            ]
-        ),
-    )
+    _emit(args, report.to_json(), describe_install(report))
+
+
+def cmd_config_use_offline_model(pimem: Pimem, args: argparse.Namespace) -> None:
+    from pimem_core.memsearch_config import use_offline_model
+
+    choice = use_offline_model(pimem.resolve_scope(args.cwd).repository_dir)
+    _emit(args, choice.to_json(), choice.describe())
 
 
 def cmd_snapshot(pimem: Pimem, args: argparse.Namespace) -> None:
@@ -258,7 +278,7 @@ def cmd_snapshot(pimem: Pimem, args: argparse.Namespace) -> None:
             file=sys.stderr,
         )
         return
-    sys.stdout.write(snapshot)
+    sys.stdout.write(snapshot if snapshot.endswith("\n") else snapshot + "\n")
     sys.stdout.flush()
 
 
@@ -291,30 +311,81 @@ def cmd_plugins(pimem: Pimem, args: argparse.Namespace) -> None:
     print("\n".join(line.rstrip() for line in lines))
 
 
+SCORE_HELP = (
+    "Each hit's score is memsearch's rank fusion (RRF, k=60) of a meaning (dense) and a keyword "
+    "(BM25) ranking, divided by its maximum: 1.0 means first in both rankings, above 0.5 means "
+    "in both rankings' top k. It depends only on ranks: it orders the hits and does not measure "
+    "relevance (the best hit of a query unrelated to every entry can still score 1.0). With "
+    "memsearch's reranker configured, the score is the reranker's instead."
+)
+
+
+def _options(
+    parser: argparse.ArgumentParser, *, cwd: bool, json_output: bool, top: bool = False
+) -> None:
+    """The options accepted before and after the command. A command's copies default to
+    SUPPRESS, so a value given before the command is kept and one given after it wins."""
+    if cwd:
+        parser.add_argument(
+            "--cwd",
+            type=_directory,
+            default=None if top else argparse.SUPPRESS,
+            metavar="DIR",
+            help="the session directory to resolve the project from (default: the current directory)",
+        )
+    if json_output:
+        parser.add_argument(
+            "--json",
+            action="store_true",
+            default=False if top else argparse.SUPPRESS,
+            help="print JSON",
+        )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0 if top else argparse.SUPPRESS,
+        help="log what pimem does to stderr (-v: info, -vv: debug)",
+    )
+    if not top:
+        parser.set_defaults(takes_cwd=cwd, takes_json=json_output)
+
+
+def _log_to_stderr(verbosity: int) -> None:
+    if verbosity <= 0:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("pimem: %(levelname)s %(name)s: %(message)s"))
+    for name in ("pimem_core", "pimem_plugins"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.INFO if verbosity == 1 else logging.DEBUG)
+        logger.addHandler(handler)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="pimem", description="Persistent, shared, markdown-first memory for coding agents."
+        prog="pimem",
+        description="Persistent, shared, markdown-first memory for coding agents. "
+        "--cwd, --json and -v go before or after the command.",
     )
     parser.add_argument(
         "--version", action="version", version=f"pimem {importlib.metadata.version('pimem')}"
     )
+    _options(parser, cwd=True, json_output=True, top=True)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(
-        name: str, handler: Command, help: str, *, project: bool = True, json_output: bool = True
+        name: str,
+        handler: Command,
+        help: str,
+        *,
+        project: bool = True,
+        json_output: bool = True,
+        epilog: str | None = None,
     ) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help, description=help)
+        sub = commands.add_parser(name, help=help, description=help, epilog=epilog)
         sub.set_defaults(handler=handler)
-        if project:
-            sub.add_argument(
-                "--cwd",
-                type=_directory,
-                default=Path.cwd(),
-                metavar="DIR",
-                help="the session directory to resolve the project from (default: the current directory)",
-            )
-        if json_output:
-            sub.add_argument("--json", action="store_true", help="print JSON")
+        _options(sub, cwd=project, json_output=json_output)
         return sub
 
     command("scope", cmd_scope, "show the memory store and collection this directory resolves to")
@@ -340,8 +411,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("index", cmd_index, "index the memory store into its collection")
 
-    search = command("search", cmd_search, "search memory (L1): the best chunks for a query")
-    search.add_argument("query", metavar="QUERY")
+    search = command(
+        "search", cmd_search, "search memory (L1): the best chunks for a query", epilog=SCORE_HELP
+    )
+    search.add_argument("query", type=_query, metavar="QUERY", help="what to look for, in words")
     search.add_argument("-k", "--top-k", dest="k", type=_positive, default=5, metavar="N")
     search.add_argument(
         "--all",
@@ -398,11 +471,23 @@ def build_parser() -> argparse.ArgumentParser:
     model_commands = model.add_subparsers(dest="model_command", required=True, metavar="COMMAND")
     install = model_commands.add_parser(
         "install-offline",
-        help="provision all-MiniLM-L6-v2 as an ONNX model memsearch loads with no network",
+        help="write all-MiniLM-L6-v2 as an ONNX model (about 87 MB) that loads with no network",
     )
     install.set_defaults(handler=cmd_model_install)
     install.add_argument("--hf-home", type=Path, metavar="DIR", help="where to put the model")
-    install.add_argument("--json", action="store_true", help="print JSON")
+    _options(install, cwd=False, json_output=True)
+
+    config = commands.add_parser("config", help="memsearch's configuration, as pimem uses it")
+    config_commands = config.add_subparsers(dest="config_command", required=True, metavar="COMMAND")
+    use_offline = config_commands.add_parser(
+        "use-offline-model",
+        help="make memsearch embed with the offline model (its global configuration)",
+        description="Set embedding.provider and embedding.model in memsearch's global "
+        "configuration to the offline model, keeping every other setting.",
+    )
+    use_offline.set_defaults(handler=cmd_config_use_offline_model)
+    use_offline.add_argument("--cwd", type=_directory, default=Path.cwd(), metavar="DIR")
+    use_offline.add_argument("--json", action="store_true", help="print JSON")
 
     skills = commands.add_parser(
         "skills",
@@ -414,8 +499,7 @@ def build_parser() -> argparse.ArgumentParser:
     def skills_command(name: str, help: str) -> argparse.ArgumentParser:
         sub = skills_commands.add_parser(name, help=help, description=help)
         sub.set_defaults(handler=cmd_skills)
-        sub.add_argument("--cwd", type=_directory, default=Path.cwd(), metavar="DIR")
-        sub.add_argument("--json", action="store_true", help="print JSON")
+        _options(sub, cwd=True, json_output=True)
         return sub
 
     skills_command("list", "list the candidates and which are pending install")
@@ -444,11 +528,10 @@ def build_parser() -> argparse.ArgumentParser:
         "PIMEM_DISTILL_BUDGET.",
     )
     run.set_defaults(handler=cmd_maintenance)
-    run.add_argument("--cwd", type=_directory, default=Path.cwd(), metavar="DIR")
+    _options(run, cwd=True, json_output=True)
     run.add_argument(
         "--force", action="store_true", help="run enabled tasks even when they are not due"
     )
-    run.add_argument("--json", action="store_true", help="print JSON")
 
     command(
         "snapshot",
@@ -468,6 +551,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    for option, given, taken in (
+        ("--cwd", args.cwd is not None, args.takes_cwd),
+        ("--json", args.json, args.takes_json),
+    ):
+        if given and not taken:
+            parser.error(f"{_command_name(args)} does not take {option}")
+    if args.cwd is None:
+        args.cwd = Path.cwd()
+    _log_to_stderr(args.verbose)
     if args.handler is cmd_forget:
         by_day = args.date is not None or args.time is not None
         if by_day == (args.chunk is not None):
@@ -487,6 +579,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _command_name(args: argparse.Namespace) -> str:
+    sub = getattr(args, "skills_command", None) or getattr(args, "maintenance_command", None)
+    sub = sub or getattr(args, "model_command", None)
+    return f"pimem {args.command}" + (f" {sub}" if sub else "")
 
 
 if __name__ == "__main__":

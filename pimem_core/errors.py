@@ -31,6 +31,19 @@ class CollectionMissing(PimemError):
     """
 
 
+class NoMemoryYet(CollectionMissing):
+    """A store has no memory files yet: nothing was written or captured there.
+
+    Not a failure for a search, which answers no hits (the CLI and the host protocol say that
+    the store is empty); expand fails with it, as there is no chunk to expand. Cross-repo
+    recall counts such a project as searched, with no hits.
+    """
+
+
+class QueryError(PimemError):
+    """A search query pimem cannot run: empty, or only whitespace."""
+
+
 class IndexStateError(PimemError):
     """An ``.index-state.json`` file does not have the shape memsearch writes (schema version 1)."""
 

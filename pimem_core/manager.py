@@ -193,4 +193,6 @@ def build_plugin_manager(
     )
     for entry_point in sorted(found, key=lambda ep: ep.name):
         pm.load_entry_point(entry_point, settings)
+    for record in pm.records:
+        log.debug("plugin %s: %s", record.name, record.status)
     return pm

@@ -15,20 +15,36 @@ from pimem_core.types import (
     Transcript,
 )
 
+#: What the heading of a list of hits says their score is (``SearchHit.score_kind``).
+SCORE_NOTES = {
+    "rank_fusion": "score = rank fusion, not relevance",
+    "reranker": "score = memsearch's reranker",
+    "similarity": "score = similarity to the query",
+}
+
+
+def _best_first(hits: Sequence[SearchHit]) -> str:
+    kinds = {hit.score_kind for hit in hits}
+    note = SCORE_NOTES.get(kinds.pop(), "") if len(kinds) == 1 else ""
+    return f"best first ({note})" if note else "best first"
+
 
 def render_hits(query: str, hits: Sequence[SearchHit]) -> str:
-    """L1 hits, best first. Scores are memsearch's normalised rank fusion, not a confidence."""
+    """L1 hits, best first. Scores are memsearch's normalised rank fusion: they rank, they do
+    not measure relevance (``SearchHit.score_kind``), and the heading says so."""
     if not hits:
         return f'No memories found for "{query}".'
     blocks = [render_hit_block(number, hit) for number, hit in enumerate(hits, 1)]
-    return f"{len(hits)} memory chunk(s), best first:\n\n" + "\n\n".join(blocks)
+    return f"{len(hits)} memory chunk(s), {_best_first(hits)}:\n\n" + "\n\n".join(blocks)
 
 
 def render_hit_block(number: int, hit: SearchHit) -> str:
-    """One hit as the agent reads it; the chunk hash chains into ``memory_expand``."""
+    """One hit as the agent reads it; the chunk hash chains into ``memory_expand``. A hit
+    scored by similarity (auto-context) says ``similarity`` where the others say ``score``."""
     origin = f" | {hit.project}" if hit.project is not None else ""
+    measure = "similarity" if hit.score_kind == "similarity" else "score"
     return (
-        f"{number}. score {hit.score:.3f} | chunk {hit.chunk_hash}{origin} | "
+        f"{number}. {measure} {hit.score:.3f} | chunk {hit.chunk_hash}{origin} | "
         f"{hit.source}:{hit.start_line}-{hit.end_line}\n{hit.content}"
     )
 
@@ -51,7 +67,7 @@ def render_cross_repo(query: str, result: CrossRepoResult) -> str:
     if not result.hits:
         return "\n".join([f'No memories found for "{query}" across {account}.', *notes])
     blocks = [render_hit_block(number, hit) for number, hit in enumerate(result.hits, 1)]
-    heading = f"{len(result.hits)} memory chunk(s), {account}, best first:"
+    heading = f"{len(result.hits)} memory chunk(s), {account}, {_best_first(result.hits)}:"
     return "\n\n".join([heading, *blocks, *notes])
 
 
@@ -72,6 +88,7 @@ def hit_to_json(hit: SearchHit) -> dict[str, object]:
     data: dict[str, object] = {
         "chunk_hash": hit.chunk_hash,
         "score": hit.score,
+        "score_kind": hit.score_kind,
         "source": hit.source,
         "start_line": hit.start_line,
         "end_line": hit.end_line,
@@ -84,12 +101,13 @@ def hit_to_json(hit: SearchHit) -> dict[str, object]:
 
 
 def render_section(section: Section) -> str:
-    """L2: the section behind a chunk, and where it came from when it is anchored."""
+    """L2: the section behind a chunk and, when it is anchored, its session anchor: one line
+    each for the session, the turn and the transcript, named as in the anchor comment."""
     text = f"{section.source}:{section.start_line}-{section.end_line} | {section.heading}\n\n"
     text += section.content
     if section.anchor is not None:
         text += (
-            f"\n\norigin: session {section.anchor.session} entry {section.anchor.turn}"
+            f"\n\nsession: {section.anchor.session}\nturn: {section.anchor.turn}"
             f"\ntranscript: {section.anchor.transcript}"
         )
     return text

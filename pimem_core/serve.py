@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from pimem_core import launcher
 from pimem_core.api import Pimem
-from pimem_core.errors import PimemError
+from pimem_core.errors import NoMemoryYet, PimemError
 from pimem_core.host_model import ModelRef, model_ref_from_json, resolve_capture_model
 from pimem_core.render import (
     cross_repo_to_json,
@@ -374,6 +374,8 @@ class Server:
 
     def _search(self, params: Params) -> object:
         text = params.text("query")
+        if not text.strip():
+            raise RequestError('"query" must hold at least one word, not only whitespace')
         scope_name = params.optional_text("scope") or "project"
         if scope_name not in ("project", "all"):
             raise RequestError(f'"scope" must be "project" or "all", got {scope_name!r}')
@@ -381,7 +383,10 @@ class Server:
         if scope_name == "all":
             result = self._pimem.search_everywhere(self._scope(), query, on_wait=params.progress)
             return {"text": render_cross_repo(text, result), **cross_repo_to_json(result)}
-        hits = self._pimem.search_memory(self._scope(), query, on_wait=params.progress)
+        try:
+            hits = self._pimem.search_memory(self._scope(), query, on_wait=params.progress)
+        except NoMemoryYet as empty:  # not an error: an empty store has no hits
+            return {"text": str(empty), "hits": []}
         return {"text": render_hits(text, hits), "hits": [hit_to_json(hit) for hit in hits]}
 
     def _expand(self, params: Params) -> object:

@@ -10,7 +10,7 @@ from typing import Literal
 
 import attrs
 
-from pimem_core.errors import StoreError
+from pimem_core.errors import QueryError, StoreError
 from pimem_core.settings import Settings
 
 # A collection name Milvus accepts: a letter or underscore, then letters, digits, underscores.
@@ -303,15 +303,35 @@ class SecretPattern:
     pattern: re.Pattern[str]
 
 
+def _query_text(instance: object, attribute: object, value: str) -> None:
+    if not value.strip():
+        raise QueryError("the search query is empty: give at least one word to look for")
+
+
 @attrs.frozen(kw_only=True)
 class SearchQuery:
-    text: str
+    """What L1 recall looks for: *text* (not empty, not only whitespace), at most *top_k* hits."""
+
+    text: str = attrs.field(validator=_query_text)
     top_k: int = attrs.field(default=5, validator=attrs.validators.ge(1))
+
+
+#: What a hit's ``score`` is. ``rank_fusion``: memsearch's reciprocal rank fusion (k = 60) of
+#: the dense and the BM25 ranking, divided by its maximum, so 1.0 means first in both lists and
+#: more than 0.5 means in both lists' top k; it depends only on ranks, and says how a chunk
+#: ranked against the others, not how relevant it is. ``reranker``: the score of memsearch's
+#: reranker, when one is configured (``reranker.model``). ``similarity``: the cosine similarity
+#: of the query's and the chunk's embeddings (auto-context).
+ScoreKind = Literal["rank_fusion", "reranker", "similarity"]
 
 
 @attrs.frozen(kw_only=True)
 class SearchHit:
-    """One L1 hit, as memsearch returns it. ``project`` labels hits of a cross-repo search."""
+    """One L1 hit, as memsearch returns it. ``project`` labels hits of a cross-repo search.
+
+    ``start_line`` and ``end_line`` are the first and last line of the chunk's text in
+    ``source`` (1-based, inclusive), blank lines after it left out.
+    """
 
     chunk_hash: str
     content: str
@@ -321,6 +341,7 @@ class SearchHit:
     start_line: int
     end_line: int
     score: float
+    score_kind: ScoreKind = "rank_fusion"
     project: Path | None = None
 
 
@@ -345,7 +366,11 @@ class CrossRepoResult:
 
 @attrs.frozen(kw_only=True)
 class Section:
-    """The L2 answer: the whole section behind a chunk hash, with its anchor when it has one."""
+    """The L2 answer: the whole section behind a chunk hash, with its anchor when it has one.
+
+    ``start_line`` and ``end_line`` are the section's first and last line (1-based, inclusive,
+    blank lines after it left out): for a chunk that is a whole section, the lines its hit names.
+    """
 
     chunk_hash: str
     source: str

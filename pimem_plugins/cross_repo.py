@@ -15,7 +15,7 @@ from pathlib import Path
 import attrs
 
 from pimem_core import hookimpl
-from pimem_core.errors import CollectionMissing, SettingsError
+from pimem_core.errors import CollectionMissing, NoMemoryYet, SettingsError
 from pimem_core.types import BackendCall, CrossRepoResult, Scope, SearchHit, SearchQuery
 from pimem_plugins.layout import TREE
 
@@ -121,6 +121,8 @@ def pimem_search_projects(
     for done, target in enumerate(plan.targets, 1):
         try:
             found.append((target.label, search_project(target.scope)))
+        except NoMemoryYet:
+            found.append((target.label, ()))  # searched: it holds nothing yet
         except CollectionMissing:
             skipped.append(target.label)
         if call.progress is not None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from pimem_core import hookimpl
 from pimem_core.errors import IndexStateError
 from pimem_core.types import FailedFile, IndexHealth, IndexState, Scope, StatusSection
+from pimem_plugins.layout import has_memory_files
 
 SCHEMA_VERSION = 1
 
@@ -85,8 +86,9 @@ def pimem_read_index_health(scope: Scope) -> IndexHealth:
         return IndexHealth(state_path=path, unreadable=str(error))
 
 
-def describe_index_health(health: IndexHealth) -> list[str]:
-    """The index-health lines of ``pimem status``."""
+def describe_index_health(health: IndexHealth, *, has_memory: bool = True) -> list[str]:
+    """The index-health lines of ``pimem status``; *has_memory* false for a store with no
+    memory files yet (no index run writes a state for it)."""
     if health.state_path is None:
         return [
             "index: no state file will ever be written for this store (it lies outside a "
@@ -100,6 +102,8 @@ def describe_index_health(health: IndexHealth) -> list[str]:
             f"index: state unreadable ({health.unreadable}); the next `pimem index` writes it "
             "again (the file only records index health: no memory is lost)"
         )
+    elif state is None and not has_memory:
+        lines.append("index: no state recorded yet (no memory to index yet)")
     elif state is None:
         lines.append("index: no state recorded yet (the next index run writes it)")
     elif state.status == "ok":
@@ -123,7 +127,7 @@ def pimem_collect_status(scope: Scope) -> Iterator[StatusSection]:
     yield StatusSection(
         name="index",
         rank=40,
-        lines=describe_index_health(health),
+        lines=describe_index_health(health, has_memory=has_memory_files(scope.memory_dir)),
         data={
             "state_path": None if health.state_path is None else str(health.state_path),
             "status": None if state is None else state.status,

@@ -95,3 +95,27 @@ def discovered_store(project_dir: Path) -> tuple[Path, Path]:
     if (tree / "memory").is_dir():
         return tree / "memory", tree / STATE_FILE
     return project_dir / "memory", project_dir / STATE_FILE
+
+
+def has_memory_files(memory_dir: Path) -> bool:
+    """Whether *memory_dir* holds a file memsearch would index: a ``.md`` or ``.markdown``
+    file at any depth, hidden files and directories left out, as memsearch's scanner does.
+
+    ``False`` means a store with no memory yet (the directory may not exist). A directory that
+    cannot be listed counts as holding memory: what cannot be seen is not known to be empty,
+    and the operation that follows reports why it cannot read it.
+    """
+    unreadable = False
+
+    def failed(error: OSError) -> None:
+        nonlocal unreadable
+        if not isinstance(error, (FileNotFoundError, NotADirectoryError)):
+            unreadable = True
+
+    for directory, subdirectories, files in os.walk(memory_dir, onerror=failed):
+        subdirectories[:] = [name for name in subdirectories if not name.startswith(".")]
+        for name in files:
+            markdown = name.endswith((".md", ".markdown")) and not name.startswith(".")
+            if markdown and os.path.isfile(os.path.join(directory, name)):
+                return True
+    return unreadable

@@ -30,9 +30,18 @@ from typing import Any
 
 import attrs
 
-from pimem_core.errors import CollectionMissing, IndexStateError, PimemError
-from pimem_core.types import Anchor, FailedFile, IndexReport, Scope, SearchHit, Section
+from pimem_core.errors import CollectionMissing, IndexStateError, NoMemoryYet, PimemError
+from pimem_core.types import (
+    Anchor,
+    FailedFile,
+    IndexReport,
+    Scope,
+    ScoreKind,
+    SearchHit,
+    Section,
+)
 from pimem_plugins.index_state import read_index_state
+from pimem_plugins.layout import has_memory_files
 from pimem_plugins.markdown_store import append_block
 
 REQUIREMENT = "memsearch[onnx]>=0.4.23,<0.5"
@@ -215,9 +224,14 @@ def _lock_held_elsewhere(database: Path) -> bool:
         os.close(fd)
 
 
+def no_memory_yet(scope: Scope) -> NoMemoryYet:
+    return NoMemoryYet(f"no memory yet in {scope.memory_dir}; write or capture something first")
+
+
 def extract_section(lines: list[str], start_line: int, level: int) -> tuple[str, int, int]:
     """The section around a chunk, as memsearch's expand shows it: from the chunk's heading
-    to the next heading of the same or a higher level. Lines are 1-based in the result."""
+    to the next heading of the same or a higher level, without the blank lines that end it.
+    Lines are 1-based and inclusive in the result, as in a hit's range."""
     start = start_line - 1
     end = len(lines)
     if level > 0:
@@ -231,6 +245,8 @@ def extract_section(lines: list[str], start_line: int, level: int) -> tuple[str,
             if match and len(match.group(1)) <= level:
                 end = i
                 break
+    while end > start + 1 and not lines[end - 1].strip():
+        end -= 1
     return "\n".join(lines[start:end]), start + 1, end
 
 
@@ -396,10 +412,14 @@ class MemsearchEngine:
         finally:
             core.get_provider = load
 
-    def _missing(self, scope: Scope, error: Exception) -> CollectionMissing:
+    def _missing(self, scope: Scope) -> CollectionMissing:
+        """What to say when the collection does not exist: there may be nothing to index yet.
+        (memsearch's own message names its CLI's flags, which do not apply here.)"""
+        if not has_memory_files(scope.memory_dir):
+            return no_memory_yet(scope)
         return CollectionMissing(
             f"collection {scope.collection} was never indexed on this machine; "
-            f"`pimem index` builds it from {scope.memory_dir} ({error})"
+            f"`pimem index` builds it from {scope.memory_dir}"
         )
 
     # -- the database lease -------------------------------------------------------------
@@ -531,9 +551,10 @@ class MemsearchEngine:
         try:
             with self._database(scope, config) as memsearch:
                 results = self._loop.run_until_complete(memsearch.search(text, top_k=top_k))
-        except CollectionNotFoundError as error:
-            raise self._missing(scope, error) from None
-        return tuple(_hit(result) for result in results)
+        except CollectionNotFoundError:
+            raise self._missing(scope) from None
+        kind: ScoreKind = "reranker" if config.reranker.model else "rank_fusion"
+        return tuple(_hit(result, kind) for result in results)
 
     def expand(self, scope: Scope, chunk_hash: str, *, bootstrap: bool = True) -> Section:
         if not CHUNK_HASH.fullmatch(chunk_hash):
@@ -544,8 +565,8 @@ class MemsearchEngine:
         try:
             with self._database(scope, config) as memsearch:
                 chunks = memsearch.store.query(filter_expr=f'chunk_hash == "{chunk_hash}"')
-        except CollectionNotFoundError as error:
-            raise self._missing(scope, error) from None
+        except CollectionNotFoundError:
+            raise self._missing(scope) from None
         if not chunks:
             raise PimemError(
                 f"chunk {chunk_hash} is not in collection {scope.collection}; "
@@ -631,7 +652,7 @@ class MemsearchEngine:
         Auto-context filters on similarity, so it ranks by it too. memsearch's hybrid search
         would add BM25 matches that the filter then drops, and in Milvus Lite its BM25 half
         costs as much as the dense one again, and a few hundred MB to keep loaded at 20,000
-        chunks. The hits' ``score`` is the similarity.
+        chunks. The hits' ``score`` is the similarity. A store with no memory yet has no hits.
         """
         config = self.config(scope)
         from memsearch.store import CollectionNotFoundError
@@ -649,11 +670,17 @@ class MemsearchEngine:
                     search_params={"metric_type": "COSINE"},
                     output_fields=store._QUERY_FIELDS,
                 )
-        except CollectionNotFoundError as error:
-            raise self._missing(scope, error) from None
+        except CollectionNotFoundError:
+            missing = self._missing(scope)
+            if isinstance(missing, NoMemoryYet):
+                return ()  # nothing to recall, and nothing wrong
+            raise missing from None
         hits = found[0] if found else []
         return tuple(
-            (_hit({**hit["entity"], "score": hit["distance"]}), float(hit["distance"]))
+            (
+                _hit({**hit["entity"], "score": hit["distance"]}, "similarity"),
+                float(hit["distance"]),
+            )
             for hit in hits
         )
 
@@ -688,16 +715,22 @@ def _drop_unreadable_state(path: Path) -> None:
             path.unlink()
 
 
-def _hit(result: dict[str, Any]) -> SearchHit:
+def _hit(result: dict[str, Any], score_kind: ScoreKind = "rank_fusion") -> SearchHit:
+    """A memsearch result as a hit. memsearch's ``end_line`` counts the blank lines after the
+    chunk's text (and, at the end of a file, the empty line after its last newline); the hit
+    names the text's own last line, the line expand's range ends on too."""
+    content = str(result["content"])
+    start, end = int(result["start_line"]), int(result["end_line"])
     return SearchHit(
         chunk_hash=str(result["chunk_hash"]),
-        content=str(result["content"]),
+        content=content,
         source=str(result["source"]),
         heading=str(result.get("heading", "")),
         heading_level=int(result.get("heading_level", 0)),
-        start_line=int(result["start_line"]),
-        end_line=int(result["end_line"]),
+        start_line=start,
+        end_line=max(start, min(end, start + content.count("\n"))),
         score=float(result["score"]),
+        score_kind=score_kind,
     )
 
 

@@ -24,12 +24,15 @@ from pimem_core.types import (
     Section,
     StatusSection,
 )
+from pimem_plugins.layout import has_memory_files
 from pimem_plugins.memsearch_engine import (
+    CHUNK_HASH,
     DatabaseFailed,
     DatabaseLocked,
     database_failure,
     install_instructions,
     is_contention,
+    no_memory_yet,
     rebuild_instructions,
     shared_engine,
 )
@@ -80,8 +83,10 @@ class MemsearchIndex:
     def pimem_index_memory(
         self, scope: Scope, files: tuple[Path, ...], call: BackendCall
     ) -> IndexReport:
-        if not scope.memory_dir.is_dir():
-            return IndexReport(indexed_chunks=0)
+        if not scope.memory_dir.is_dir() or (not files and not has_memory_files(scope.memory_dir)):
+            # Nothing to index: no collection is created for an empty store (a forget that
+            # deleted the last file names it in *files*, and its chunks are dropped).
+            return IndexReport(indexed_chunks=0, total_files=0)
         engine = shared_engine()
         return _run("index", lambda: engine.index(scope, files, call.progress), call, None, scope)
 
@@ -89,6 +94,8 @@ class MemsearchIndex:
     def pimem_search_memory(
         self, scope: Scope, query: SearchQuery, call: BackendCall
     ) -> tuple[SearchHit, ...]:
+        if not has_memory_files(scope.memory_dir):
+            raise no_memory_yet(scope)  # before the embedder loads: there is nothing to search
         engine = shared_engine()
         return _run(
             "search",
@@ -100,6 +107,8 @@ class MemsearchIndex:
 
     @hookimpl(trylast=True)
     def pimem_expand_chunk(self, scope: Scope, chunk_hash: str, call: BackendCall) -> Section:
+        if CHUNK_HASH.fullmatch(chunk_hash) and not has_memory_files(scope.memory_dir):
+            raise no_memory_yet(scope)  # a malformed hash is refused first, by the engine
         engine = shared_engine()
         return _run(
             "expand",
@@ -180,9 +189,10 @@ class MemsearchIndex:
                 data={"indexed_chunks": None, "error": str(error)},
             )
             return
-        line = (
-            "indexed chunks: 0 (collection not created yet)"
-            if count is None
-            else f"indexed chunks: {count}"
-        )
+        if count is not None:
+            line = f"indexed chunks: {count}"
+        elif has_memory_files(scope.memory_dir):
+            line = "indexed chunks: 0 (collection not created yet; `pimem index` builds it)"
+        else:
+            line = "indexed chunks: 0 (no memory yet; write or capture something first)"
         yield StatusSection(name="chunks", rank=60, lines=(line,), data={"indexed_chunks": count})

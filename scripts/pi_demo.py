@@ -79,13 +79,14 @@ def expand_the_ledger_hit(request: ChatRequest) -> Reply:
 
 
 def open_its_transcript(request: ChatRequest) -> Reply:
-    """After memory_expand: the anchor's last two lines say where the conversation is."""
-    origin, where = request.tool_results[-1].content.splitlines()[-2:]
+    """After memory_expand: the anchor's last lines (turn, transcript) say where the
+    conversation is."""
+    turn, where = request.tool_results[-1].content.splitlines()[-2:]
     return ToolCall(
         "memory_transcript",
         {
             "transcript_path": where.removeprefix("transcript: "),
-            "turn": origin.rsplit(" entry ", 1)[1],
+            "turn": turn.removeprefix("turn: "),
         },
     )
 

@@ -33,6 +33,7 @@ def hit(number: int, content: str = "", score: float = 0.9) -> SearchHit:
         start_line=number,
         end_line=number + 2,
         score=score,
+        score_kind="similarity",  # as the engine's recall answers
     )
 
 
@@ -91,8 +92,8 @@ def test_at_most_three_chunks_in_rank_order() -> None:
 def test_the_message_is_search_blocks_after_a_preamble() -> None:
     message = build_message([hit(1), hit(2)])
     assert message is not None
-    assert message.startswith(PREAMBLE + "\n\n1. score 0.900 | chunk 0000000000000001 | ")
-    assert "\n\n2. score 0.900 | chunk 0000000000000002 | " in message
+    assert message.startswith(PREAMBLE + "\n\n1. similarity 0.900 | chunk 0000000000000001 | ")
+    assert "\n\n2. similarity 0.900 | chunk 0000000000000002 | " in message
 
 
 def test_blocks_stop_at_the_character_budget_and_a_long_first_one_is_cut() -> None:

@@ -152,3 +152,130 @@ def test_non_utf8_terminal_does_not_crash_output(repo: Path) -> None:
     run_cli("write", "- naïve ☃ entry", "--cwd", str(repo), *ANCHOR)
     result = run_cli("snapshot", "--cwd", str(repo), env={"PYTHONIOENCODING": "latin-1"})
     assert result.code == 0
+
+
+# -- a store with no memory yet (no embedder needed: nothing is searched) ----------------------
+
+
+def test_search_in_a_store_with_no_memory_says_so_and_finds_nothing(repo: Path) -> None:
+    memory_dir = repo / ".memsearch" / "memory"
+    result = run_cli("search", "ledger database", "--cwd", str(repo))
+    assert result.code == 0
+    assert result.stdout == f"no memory yet in {memory_dir}; write or capture something first\n"
+    assert run_cli("search", "ledger", "--cwd", str(repo), "--json").stdout.strip() == "[]"
+    memory_dir.mkdir(parents=True)  # an empty memory directory holds no memory either
+    (memory_dir / ".hidden.md").write_text("- memsearch skips hidden files\n")
+    result = run_cli("search", "ledger", "--cwd", str(repo))
+    assert (result.code, result.stdout) == (
+        0,
+        f"no memory yet in {memory_dir}; write or capture something first\n",
+    )
+    assert "memsearch index" not in result.stdout + result.stderr
+
+
+def test_index_of_a_store_with_no_memory_says_so_and_creates_nothing(repo: Path) -> None:
+    result = run_cli("index", "--cwd", str(repo))
+    assert result.code == 0
+    memory_dir = repo / ".memsearch" / "memory"
+    assert result.stdout == (
+        f"no memory yet in {memory_dir}; nothing to index: write or capture something first\n"
+    )
+    assert not (repo / ".memsearch").exists()
+    memory_dir.mkdir(parents=True)
+    again = run_cli("index", "--cwd", str(repo), "--json")
+    assert json.loads(again.stdout)["total_files"] == 0
+    assert sorted(path.name for path in (repo / ".memsearch").iterdir()) == ["memory"]
+
+
+def test_expand_in_a_store_with_no_memory_is_an_error_that_says_why(repo: Path) -> None:
+    result = run_cli("expand", "0123456789abcdef", "--cwd", str(repo))
+    assert result.code == 1
+    memory_dir = repo / ".memsearch" / "memory"
+    assert result.stderr == (
+        f"pimem: error: no memory yet in {memory_dir}; write or capture something first\n"
+    )
+
+
+# -- the query and its score --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("query", ["", " ", "\t\n  "])
+def test_an_empty_or_blank_query_is_a_usage_error(repo: Path, query: str) -> None:
+    result = run_cli("search", query, "--cwd", str(repo))
+    assert result.code == 2
+    assert "argument QUERY: must hold at least one word" in result.stderr
+    assert run_cli("search", query, "--all", "--cwd", str(repo)).code == 2
+
+
+def test_search_help_says_what_the_score_is() -> None:
+    help_text = " ".join(run_cli("search", "--help").stdout.split())
+    assert "rank fusion (RRF, k=60)" in help_text
+    assert "does not measure relevance" in help_text
+
+
+# -- options before or after the command ---------------------------------------------------------
+
+
+def test_cwd_json_and_verbose_go_before_or_after_the_command(tmp_path: Path, repo: Path) -> None:
+    expected = run_cli("scope", "--json", "--cwd", str(repo)).stdout
+    assert json.loads(expected)["scope_dir"] == str(repo)
+    for args in (
+        ("--cwd", str(repo), "--json", "scope"),
+        ("--json", "scope", "--cwd", str(repo)),
+        ("-v", "--cwd", str(repo), "scope", "--json"),
+        ("--cwd", str(repo), "scope", "--json", "--verbose"),
+    ):
+        result = run_cli(*args)
+        assert (result.code, result.stdout) == (0, expected), args
+    # Given on both sides, the value after the command wins.
+    other = tmp_path / "other"
+    other.mkdir()
+    both = run_cli("--cwd", str(other), "scope", "--cwd", str(repo), "--json")
+    assert json.loads(both.stdout)["scope_dir"] == str(repo)
+    assert run_cli("--cwd", str(repo), "skills", "list", "--json").code == 0
+
+
+def test_a_directory_that_does_not_exist_is_named_before_the_command_too() -> None:
+    result = run_cli("--cwd", "/definitely/not/a/directory", "scope")
+    assert result.code == 2
+    assert "/definitely/not/a/directory is not a directory" in result.stderr
+    assert "invalid choice" not in result.stderr
+
+
+def test_an_option_the_command_does_not_take_is_a_usage_error(repo: Path) -> None:
+    result = run_cli("--json", "snapshot", "--cwd", str(repo))
+    assert result.code == 2
+    assert "pimem snapshot does not take --json" in result.stderr
+    assert run_cli("--cwd", str(repo), "plugins").code == 2
+
+
+def test_verbose_logs_to_stderr_and_leaves_stdout_alone(repo: Path) -> None:
+    quiet = run_cli("scope", "--cwd", str(repo))
+    info = run_cli("-v", "scope", "--cwd", str(repo))
+    debug = run_cli("scope", "--cwd", str(repo), "-vv")
+    assert quiet.stderr == ""
+    assert info.stdout == debug.stdout == quiet.stdout
+    assert "pimem: INFO pimem_core.api: scope of " in info.stderr
+    assert "DEBUG" not in info.stderr
+    assert "pimem: DEBUG pimem_core.manager: plugin scope-default: active" in debug.stderr
+
+
+# -- one name for one thing --------------------------------------------------------------------
+
+
+def test_scope_text_says_none_in_words(repo: Path) -> None:
+    lines = run_cli("scope", "--cwd", str(repo)).stdout.splitlines()
+    assert "store_command: (none)" in lines
+    assert "state_dir: (none)" in lines
+    assert not any(line.endswith("None") for line in lines)
+
+
+def test_snapshot_ends_with_a_newline(repo: Path) -> None:
+    empty = run_cli("snapshot", "--cwd", str(repo))
+    run_cli("write", "- a fact", "--cwd", str(repo), *ANCHOR)
+    written = run_cli("snapshot", "--cwd", str(repo))
+    for result in (empty, written):
+        assert result.code == 0
+        assert result.stdout.endswith("\n")
+        assert not result.stdout.endswith("\n\n")
+    assert "- a fact\n" in written.stdout

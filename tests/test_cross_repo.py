@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from pimem_core import Pimem, hookimpl
-from pimem_core.errors import CollectionMissing, NoProviderError, PimemError, SettingsError
+from pimem_core.errors import (
+    CollectionMissing,
+    NoMemoryYet,
+    NoProviderError,
+    PimemError,
+    SettingsError,
+)
 from pimem_core.render import cross_repo_to_json, render_cross_repo
 from pimem_core.types import BackendCall, CrossRepoResult, Scope, SearchHit, SearchQuery
 from pimem_plugins.cross_repo import discover_projects
@@ -28,6 +34,7 @@ class FakeSearch:
     def __init__(self) -> None:
         self.scores: dict[str, list[float]] = {}
         self.missing: set[str] = set()
+        self.empty: set[str] = set()
         self.broken: set[str] = set()
         #: (collection, top_k, read_only) per search, in order.
         self.calls: list[tuple[str, int, bool]] = []
@@ -41,6 +48,8 @@ class FakeSearch:
             call.on_wait("an index run")
         if scope.collection in self.missing:
             raise CollectionMissing(f"collection {scope.collection} was never indexed")
+        if scope.collection in self.empty:
+            raise NoMemoryYet(f"no memory yet in {scope.memory_dir}")
         if scope.collection in self.broken:
             raise PimemError("the database is broken")
         scores = sorted(self.scores.get(scope.collection, []), reverse=True)
@@ -175,7 +184,10 @@ def test_fan_out_searches_the_session_first_then_each_project_and_merges_by_scor
     assert result.searched == (repo, root / "alpha", root / "beta")
     assert result.skipped == result.collapsed == ()
     text = render_cross_repo("which cache", result)
-    assert text.startswith("4 memory chunk(s), 3 projects searched, 0 skipped, best first:\n\n")
+    assert text.startswith(
+        "4 memory chunk(s), 3 projects searched, 0 skipped, "
+        "best first (score = rank fusion, not relevance):\n\n"
+    )
     labels = [line.split(" | ")[2] for line in text.splitlines() if " | chunk " in line]
     assert labels == [str(root / "alpha"), str(repo), str(root / "beta"), str(root / "alpha")]
     assert f"1. score 1.000 | chunk {result.hits[0].chunk_hash} | {root / 'alpha'} | " in text
@@ -212,8 +224,31 @@ def test_a_never_indexed_project_is_skipped_and_listed(repo: Path, root: Path) -
     assert result.searched == (repo, root / "beta")
     assert result.skipped == (root / "alpha",)
     text = render_cross_repo("q", result)
-    assert "1 memory chunk(s), 2 projects searched, 1 skipped, best first:" in text
+    assert (
+        "1 memory chunk(s), 2 projects searched, 1 skipped, "
+        "best first (score = rank fusion, not relevance):" in text
+    )
     assert text.endswith(f"skipped, never indexed on this machine: {root / 'alpha'}")
+
+
+def test_a_project_with_no_memory_yet_is_searched_not_skipped(repo: Path, root: Path) -> None:
+    """Skipping it would advise an index run, which has nothing to index."""
+    pimem, fake = fanout(PI_MEMSEARCH_SCAN_ROOTS=str(root))
+    alpha, beta = derive_collection(root / "alpha"), derive_collection(root / "beta")
+    fake.empty = {derive_collection(repo), alpha}
+    fake.scores = {beta: [0.7]}
+    result = search_all(pimem, repo)
+    assert result.searched == (repo, root / "alpha", root / "beta")
+    assert result.skipped == ()
+    assert [hit.project for hit in result.hits] == [root / "beta"]
+    assert "never indexed" not in render_cross_repo("q", result)
+
+
+def test_the_json_says_what_a_score_is(repo: Path, root: Path) -> None:
+    pimem, fake = fanout(PI_MEMSEARCH_SCAN_ROOTS=str(root))
+    fake.scores = {derive_collection(root / "beta"): [0.7]}
+    hits = json.loads(json.dumps(cross_repo_to_json(search_all(pimem, repo))))["hits"]
+    assert [(hit["score"], hit["score_kind"]) for hit in hits] == [(0.7, "rank_fusion")]
 
 
 def test_other_failures_fail_the_whole_search(repo: Path, root: Path) -> None:
@@ -318,7 +353,10 @@ def test_projects_sharing_a_collection_are_collapsed_and_listed(repo: Path, root
     assert result.collapsed == (gamma,)
     assert [h.project for h in result.hits] == [root / "alpha"]
     text = render_cross_repo("q", result)
-    assert "1 memory chunk(s), 3 projects searched, 0 skipped, 1 collapsed, best first:" in text
+    assert (
+        "1 memory chunk(s), 3 projects searched, 0 skipped, 1 collapsed, "
+        "best first (score = rank fusion, not relevance):" in text
+    )
     assert text.endswith(f"collapsed, sharing the collection of a project searched before: {gamma}")
     assert cross_repo_to_json(result)["collapsed"] == [str(gamma)]
 

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from pimem_core import Pimem
+from pimem_core.errors import NoMemoryYet
 from pimem_core.indexer import Indexer
 from pimem_core.types import Anchor, DayAddress, Entry, Scope, SearchQuery
 from pimem_plugins.memsearch_engine import (
+    _hit,
     database_failure,
     extract_section,
     is_contention,
@@ -114,7 +116,10 @@ def test_a_deleted_day_file_loses_its_chunks(indexed: tuple[Pimem, Scope]) -> No
     day = scope.memory_dir / "2026-08-13.md"
     day.unlink()
     pimem.index_memory(scope, "forget", files=(day,))
-    assert texts(pimem, scope, "cache") == []
+    assert shared_engine().search(scope, "cache", 5) == ()  # the collection, asked directly
+    # With no file left the store holds no memory: search says so instead of asking the index.
+    with pytest.raises(NoMemoryYet, match="no memory yet in "):
+        texts(pimem, scope, "cache")
 
 
 def test_the_indexer_makes_writes_searchable(indexed: tuple[Pimem, Scope]) -> None:
@@ -147,9 +152,31 @@ def test_a_malformed_chunk_hash_is_refused_before_the_database(
 
 def test_section_extraction_follows_memsearch_expand() -> None:
     lines = ["# 2026-08-13", "", "## Session 09:00", "", "### 09:00", "- a", "", "### 09:30", "- b"]
-    assert extract_section(lines, 6, 3) == ("### 09:00\n- a\n", 5, 7)
+    assert extract_section(lines, 6, 3) == ("### 09:00\n- a", 5, 6)
     assert extract_section(lines, 9, 3) == ("### 09:30\n- b", 8, 9)
     assert extract_section(lines, 1, 0) == ("\n".join(lines), 1, 9)
+    assert extract_section([*lines, "", ""], 8, 3) == ("### 09:30\n- b", 8, 9)
+
+
+def test_a_hit_and_its_expansion_name_the_same_lines() -> None:
+    """memsearch's chunks count the blank lines after an entry, and at the end of a file the
+    empty line after the last newline: search and expand both name the entry's own lines."""
+    from memsearch.chunker import chunk_markdown
+
+    anchor = "<!-- session:s1 turn:t1 transcript:/t/s1.jsonl -->"
+    text = (
+        f"\n## Session 22:41\n\n### 22:41\n{anchor}\n- chose PostgreSQL 16\n\n"
+        f"### 22:50\n{anchor}\n- the ledger keeps cents\n- and currencies\n\n"
+    )
+    lines = text.splitlines()
+    ranges = []
+    for chunk in chunk_markdown(text, source="/m/2026-08-13.md"):
+        hit = _hit({**chunk.__dict__, "chunk_hash": "0" * 16, "score": 1.0})
+        content, start, end = extract_section(lines, chunk.start_line, chunk.heading_level)
+        assert (hit.start_line, hit.end_line) == (start, end)
+        assert hit.content == content == "\n".join(lines[start - 1 : end])
+        ranges.append((start, end))
+    assert ranges == [(4, 6), (8, 11)]
 
 
 def test_an_incompatible_database_is_not_contention(tmp_path: Path) -> None:

@@ -85,6 +85,7 @@ def test_write_index_search_expand_forget_round_trip(
     assert set(best) == {
         "chunk_hash",
         "score",
+        "score_kind",
         "source",
         "start_line",
         "end_line",
@@ -99,6 +100,13 @@ def test_write_index_search_expand_forget_round_trip(
     assert section["heading"] == "22:41"
     assert section["anchor"] == {"session": "s1", "turn": "t1", "transcript": "/home/user/s1.jsonl"}
     assert "Redis" in section["content"]
+    # One chunk, one range, from every command: the entry's own lines.
+    assert best["score_kind"] == "rank_fusion"
+    assert (section["start_line"], section["end_line"]) == (best["start_line"], best["end_line"])
+    assert section["content"] == best["content"]
+    text = ok(pimem(memsearch_env, "expand", str(best["chunk_hash"]), "--cwd", str(repo)))
+    assert text.startswith(f"{best['source']}:{best['start_line']}-{best['end_line']} | 22:41\n")
+    assert text.endswith("\n\nsession: s1\nturn: t1\ntranscript: /home/user/s1.jsonl\n")
 
     forgotten = json.loads(
         ok(
@@ -119,7 +127,11 @@ def test_write_index_search_expand_forget_round_trip(
     assert "login redirect loop" in day
     assert "pytest fixtures" in day
 
-    ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
+    # The forget re-indexed its file already: the next run checks and finds nothing to embed.
+    assert ok(pimem(memsearch_env, "index", "--cwd", str(repo))) == (
+        f"1 file(s) of {repo / '.memsearch' / 'memory'} checked, 0 new chunk(s) embedded into "
+        f"{derive_collection(repo)}; the collection matches the files\n"
+    )
     after = search(memsearch_env, repo, "which cache did we pick for hot data")
     assert all("Redis" not in str(hit["content"]) for hit in after)
     assert len(after) == 2
@@ -129,7 +141,9 @@ def test_search_text_is_the_block_format(memsearch_env: dict[str, str], repo: Pa
     write_entries(memsearch_env, repo)
     ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
     text = ok(pimem(memsearch_env, "search", "login redirect", "-k", "2", "--cwd", str(repo)))
-    assert text.startswith("2 memory chunk(s), best first:\n\n1. score ")
+    assert text.startswith(
+        "2 memory chunk(s), best first (score = rank fusion, not relevance):\n\n1. score "
+    )
     first = text.split("\n\n")[1]
     assert re.match(
         r"1\. score \d\.\d{3} \| chunk [0-9a-f]{16} \| .*/2026-08-13\.md:\d+-\d+\n### 22:50\n",
@@ -249,19 +263,45 @@ def test_a_database_never_released_fails_with_the_lock_message(
     assert elapsed < 25  # the backoff schedule, not the holder's 30 s
 
 
-def test_a_collection_never_indexed_is_a_clear_message(
+def test_a_store_with_no_memory_says_so_everywhere_and_advises_nothing_that_loops(
     memsearch_env: dict[str, str], repo: Path
 ) -> None:
+    memory_dir = repo / ".memsearch" / "memory"
     status = json.loads(ok(pimem(memsearch_env, "status", "--json", "--cwd", str(repo))))
     assert status["chunks"]["indexed_chunks"] is None
     text = ok(pimem(memsearch_env, "status", "--cwd", str(repo)))
-    assert "indexed chunks: 0 (collection not created yet)" in text
-    assert "index: no state recorded yet" in text
-    result = pimem(memsearch_env, "search", "anything", "--cwd", str(repo))
-    assert result.code == 1
-    assert "never indexed on this machine" in result.stderr
-    result = pimem(memsearch_env, "expand", "0123456789abcdef", "--cwd", str(repo))
-    assert "never indexed on this machine" in result.stderr
+    assert "indexed chunks: 0 (no memory yet; write or capture something first)" in text
+    assert "index: no state recorded yet (no memory to index yet)" in text
+    assert "pimem index" not in text
+    searched = pimem(memsearch_env, "search", "anything", "--cwd", str(repo))
+    assert (searched.code, searched.stdout) == (
+        0,
+        f"no memory yet in {memory_dir}; write or capture something first\n",
+    )
+    expanded = pimem(memsearch_env, "expand", "0123456789abcdef", "--cwd", str(repo))
+    assert expanded.code == 1
+    assert "no memory yet" in expanded.stderr
+    indexed = pimem(memsearch_env, "index", "--cwd", str(repo))
+    assert indexed.stdout.startswith(f"no memory yet in {memory_dir}; nothing to index")
+    assert not (repo / ".memsearch").exists()
+
+
+def test_a_collection_never_indexed_is_a_clear_message_that_index_resolves(
+    memsearch_env: dict[str, str], repo: Path
+) -> None:
+    write_entries(memsearch_env, repo)
+    text = ok(pimem(memsearch_env, "status", "--cwd", str(repo)))
+    assert "indexed chunks: 0 (collection not created yet; `pimem index` builds it)" in text
+    for args in (("search", "login redirect"), ("expand", "0123456789abcdef")):
+        result = pimem(memsearch_env, *args, "--cwd", str(repo))
+        assert result.code == 1
+        assert result.stderr == (
+            f"pimem: error: collection {derive_collection(repo)} was never indexed on this "
+            f"machine; `pimem index` builds it from {repo / '.memsearch' / 'memory'}\n"
+        )
+    # The advice does not loop: the index run builds the collection, and search finds.
+    ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
+    assert search(memsearch_env, repo, "login redirect")
 
 
 def test_status_reports_backend_store_and_health(memsearch_env: dict[str, str], repo: Path) -> None:

@@ -205,12 +205,12 @@ def test_capture_then_recall_layer_by_layer(world: PiWorld) -> None:
         return ToolCall("memory_expand", {"chunk_hash": hit.chunk_hash})
 
     def transcript(request: ChatRequest) -> Reply:
-        origin, where = request.tool_results[-1].content.splitlines()[-2:]
+        turn, where = request.tool_results[-1].content.splitlines()[-2:]
         return ToolCall(
             "memory_transcript",
             {
                 "transcript_path": where.removeprefix("transcript: "),
-                "turn": origin.rsplit(" entry ", 1)[1],
+                "turn": turn.removeprefix("turn: "),
             },
         )
 
@@ -228,13 +228,16 @@ def test_capture_then_recall_layer_by_layer(world: PiWorld) -> None:
     # Session 1's shutdown indexed the entry (a catch-up would be queued before the search).
     searched = tool_message(server, "[s2]", "memory_search")
     hit = hit_with("PostgreSQL 16", searched)
-    assert searched.startswith("1 memory chunk(s), best first:\n\n1. score ")
-    assert (hit.source, hit.start, hit.end, hit.content) == (str(day_file), 4, 8, section(entry_1))
+    assert searched.startswith(
+        "1 memory chunk(s), best first (score = rank fusion, not relevance):\n\n1. score "
+    )
+    # Search and expand name the same lines: the entry's own, without the blank line after it.
+    assert (hit.source, hit.start, hit.end, hit.content) == (str(day_file), 4, 6, section(entry_1))
 
     (turn,) = exchange_ends(first)
     assert tool_message(server, "[s2]", "memory_expand") == (
-        f"{day_file}:4-7 | 22:41\n\n{section(entry_1)}\n\n\n"
-        f"origin: session {first.id} entry {turn}\ntranscript: {first.path}"
+        f"{day_file}:4-6 | 22:41\n\n{section(entry_1)}\n\n"
+        f"session: {first.id}\nturn: {turn}\ntranscript: {first.path}"
     )
 
     (user,), (reply,) = first.messages("user"), first.messages("assistant")

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pimem_core import hookimpl, launcher
+from pimem_core.errors import QueryError
 from pimem_core.serve import Server
 from pimem_core.session import SessionInfo
 from pimem_core.types import BackendCall, Scope, SearchHit, SearchQuery
@@ -294,6 +295,39 @@ def test_a_queued_request_tells_the_host_what_it_waits_for(repo: Path) -> None:
     assert lines[1] == {"id": 7, "progress": "waiting for index (catch-up)"}
     assert lines[2]["id"] == 7
     assert lines[2]["result"]["text"] == 'No memories found for "redis".'
+
+
+def test_search_of_a_store_with_no_memory_answers_no_hits_and_a_blank_query_is_refused(
+    repo: Path,
+) -> None:
+    requests = [
+        {"id": 1, "method": "memory.search", "params": {"query": "ledger database"}},
+        {"id": 2, "method": "memory.search", "params": {"query": " \t "}},
+        {"id": 3, "method": "memory.search", "params": {"query": ""}},
+    ]
+    output = io.StringIO()
+    server = Server(
+        make_pimem(), io.StringIO("".join(json.dumps(r) + "\n" for r in requests)), output
+    )
+    server.session.start(SessionInfo(session_id="s", cwd=repo, transcript=None))
+    server.serve()
+    answers = {
+        line["id"]: line for line in map(json.loads, output.getvalue().splitlines()) if "id" in line
+    }
+    memory_dir = repo / ".memsearch" / "memory"
+    assert answers[1]["result"] == {
+        "text": f"no memory yet in {memory_dir}; write or capture something first",
+        "hits": [],
+    }
+    assert answers[2]["error"]["type"] == answers[3]["error"]["type"] == "request"
+    assert "at least one word" in answers[2]["error"]["message"]
+
+
+def test_a_query_must_hold_a_word_in_the_library_too() -> None:
+    for text in ("", "   ", "\n"):
+        with pytest.raises(QueryError, match="the search query is empty"):
+            SearchQuery(text=text)
+    assert SearchQuery(text=" redis ").text == " redis "
 
 
 def test_lines_that_broke_the_bridge_get_request_errors_and_it_keeps_serving(repo: Path) -> None:

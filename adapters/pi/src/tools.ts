@@ -27,16 +27,24 @@ const TOOLS: ToolSpec[] = [
     label: "Memory search",
     description:
       "Search the project's shared memory (decisions, fixes, preferences recorded in earlier sessions, " +
-      "by any agent). Returns the best chunks with their score, chunk hash and source file. " +
+      "by any agent). Returns the best chunks with their chunk hash, source lines and score. The score " +
+      "is a rank fusion of meaning and keyword search (1.0 = first in both): it orders the hits, it is " +
+      "not a relevance measure, so read the chunks to judge them. " +
       'scope "all" also searches the other projects under PI_MEMSEARCH_SCAN_ROOTS; use it after a ' +
       "project search found nothing or when the user asks about other projects.",
     promptSnippet: "Search the shared project memory for past decisions, fixes and context",
     parameters: Type.Object({
-      query: Type.String({ description: "What to look for, in words" }),
+      query: Type.String({ minLength: 1, pattern: "\\S", description: "What to look for, in words (not empty)" }),
       scope: Type.Optional(Type.Union([Type.Literal("project"), Type.Literal("all")], { description: 'Default "project"' })),
       top_k: Type.Optional(Type.Integer({ minimum: 1, description: "How many chunks to return (default 5)" })),
     }),
     method: "memory.search",
+    params: (args) => {
+      if (typeof args.query !== "string" || !args.query.trim()) {
+        throw new Error("memory_search needs a query: at least one word to look for");
+      }
+      return args;
+    },
   },
   {
     name: "memory_expand",

@@ -17,7 +17,7 @@ const SCHEMAS: Record<string, unknown> = {
     type: "object",
     required: ["query"],
     properties: {
-      query: { type: "string" },
+      query: { type: "string", minLength: 1, pattern: "\\S" },
       scope: { anyOf: [{ type: "string", const: "project" }, { type: "string", const: "all" }] },
       top_k: { type: "integer", minimum: 1 },
     },
@@ -113,6 +113,16 @@ describe("tool calls", () => {
       assert.equal(request.method, method);
       assert.deepEqual(request.params, args);
     }
+  });
+
+  test("memory_search refuses an empty or blank query without asking pimem", async (t) => {
+    const s = setup(t);
+    await s.startSession();
+    const before = s.requests().length;
+    for (const query of ["", "   ", "\n\t"]) {
+      await assert.rejects(s.callTool("memory_search", { query }), /memory_search needs a query/);
+    }
+    assert.equal(s.requests().length, before);
   });
 
   test("memory_write adds the session's leaf id as turn", async (t) => {
