@@ -23,7 +23,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,8 @@ from typing import Any
 import attrs
 
 from pimem_core.errors import CollectionMissing, IndexStateError, NoMemoryYet, PimemError
+from pimem_core.memsearch_config import config_files, global_config_path, project_config_path
+from pimem_core.offline_model import MODEL_ID, PROVIDER, installed_model
 from pimem_core.types import (
     Anchor,
     FailedFile,
@@ -40,6 +42,7 @@ from pimem_core.types import (
     SearchHit,
     Section,
 )
+from pimem_plugins.embedding_model import EmbeddingModelMissing, check_model, load_embedder
 from pimem_plugins.index_state import read_index_state
 from pimem_plugins.layout import has_memory_files
 from pimem_plugins.markdown_store import append_block
@@ -47,11 +50,20 @@ from pimem_plugins.markdown_store import append_block
 REQUIREMENT = "memsearch[onnx]>=0.4.23,<0.5"
 NEGATIVE_PROBE_SECONDS = 30.0
 DEFAULT_LINGER_SECONDS = 1.0
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "grpc_proxy")
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 CHUNK_HASH = re.compile(r"[0-9a-f]{16}")
 _ANCHOR = re.compile(r"<!--\s*session:(\S+)\s+turn:(\S+)\s+transcript:(\S+)\s*-->")
 _HEADING = re.compile(r"^(#{1,6})\s+(.+)$")
-#: What the zero-config bootstrap writes, as memsearch's in-memory defaults.
-ZERO_CONFIG = {"embedding": {"provider": "onnx"}}
+
+
+def zero_config() -> dict[str, dict[str, str]]:
+    """The embedding settings that apply while no memsearch configuration exists: the onnx
+    provider, as memsearch's own agent plugins choose, with pimem's offline model once it is
+    installed (else memsearch's default onnx model, from the model hub)."""
+    if installed_model() is None:
+        return {"embedding": {"provider": PROVIDER}}
+    return {"embedding": {"provider": PROVIDER, "model": MODEL_ID}}
 
 
 class BackendUnavailable(PimemError):
@@ -89,34 +101,6 @@ def install_instructions(reason: str) -> str:
         f'Python environment: run `pip install "{REQUIREMENT}"` there (or `make venv` in a '
         "pimem checkout), then retry. Writing memory keeps working meanwhile."
     )
-
-
-def global_config_path() -> Path:
-    """memsearch's global configuration, looked up now (not when memsearch was imported)."""
-    return Path.home() / ".memsearch" / "config.toml"
-
-
-def project_config_path(scope: Scope) -> Path:
-    return scope.repository_dir / ".memsearch.toml"
-
-
-@contextlib.contextmanager
-def _config_files(scope: Scope) -> Iterator[None]:
-    """Point memsearch's config lookup at this scope's files for one call.
-
-    memsearch reads the project file relative to the working directory and fixes the global
-    path at import; an agent's process has neither in the right place, so both are set for
-    the duration of the call (the backend worker is the only thread using memsearch).
-    """
-    import memsearch.config as config
-
-    saved = config.GLOBAL_CONFIG_PATH, config.PROJECT_CONFIG_PATH
-    config.GLOBAL_CONFIG_PATH = global_config_path()
-    config.PROJECT_CONFIG_PATH = project_config_path(scope)
-    try:
-        yield
-    finally:
-        config.GLOBAL_CONFIG_PATH, config.PROJECT_CONFIG_PATH = saved
 
 
 @contextlib.contextmanager
@@ -264,6 +248,7 @@ class MemsearchEngine:
         # One BLAS thread: idle OpenBLAS threads spin on the two cores the search needs. It
         # takes effect only if numpy is not loaded yet, which is when memsearch first runs.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        _bypass_proxy_for_loopback(os.environ)
         # Milvus Lite logs a traceback when another process holds the database, and its
         # in-process server logs calls it does not implement; pimem reports what matters itself.
         logging.getLogger("milvus_lite").setLevel(logging.CRITICAL)
@@ -275,7 +260,9 @@ class MemsearchEngine:
         self.bootstrap_note = "not checked yet"
         self._lease: _Lease | None = None
         self._release_timer: threading.Timer | None = None
-        self._configs: dict[tuple[Path, Path, bool], tuple[tuple[object, ...], Any]] = {}
+        self._configs: dict[tuple[Path, Path, str], tuple[tuple[object, ...], Any]] = {}
+        #: Configurations made of pimem's zero-config defaults, no file: by id.
+        self._zero_configs: dict[int, Any] = {}
         #: Seconds the database stays open after a call, waiting for the next one.
         self.linger = DEFAULT_LINGER_SECONDS
 
@@ -309,54 +296,71 @@ class MemsearchEngine:
             raise BackendUnavailable(install_instructions(availability.reason))
 
     def bootstrap(self, scope: Scope) -> None:
-        """Zero-config start: with no memsearch configuration at all, choose the onnx provider,
-        as memsearch's own agent plugins do. An existing configuration is never changed."""
+        """Zero-config start: with no memsearch configuration at all and the offline model
+        installed, write the onnx provider and that model to memsearch's global configuration,
+        so every agent of the mesh embeds alike. Without the model nothing is written: a
+        configuration naming a model that is not there would hold back every other agent. An
+        existing configuration is never changed."""
         if global_config_path().exists():
             self.bootstrap_note = f"not needed (existing config: {global_config_path()})"
             return
-        if project_config_path(scope).exists():
-            self.bootstrap_note = f"not needed (existing config: {project_config_path(scope)})"
+        if project_config_path(scope.repository_dir).exists():
+            self.bootstrap_note = (
+                f"not needed (existing config: {project_config_path(scope.repository_dir)})"
+            )
+            return
+        if installed_model() is None:
+            self.bootstrap_note = (
+                "waiting for the offline model (`pimem model install-offline`); until then "
+                "memsearch's onnx defaults apply, and no configuration is written"
+            )
             return
         from memsearch.config import set_config_value
 
         try:
-            with _config_files(scope):
-                set_config_value("embedding.provider", "onnx")
+            with config_files(scope.repository_dir):
+                set_config_value("embedding.provider", PROVIDER)
+                set_config_value("embedding.model", MODEL_ID)
         except OSError as error:
             self.bootstrap_note = f"failed ({error})"
             return
-        self.bootstrap_note = f"set embedding.provider = onnx in {global_config_path()}"
+        self.bootstrap_note = (
+            f"set embedding.provider = {PROVIDER} and embedding.model = {MODEL_ID} "
+            f"in {global_config_path()}"
+        )
 
     def config(self, scope: Scope, *, bootstrap: bool = True) -> Any:
         """memsearch's resolved configuration for *scope*, re-read when its files change.
 
         With *bootstrap* false nothing is written (a read of a project the session does not
-        own): with no configuration at all, the provider the bootstrap would have written is
-        applied in memory only.
+        own). With no configuration at all, :func:`zero_config` applies in memory.
         """
         self.require()
         if bootstrap:
             self.bootstrap(scope)
-        files = (global_config_path(), project_config_path(scope))
+        files = (global_config_path(), project_config_path(scope.repository_dir))
         stamp = tuple(_stamp(path) for path in files)
-        zero_config = not bootstrap and stamp == (None, None)
-        key = (*files, zero_config)
+        defaults = zero_config() if stamp == (None, None) else None
+        key = (*files, str(defaults))
         cached = self._configs.get(key)
         if cached is not None and cached[0] == stamp:
             return cached[1]
         from memsearch.config import ConfigEnvVarError, resolve_config
 
         try:
-            with _config_files(scope):
-                config = resolve_config(default_overrides=ZERO_CONFIG if zero_config else None)
+            with config_files(scope.repository_dir):
+                config = resolve_config(default_overrides=defaults)
         except ConfigEnvVarError as error:
             raise PimemError(f"memsearch configuration error: {error}") from None
         except (OSError, ValueError) as error:
             raise PimemError(f"cannot read memsearch's configuration: {error}") from None
         self._configs[key] = (stamp, config)
+        if defaults is not None:
+            self._zero_configs[id(config)] = config
         return config
 
     def _embedder(self, config: Any) -> Any:
+        """The warm embedder for *config*; a model that cannot be had fails at once."""
         embedding = config.embedding
         key = (
             embedding.provider,
@@ -366,22 +370,25 @@ class MemsearchEngine:
             embedding.api_key,
         )
         if key not in self._embedders:
-            from memsearch.embeddings import get_provider
-
+            options = {
+                "batch_size": embedding.batch_size,
+                "base_url": embedding.base_url or None,
+                "api_key": embedding.api_key or None,
+            }
+            configured = config is not self._zero_configs.get(id(config))
             try:
                 with _onnx_without_spinning():
-                    self._embedders[key] = get_provider(
-                        embedding.provider,
-                        model=embedding.model or None,
-                        batch_size=embedding.batch_size,
-                        base_url=embedding.base_url or None,
-                        api_key=embedding.api_key or None,
+                    self._embedders[key] = load_embedder(
+                        embedding.provider, embedding.model, configured=configured, options=options
                     )
+            except EmbeddingModelMissing:
+                raise
             except Exception as error:  # the provider's own failure, reported with the fix
+                said = str(error).strip().rstrip(".")
                 raise PimemError(
-                    f"memsearch could not load the embedding provider {embedding.provider!r} "
-                    f"(model {embedding.model!r}): {error}. Check `embedding` in "
-                    f"{global_config_path()}"
+                    f"memsearch could not load the embedding provider {embedding.provider} "
+                    f"with the model {embedding.model or 'it defaults to'} ({said}); check "
+                    f"`embedding` in {global_config_path()}"
                 ) from error
         return self._embedders[key]
 
@@ -685,24 +692,65 @@ class MemsearchEngine:
         )
 
     def count(self, scope: Scope) -> int | None:
-        """Chunks in *scope*'s collection; ``None`` when it was never created."""
+        """Chunks in *scope*'s collection; ``None`` when it was never created.
+
+        Counting needs no embedder, so none is loaded: status stays fast, and answers even
+        when the embedding model is missing. An open lease is used as it is."""
         config = self.config(scope)
-        from memsearch.store import CollectionNotFoundError
+        from memsearch.store import CollectionNotFoundError, MilvusStore
 
         try:
-            with self._database(scope, config) as memsearch:
-                return int(memsearch.store.count())
+            if self._lease is not None and self._lease.key[:2] == (
+                str(config.milvus.uri),
+                scope.collection,
+            ):
+                with self._database(scope, config) as memsearch:
+                    return int(memsearch.store.count())
+            self.release()
+            # No dimension: memsearch's read-only mode, which never creates anything.
+            store = MilvusStore(
+                config.milvus.uri,
+                token=config.milvus.token or None,
+                collection=scope.collection,
+                dimension=None,
+            )
+            try:
+                return int(store.count())
+            finally:
+                store.close()
         except CollectionNotFoundError:
             return None
 
     def describe(self, scope: Scope) -> dict[str, str]:
-        """Provider, model and database, as resolved for *scope*."""
+        """Provider, model (and whether it is on this machine) and database, for *scope*;
+        looked up on disk only: no embedder is loaded and no model hub asked."""
         config = self.config(scope)
+        embedding = config.embedding
+        check = check_model(
+            str(embedding.provider),
+            str(embedding.model or ""),
+            configured=config is not self._zero_configs.get(id(config)),
+            ask_hub=False,
+        )
         return {
-            "provider": str(config.embedding.provider),
-            "model": str(config.embedding.model),
+            "provider": str(embedding.provider),
+            "model": check.describe(),
             "milvus_uri": str(config.milvus.uri),
         }
+
+
+def _bypass_proxy_for_loopback(environ: MutableMapping[str, str]) -> None:
+    """Keep loopback out of any HTTP proxy the user set for the internet.
+
+    Milvus Lite serves the database on 127.0.0.1 inside this process, and gRPC honours
+    ``http_proxy``: behind a proxy every database call would go to the proxy and fail.
+    """
+    if not any(environ.get(name) or environ.get(name.upper()) for name in _PROXY_VARIABLES):
+        return
+    for name in ("no_proxy", "NO_PROXY"):
+        hosts = [host for host in environ.get(name, "").split(",") if host.strip()]
+        missing = [host for host in _LOOPBACK if host not in hosts]
+        environ[name] = ",".join(hosts + missing)
 
 
 def _drop_unreadable_state(path: Path) -> None:
