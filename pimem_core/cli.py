@@ -486,8 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
         "configuration to the offline model, keeping every other setting.",
     )
     use_offline.set_defaults(handler=cmd_config_use_offline_model)
-    use_offline.add_argument("--cwd", type=_directory, default=Path.cwd(), metavar="DIR")
-    use_offline.add_argument("--json", action="store_true", help="print JSON")
+    _options(use_offline, cwd=True, json_output=True)
 
     skills = commands.add_parser(
         "skills",
@@ -582,8 +581,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _command_name(args: argparse.Namespace) -> str:
-    sub = getattr(args, "skills_command", None) or getattr(args, "maintenance_command", None)
-    sub = sub or getattr(args, "model_command", None)
+    sub = getattr(args, f"{args.command}_command", None)
     return f"pimem {args.command}" + (f" {sub}" if sub else "")
 
 

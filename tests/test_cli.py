@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from pimem_core.cli import build_parser
 from pimem_plugins.layout import derive_collection
 
 from conftest import run_cli, write_script
@@ -233,6 +236,32 @@ def test_cwd_json_and_verbose_go_before_or_after_the_command(tmp_path: Path, rep
     both = run_cli("--cwd", str(other), "scope", "--cwd", str(repo), "--json")
     assert json.loads(both.stdout)["scope_dir"] == str(repo)
     assert run_cli("--cwd", str(repo), "skills", "list", "--json").code == 0
+
+
+def _leaf_parsers(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subparsers:
+        yield path, parser
+    for action in subparsers:
+        for name, sub in action.choices.items():
+            yield from _leaf_parsers(sub, (*path, name))
+
+
+def test_every_command_takes_the_shared_options_where_it_has_them() -> None:
+    """A command added with its own --cwd or --json would take a value given before it back to
+    its default: every command declares the shared options through one helper."""
+    leaves = dict(_leaf_parsers(build_parser()))
+    assert ("config", "use-offline-model") in leaves
+    for path, parser in leaves.items():
+        options = {o for action in parser._actions for o in action.option_strings}
+        assert {"-v", "--verbose"} <= options, path
+        assert parser.get_default("takes_cwd") == ("--cwd" in options), path
+        assert parser.get_default("takes_json") == ("--json" in options), path
+        for action in parser._actions:
+            if {"--cwd", "--json", "--verbose"} & set(action.option_strings):
+                assert action.default is argparse.SUPPRESS, (path, action.option_strings)
 
 
 def test_a_directory_that_does_not_exist_is_named_before_the_command_too() -> None:
