@@ -346,22 +346,65 @@ def test_a_search_timeout_names_the_limit(memsearch_env: dict[str, str], repo: P
     assert "timed out after 0.001 s" in result.stderr
 
 
-def test_zero_config_bootstrap_chooses_onnx_and_never_overwrites(
+def test_zero_config_bootstrap_waits_for_the_offline_model_then_selects_it(
     tmp_path: Path, repo: Path, offline_model: OfflineModel
 ) -> None:
-    env = {
-        "HOME": str(tmp_path / "empty-home"),
-        "HF_HOME": str(offline_model.hf_home),
-        "HF_HUB_OFFLINE": "1",
-    }
-    (tmp_path / "empty-home").mkdir()
+    home = tmp_path / "empty-home"
+    home.mkdir()
+    config = home / ".memsearch" / "config.toml"
+    env = {"HOME": str(home), "HF_HOME": str(tmp_path / "no-models"), "HF_HUB_OFFLINE": "1"}
+
     text = ok(pimem(env, "status", "--cwd", str(repo)))
-    config = tmp_path / "empty-home" / ".memsearch" / "config.toml"
-    assert 'provider = "onnx"' in config.read_text()
-    assert f"bootstrap: set embedding.provider = onnx in {config}" in text
+    assert not config.exists(), "a model that is not here must not be configured for everyone"
+    assert "bootstrap: waiting for the offline model (`pimem model install-offline`)" in text
+
+    # The offline model installed where pimem keeps it ($PIMEM_HOME/hf-home).
+    env["PIMEM_HOME"] = str(offline_model.hf_home.parent)
+    text = ok(pimem(env, "status", "--cwd", str(repo)))
+    assert (
+        config.read_text() == '[embedding]\nprovider = "onnx"\nmodel = "local/all-MiniLM-L6-v2"\n'
+    )
+    assert (
+        "bootstrap: set embedding.provider = onnx and embedding.model = local/all-MiniLM-L6-v2 "
+        f"in {config}"
+    ) in text
+    assert "model: local/all-MiniLM-L6-v2 (on this machine: " in text
+
     config.write_text('[embedding]\nprovider = "openai"\n')
     ok(pimem(env, "status", "--cwd", str(repo)))
     assert config.read_text() == '[embedding]\nprovider = "openai"\n'
+
+
+def test_use_offline_model_switches_only_the_embedding_keys(
+    tmp_path: Path, repo: Path, offline_model: OfflineModel
+) -> None:
+    home = tmp_path / "home"
+    config = home / ".memsearch" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[embedding]\nprovider = "openai"\n\n[milvus]\nuri = "/data/milvus.db"\n')
+    env = {"HOME": str(home), "PIMEM_HOME": str(tmp_path / "pimem-home")}
+
+    refused = pimem(env, "config", "use-offline-model", "--cwd", str(repo))
+    assert refused.code == 1
+    assert refused.stderr.strip() == (
+        "pimem: error: the offline model local/all-MiniLM-L6-v2 is not installed: "
+        "run `pimem model install-offline` first"
+    )
+    assert "openai" in config.read_text()
+
+    env["PIMEM_HOME"] = str(offline_model.hf_home.parent)
+    (repo / ".memsearch.toml").write_text('[embedding]\nmodel = "other"\n')
+    done = json.loads(ok(pimem(env, "config", "use-offline-model", "--json", "--cwd", str(repo))))
+    assert done["changed"] is True
+    assert done["before"] == {"provider": "openai", "model": ""}
+    assert done["overridden_by"] == str(repo / ".memsearch.toml")
+    written = config.read_text()
+    assert 'provider = "onnx"' in written
+    assert 'model = "local/all-MiniLM-L6-v2"' in written
+    assert 'uri = "/data/milvus.db"' in written
+
+    again = ok(pimem(env, "config", "use-offline-model", "--cwd", str(repo)))
+    assert again.startswith(f"memsearch already embeds with local/all-MiniLM-L6-v2 ({config}).")
 
 
 def test_without_a_usable_memsearch_writes_work_and_recall_explains(
