@@ -265,8 +265,22 @@ class Pimem:
     def compact_memory(
         self, scope: Scope, *, on_wait: Callable[[str], None] | None = None
     ) -> CompactResult:
+        """Condense the store into a summary, append it through the store, announce the change
+        (``kind="compact"``) and index the file, so the summary is searchable at once."""
         answer = self.pm.hook.pimem_compact_memory(scope=scope, call=self._call(on_wait))
-        return self._require("pimem_compact_memory", answer, CompactResult)
+        result = self._require("pimem_compact_memory", answer, CompactResult)
+        if result.summary is None:
+            return result
+        file = self._require(
+            "pimem_append_compaction",
+            self.pm.hook.pimem_append_compaction(
+                scope=scope, summary=result.summary, now=self.settings.now()
+            ),
+            Path,
+        )
+        self.observe_change(scope, StoreChange(kind="compact", file=file))
+        self.index_memory(scope, "compact", files=(file,), on_wait=on_wait)
+        return attrs.evolve(result, file=file)
 
     def read_index_health(self, scope: Scope) -> IndexHealth:
         answer = self.pm.hook.pimem_read_index_health(scope=scope)

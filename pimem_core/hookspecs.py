@@ -134,6 +134,18 @@ class PimemSpecs:
     def pimem_read_day(self, scope: Scope, day: date) -> str | None:
         """Return the text of *scope*'s daily memory file for *day*, or ``None`` if it has none."""
 
+    @_hookspec(firstresult=True)
+    def pimem_append_compaction(self, scope: Scope, summary: str, now: datetime) -> Path | None:
+        """Append a memory compaction's *summary* to *scope*'s daily memory file for *now*.
+
+        Stops at the first non-``None`` result. The block has memsearch's shape, written at
+        once: a ``# YYYY-MM-DD`` title when the file is new, then ``## Memory Compact HH:MM``
+        and the summary. The facade announces it through :meth:`pimem_observe_change` with
+        kind ``"compact"``.
+
+        :returns: the file written.
+        """
+
     @_hookspec
     def pimem_start_session(self, scope: Scope, settings: Settings) -> None:
         """Notification: a host session started on *scope*.
@@ -203,7 +215,9 @@ class PimemSpecs:
 
     @_hookspec(firstresult=True)
     def pimem_compact_memory(self, scope: Scope, call: BackendCall) -> CompactResult | None:
-        """Condense the whole memory store into a summary appended to today's file."""
+        """Condense the whole memory store into a summary; the facade appends it to today's
+        daily memory file through :meth:`pimem_append_compaction`, so every writer of the store
+        is the store plugin and every change is announced."""
 
     @_hookspec(firstresult=True)
     def pimem_read_index_health(self, scope: Scope) -> IndexHealth | None:

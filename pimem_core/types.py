@@ -430,6 +430,8 @@ class CompactResult:
     """A memory compaction's summary; ``None`` when the collection had nothing to compact."""
 
     summary: str | None
+    #: The daily memory file the summary was appended to (set by the facade once written).
+    file: Path | None = None
 
 
 @attrs.frozen(kw_only=True)

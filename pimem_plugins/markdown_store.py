@@ -13,7 +13,7 @@ import fcntl
 import os
 import tempfile
 from collections.abc import Callable
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -62,6 +62,14 @@ class MarkdownStore:
         # Only after the append succeeded: a failed write must still open with the heading.
         self._headed.add(key)
         return file
+
+    @hookimpl(trylast=True)
+    def pimem_append_compaction(self, scope: Scope, summary: str, now: datetime) -> Path:
+        name = f"{now.date().isoformat()}.md"
+        file = scope.memory_dir / name
+        new = not (file.is_file() and file.stat().st_size)
+        title = f"# {now.date().isoformat()}\n" if new else ""
+        return append_block(scope, name, f"{title}\n\n## Memory Compact {now:%H:%M}\n\n{summary}\n")
 
     @hookimpl(trylast=True)
     def pimem_read_day(self, scope: Scope, day: date) -> str | None:

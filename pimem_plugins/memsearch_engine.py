@@ -24,7 +24,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, MutableMapping
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +44,6 @@ from pimem_core.types import (
 from pimem_plugins.embedding_model import EmbeddingModelMissing, check_model, load_embedder
 from pimem_plugins.index_state import read_index_state
 from pimem_plugins.layout import has_memory_files
-from pimem_plugins.markdown_store import append_block
 
 REQUIREMENT = "memsearch[onnx]>=0.4.23,<0.5"
 NEGATIVE_PROBE_SECONDS = 30.0
@@ -600,12 +598,11 @@ class MemsearchEngine:
             anchor=parse_anchor(content),
         )
 
-    def compact(self, scope: Scope, scrub: Callable[[str], str], now: datetime) -> str:
-        """memsearch's compaction, with secrets kept out of it: the chunks are scrubbed before
-        the LLM reads them and the summary before it is written. The block has memsearch's
-        shape (a ``# <date>`` title in a new file, then ``## Memory Compact HH:MM``) and is
-        appended in one write, then indexed. The database is closed during the LLM call, which
-        can take minutes: other agents may use it meanwhile."""
+    def compact(self, scope: Scope, scrub: Callable[[str], str]) -> str:
+        """memsearch's compaction summary, with secrets kept out of it: the chunks are scrubbed
+        before the LLM reads them and the summary before it is returned (the store writes it).
+        The database is closed during the LLM call, which can take minutes: other agents may
+        use it meanwhile."""
         config = self.config(scope)
         from memsearch.compact import compact_chunks
         from memsearch.store import CollectionNotFoundError
@@ -625,7 +622,7 @@ class MemsearchEngine:
             self.release()
         if not chunks:
             return ""
-        summary = scrub(
+        return scrub(
             self._loop.run_until_complete(
                 compact_chunks(
                     [{**chunk, "content": scrub(str(chunk["content"]))} for chunk in chunks],
@@ -637,14 +634,6 @@ class MemsearchEngine:
                 )
             )
         )
-        name = f"{now.date().isoformat()}.md"
-        file = scope.memory_dir / name
-        title = "" if file.is_file() and file.stat().st_size else f"# {now.date().isoformat()}\n"
-        file = append_block(scope, name, f"{title}\n\n## Memory Compact {now:%H:%M}\n\n{summary}\n")
-        with self._database(scope, config) as memsearch:
-            self._loop.run_until_complete(memsearch.index_file(file))
-        self.release()  # compaction indexed through this client: reopen before searching
-        return str(summary)
 
     def warm(self, scope: Scope) -> None:
         """Load *scope*'s embedder and search once, so the first recall pays no start-up: a

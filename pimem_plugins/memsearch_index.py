@@ -130,7 +130,7 @@ class MemsearchIndex:
         engine = shared_engine()
         summary = _run(
             "memory compaction",
-            lambda: engine.compact(scope, call.scrub, call.settings.now()),
+            lambda: engine.compact(scope, call.scrub),
             call,
             call.settings.compact_timeout_ms,
             scope,

@@ -16,10 +16,12 @@ from typing import ClassVar
 
 import pytest
 
+from pimem_core import hookimpl
 from pimem_core.offline_model import OfflineModel
+from pimem_core.types import CompactResult, IndexReport, Scope, StoreChange
 from pimem_plugins.layout import derive_collection
 
-from conftest import CLOCK, Result, run_cli
+from conftest import CLOCK, Result, make_pimem, run_cli
 
 MEMSEARCH = str(Path(sys.executable).with_name("memsearch"))
 ENTRIES = [
@@ -552,3 +554,41 @@ def test_compaction_keeps_secrets_from_the_llm_and_from_disk(
     block = day.read_text().split("## Memory Compact")[1]
     assert secret not in block
     assert "[REDACTED:github-token]" in block
+
+
+class _CompactingIndex:
+    """An index that compacts to a fixed summary and records what it is asked to index."""
+
+    def __init__(self) -> None:
+        self.indexed: list[tuple[Path, ...]] = []
+        self.changes: list[StoreChange] = []
+
+    @hookimpl
+    def pimem_compact_memory(self, scope: Scope) -> CompactResult:
+        return CompactResult(summary="- the team settled on Redis")
+
+    @hookimpl
+    def pimem_index_memory(self, files: tuple[Path, ...]) -> IndexReport:
+        self.indexed.append(files)
+        return IndexReport(indexed_chunks=1)
+
+    @hookimpl
+    def pimem_observe_change(self, change: StoreChange) -> None:
+        self.changes.append(change)
+
+
+def test_compaction_is_written_by_the_store_and_announced_as_compact(repo: Path) -> None:
+    pimem = make_pimem({"PIMEM_DISABLE_PLUGINS": "memsearch-index"})
+    index = _CompactingIndex()
+    pimem.pm.register(index, name="compacting-index")
+    scope = pimem.resolve_scope(repo)
+
+    result = pimem.compact_memory(scope)
+
+    day = scope.memory_dir / "2026-08-13.md"
+    assert result.file == day
+    assert day.read_text() == (
+        "# 2026-08-13\n\n\n## Memory Compact 22:41\n\n- the team settled on Redis\n"
+    )
+    assert index.changes == [StoreChange(kind="compact", file=day)]
+    assert index.indexed == [(day,)]
