@@ -211,17 +211,19 @@ def test_the_host_protocol_searches_all_and_expands_by_label(
 
 
 def test_a_read_only_configuration_never_bootstraps(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, offline_model: OfflineModel
 ) -> None:
     """A foreign project in a home with no memsearch configuration: the zero-config provider
-    applies in memory, and no configuration file is written."""
+    and model apply in memory, and no configuration file is written."""
     monkeypatch.setenv("HOME", str(tmp_path / "empty-home"))
+    monkeypatch.setenv("PIMEM_HOME", str(offline_model.hf_home.parent))  # the model is installed
     project = tmp_path / "foreign"
     (project / ".memsearch" / "memory").mkdir(parents=True)
     scope = make_pimem().resolve_project(project)
     engine = MemsearchEngine()
-    assert engine.config(scope, bootstrap=False).embedding.provider == "onnx"
+    embedding = engine.config(scope, bootstrap=False).embedding
+    assert (embedding.provider, embedding.model) == ("onnx", "local/all-MiniLM-L6-v2")
     assert not global_config_path().exists()
     assert not (tmp_path / "empty-home").exists()
     engine.config(scope)  # the session's own reads may bootstrap, as before
-    assert global_config_path().exists()
+    assert 'model = "local/all-MiniLM-L6-v2"' in global_config_path().read_text()
