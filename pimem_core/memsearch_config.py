@@ -10,13 +10,13 @@ in the right place, so :func:`config_files` points both at the right files for o
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from pimem_core.errors import PimemError
+from pimem_core.memsearch_compat import config_paths
 from pimem_core.offline_model import MODEL_ID, PROVIDER, installed_model
 
 
@@ -29,19 +29,10 @@ def project_config_path(repository_dir: Path) -> Path:
     return repository_dir / ".memsearch.toml"
 
 
-@contextlib.contextmanager
-def config_files(repository_dir: Path) -> Iterator[None]:
+def config_files(repository_dir: Path) -> contextlib.AbstractContextManager[None]:
     """memsearch's config lookup pointed at this user's and *repository_dir*'s files, for one
     call (only one thread at a time uses memsearch in pimem)."""
-    import memsearch.config as config
-
-    saved = config.GLOBAL_CONFIG_PATH, config.PROJECT_CONFIG_PATH
-    config.GLOBAL_CONFIG_PATH = global_config_path()
-    config.PROJECT_CONFIG_PATH = project_config_path(repository_dir)
-    try:
-        yield
-    finally:
-        config.GLOBAL_CONFIG_PATH, config.PROJECT_CONFIG_PATH = saved
+    return config_paths(global_config_path(), project_config_path(repository_dir))
 
 
 @attrs.frozen(kw_only=True)

@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from pimem_core.errors import PimemError
+from pimem_core.memsearch_compat import onnx_provider_from_files
 from pimem_core.offline_model import MODEL_ID, PROVIDER, installed_model
 
 #: How long the model hub gets to answer a connection before it counts as unreachable.
@@ -149,22 +150,9 @@ def load_embedder(provider: str, model: str, *, configured: bool, options: dict[
     offline = installed_model() if check.model == MODEL_ID else None
     files = None if offline is None else offline.files()
     if provider == PROVIDER and files is not None:
-        return _onnx_from_files(check.model, *files, batch_size=options.get("batch_size") or 0)
+        return onnx_provider_from_files(
+            check.model, *files, batch_size=options.get("batch_size") or 0
+        )
     from memsearch.embeddings import get_provider
 
     return get_provider(provider, model=model or None, **options)
-
-
-def _onnx_from_files(model: str, tokenizer: Path, graph: Path, *, batch_size: int) -> Any:
-    """memsearch's onnx provider on files pimem names, instead of a hub cache lookup.
-
-    The provider finds its files through one static method; that is the only part replaced.
-    """
-    from memsearch.embeddings.onnx import OnnxEmbedding
-
-    class FromFiles(OnnxEmbedding):  # type: ignore[misc]
-        @staticmethod
-        def _download_model_files(*_: object) -> tuple[str, str]:
-            return str(tokenizer), str(graph)
-
-    return FromFiles(model, batch_size=batch_size)

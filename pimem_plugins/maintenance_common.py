@@ -13,6 +13,7 @@ from typing import Any
 
 from pimem_core.errors import PimemError
 from pimem_core.maintenance import PLATFORM, maintenance_root
+from pimem_core.memsearch_compat import merged_config
 from pimem_core.memsearch_config import global_config_path, project_config_path
 from pimem_core.settings import Settings
 from pimem_core.types import MaintenanceOutcome, MaintenanceRun, MaintenanceTask, Scope
@@ -30,14 +31,11 @@ def memsearch_config(scope: Scope) -> Any:
     Read here rather than through ``resolve_config`` because that reads module-level paths
     fixed when memsearch was imported, and maintenance runs beside the backend's own thread.
     """
-    from memsearch import config as ms
+    from memsearch.config import ConfigEnvVarError
 
     try:
-        data = ms.deep_merge(ms._default_dict(), ms.load_config_file(global_config_path()))
-        project = ms.load_config_file(project_config_path(scope.repository_dir))
-        data = ms.deep_merge(data, ms._filter_project_config(project))
-        return ms._dict_to_config(ms._resolve_env_refs_in_dict(data))
-    except ms.ConfigEnvVarError as error:
+        return merged_config(global_config_path(), project_config_path(scope.repository_dir))
+    except ConfigEnvVarError as error:
         raise PimemError(f"memsearch configuration error: {error}") from None
     except (OSError, ValueError) as error:
         raise PimemError(f"cannot read memsearch's configuration: {error}") from None

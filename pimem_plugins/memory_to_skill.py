@@ -26,6 +26,7 @@ from pimem_core import hookimpl
 from pimem_core.budget import DistillBudget
 from pimem_core.errors import PimemError, StoreError
 from pimem_core.maintenance import maintenance_root, task_status, temp_path
+from pimem_core.memsearch_compat import distill_steps
 from pimem_core.settings import Settings
 from pimem_core.types import (
     MaintenanceOutcome,
@@ -144,6 +145,8 @@ def _distill(scope: Scope, task: MaintenanceTask, run: MaintenanceRun) -> Mainte
     from memsearch import skills as ms
     from memsearch.config import PluginMemoryToSkillConfig
 
+    steps = distill_steps()
+
     config = memsearch_config(scope)
     task_config = PluginMemoryToSkillConfig(
         enabled=True,
@@ -152,14 +155,14 @@ def _distill(scope: Scope, task: MaintenanceTask, run: MaintenanceRun) -> Mainte
         input_dir=str(task.input_dir),
     )
     root = task.output
-    ms._ensure_git(root)
-    prompt = ms._build_distill_prompt(
+    steps["ensure_git"](root)
+    prompt = steps["build_prompt"](
         task_context(scope, NAME, task, run, task_config),
         min_occurrences=task_config.min_occurrences,
         existing=ms.list_candidates(maintenance_root(scope)),
         cfg=config,
     )
-    skills = ms._parse_distill_response(run.complete(SYSTEM_PROMPT, prompt))
+    skills = steps["parse_response"](run.complete(SYSTEM_PROMPT, prompt))
     created: list[str] = []
     updated: list[str] = []
     for skill in skills:
@@ -168,7 +171,7 @@ def _distill(scope: Scope, task: MaintenanceTask, run: MaintenanceRun) -> Mainte
         return MaintenanceOutcome(action="none", reason="no workflow recurs often enough")
     parts = [f"add {len(created)}"] if created else []
     parts += [f"evolve {len(updated)}"] if updated else []
-    ms._git_commit(root, f"distill: {', '.join(parts)} candidate skill(s) [pimem]")
+    steps["commit"](root, f"distill: {', '.join(parts)} candidate skill(s) [pimem]")
     names = created + updated
     return MaintenanceOutcome(
         action="distilled",

@@ -30,6 +30,12 @@ from typing import Any
 import attrs
 
 from pimem_core.errors import CollectionMissing, IndexStateError, NoMemoryYet, PimemError
+from pimem_core.memsearch_compat import (
+    dense_search,
+    index_with_progress,
+    memsearch_with_embedder,
+    onnx_sessions_without_spinning,
+)
 from pimem_core.memsearch_config import config_files, global_config_path, project_config_path
 from pimem_core.offline_model import MODEL_ID, PROVIDER, installed_model
 from pimem_core.types import (
@@ -99,34 +105,6 @@ def install_instructions(reason: str) -> str:
         f'Python environment: run `pip install "{REQUIREMENT}"` there (or `make venv` in a '
         "pimem checkout), then retry. Writing memory keeps working meanwhile."
     )
-
-
-@contextlib.contextmanager
-def _onnx_without_spinning() -> Iterator[None]:
-    """Create ONNX Runtime sessions whose idle worker threads sleep instead of spinning.
-
-    Spinning threads keep both cores of a small machine busy between calls and slow the
-    database search that follows every embedding (measured: warm search p50 44 -> 20 ms at
-    2,000 chunks). memsearch builds its session itself, so the factory is wrapped meanwhile.
-    """
-    try:
-        import onnxruntime
-    except ImportError:
-        yield
-        return
-    create = onnxruntime.InferenceSession
-
-    def quiet(path: object, sess_options: Any = None, *args: Any, **kwargs: Any) -> Any:
-        options = sess_options if sess_options is not None else onnxruntime.SessionOptions()
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        return create(path, options, *args, **kwargs)
-
-    onnxruntime.InferenceSession = quiet
-    try:
-        yield
-    finally:
-        onnxruntime.InferenceSession = create
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:
@@ -375,7 +353,7 @@ class MemsearchEngine:
             }
             configured = config is not self._zero_configs.get(id(config))
             try:
-                with _onnx_without_spinning():
+                with onnx_sessions_without_spinning():
                     self._embedders[key] = load_embedder(
                         embedding.provider, embedding.model, configured=configured, options=options
                     )
@@ -393,29 +371,23 @@ class MemsearchEngine:
     def _memsearch(self, scope: Scope, config: Any, *, paths: tuple[str, ...] = ()) -> Any:
         """A ``MemSearch`` for *scope*'s collection that reuses the warm embedder."""
         import pymilvus  # noqa: F401 - MemSearch imports it anyway; its import sets up logging
-        from memsearch import core
 
         # pymilvus logs a traceback for every failed call; pimem reports the failure itself.
         logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
-        embedder = self._embedder(config)
-        load = core.get_provider
-        core.get_provider = lambda *_, **__: embedder
-        try:
-            return core.MemSearch(
-                list(paths),
-                embedding_provider=config.embedding.provider,
-                embedding_model=config.embedding.model or None,
-                milvus_uri=config.milvus.uri,
-                milvus_token=config.milvus.token or None,
-                collection=scope.collection,
-                max_chunk_size=config.chunking.max_chunk_size,
-                overlap_lines=config.chunking.overlap_lines,
-                ignore_files=list(config.indexing.ignore_files),
-                exclude=list(config.indexing.exclude),
-                reranker_model=config.reranker.model,
-            )
-        finally:
-            core.get_provider = load
+        return memsearch_with_embedder(
+            self._embedder(config),
+            paths=list(paths),
+            embedding_provider=config.embedding.provider,
+            embedding_model=config.embedding.model or None,
+            milvus_uri=config.milvus.uri,
+            milvus_token=config.milvus.token or None,
+            collection=scope.collection,
+            max_chunk_size=config.chunking.max_chunk_size,
+            overlap_lines=config.chunking.overlap_lines,
+            ignore_files=list(config.indexing.ignore_files),
+            exclude=list(config.indexing.exclude),
+            reranker_model=config.reranker.model,
+        )
 
     def _missing(self, scope: Scope) -> CollectionMissing:
         """What to say when the collection does not exist: there may be nothing to index yet.
@@ -528,7 +500,7 @@ class MemsearchEngine:
                 memsearch = self._memsearch(scope, config, paths=paths)
                 try:
                     report = self._loop.run_until_complete(
-                        _index_with_progress(memsearch, progress)
+                        index_with_progress(memsearch, progress)
                         if progress
                         else memsearch.index_with_report()
                     )
@@ -656,28 +628,15 @@ class MemsearchEngine:
         vector = self._loop.run_until_complete(self._embedder(config).embed([text]))[0]
         try:
             with self._database(scope, config) as memsearch:
-                store = memsearch.store
-                store._require_collection()  # memsearch's own "never indexed" error
-                found = store._connected_client().search(
-                    collection_name=store._collection,
-                    data=[vector],
-                    anns_field="embedding",
-                    limit=top_k,
-                    search_params={"metric_type": "COSINE"},
-                    output_fields=store._QUERY_FIELDS,
-                )
+                found = dense_search(memsearch, vector, top_k)
         except CollectionNotFoundError:
             missing = self._missing(scope)
             if isinstance(missing, NoMemoryYet):
                 return ()  # nothing to recall, and nothing wrong
             raise missing from None
-        hits = found[0] if found else []
         return tuple(
-            (
-                _hit({**hit["entity"], "score": hit["distance"]}, "similarity"),
-                float(hit["distance"]),
-            )
-            for hit in hits
+            (_hit({**hit, "score": hit["distance"]}, "similarity"), float(hit["distance"]))
+            for hit in found
         )
 
     def count(self, scope: Scope) -> int | None:
@@ -790,30 +749,6 @@ async def _index_files(memsearch: Any, files: tuple[Path, ...]) -> Any:
         indexed_files=len(files) - len(failed),
         failed_files=tuple(failed),
     )
-
-
-async def _index_with_progress(memsearch: Any, progress: Callable[[int, int], None]) -> Any:
-    """memsearch's own index run, reporting each file as it is done."""
-    from memsearch.scanner import scan_paths
-
-    total = len(
-        scan_paths(
-            memsearch._paths, ignore_files=memsearch._ignore_files, exclude=memsearch._exclude
-        )
-    )
-    done = 0
-    index_file = memsearch._index_file
-
-    async def counted(scanned: Any, *, force: bool = False) -> int:
-        nonlocal done
-        try:
-            return int(await index_file(scanned, force=force))
-        finally:
-            done += 1
-            progress(done, total)
-
-    memsearch._index_file = counted
-    return await memsearch.index_with_report()
 
 
 @functools.cache

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from huggingface_hub import constants
-from memsearch.embeddings.onnx import OnnxEmbedding
 
 from pimem_core import Pimem
 from pimem_core.offline_model import MODEL_ID, OfflineModel
@@ -102,17 +100,6 @@ def test_service_providers_are_memsearchs_business() -> None:
     check = check_model("openai", "", configured=True, ask_hub=True)
     assert check.problem is None
     assert check.describe() == "text-embedding-3-small (provided by openai)"
-
-
-def test_the_onnx_provider_still_finds_its_files_through_one_static_method() -> None:
-    """The one piece of memsearch's onnx provider that pimem replaces, checked as it is."""
-    found = inspect.getattr_static(OnnxEmbedding, "_download_model_files")
-    assert isinstance(found, staticmethod)
-    assert list(inspect.signature(found.__func__).parameters) == [
-        "model",
-        "hf_hub_download",
-        "list_repo_files",
-    ]
 
 
 @pytest.mark.usefixtures("empty_hf_cache")

@@ -1,0 +1,191 @@
+"""Every place pimem relies on memsearch (or onnxruntime) beyond their public API, in one module.
+
+memsearch 0.4.23 offers no way to do some things pimem needs in process: point its configuration
+lookup at a given home and project, hand a ``MemSearch`` an embedder that is already warm, search
+by vector with cosine similarity, report index progress per file, run the skill distiller's
+steps one by one. Each function below does one such thing and says what it assumes;
+``tests/test_memsearch_compat.py`` checks every assumption against the installed release, so a
+memsearch upgrade that breaks one fails there, by name, not somewhere in a session.
+
+Only one thread at a time may use the functions that swap module attributes (pimem runs all
+memsearch calls on its backend queue's worker); they restore what they replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+# -- configuration ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def config_paths(global_path: Path, project_path: Path) -> Iterator[None]:
+    """memsearch's config lookup pointed at these files for one call.
+
+    Assumes: ``memsearch.config`` reads ``GLOBAL_CONFIG_PATH`` (fixed at import from ``~``) and
+    ``PROJECT_CONFIG_PATH`` (relative to the working directory) as module attributes.
+    """
+    import memsearch.config as config
+
+    saved = config.GLOBAL_CONFIG_PATH, config.PROJECT_CONFIG_PATH
+    config.GLOBAL_CONFIG_PATH, config.PROJECT_CONFIG_PATH = global_path, project_path
+    try:
+        yield
+    finally:
+        config.GLOBAL_CONFIG_PATH, config.PROJECT_CONFIG_PATH = saved
+
+
+def merged_config(global_path: Path, project_path: Path) -> Any:
+    """memsearch's configuration from these two files, as ``resolve_config`` builds it, without
+    touching its module attributes (safe beside the backend's thread).
+
+    Assumes: the private steps of ``resolve_config``: ``_default_dict``, ``deep_merge``,
+    ``load_config_file``, ``_filter_project_config``, ``_resolve_env_refs_in_dict`` and
+    ``_dict_to_config``. Raises memsearch's ``ConfigEnvVarError``, ``OSError`` or ``ValueError``.
+    """
+    from memsearch import config as ms
+
+    data = ms.deep_merge(ms._default_dict(), ms.load_config_file(global_path))
+    data = ms.deep_merge(data, ms._filter_project_config(ms.load_config_file(project_path)))
+    return ms._dict_to_config(ms._resolve_env_refs_in_dict(data))
+
+
+# -- embedding ----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def onnx_sessions_without_spinning() -> Iterator[None]:
+    """ONNX Runtime sessions created meanwhile have idle worker threads that sleep.
+
+    Spinning threads keep both cores of a small machine busy between calls and slow the
+    database search that follows every embedding (measured: warm search p50 44 -> 20 ms at
+    2,000 chunks). Assumes: memsearch's onnx provider creates its session with
+    ``onnxruntime.InferenceSession(path)``, looked up on the module at call time.
+    """
+    try:
+        import onnxruntime
+    except ImportError:
+        yield
+        return
+    create = onnxruntime.InferenceSession
+
+    def quiet(path: object, sess_options: Any = None, *args: Any, **kwargs: Any) -> Any:
+        options = sess_options if sess_options is not None else onnxruntime.SessionOptions()
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        return create(path, options, *args, **kwargs)
+
+    onnxruntime.InferenceSession = quiet
+    try:
+        yield
+    finally:
+        onnxruntime.InferenceSession = create
+
+
+def onnx_provider_from_files(model: str, tokenizer: Path, graph: Path, *, batch_size: int) -> Any:
+    """memsearch's onnx provider on these files, instead of a Hugging Face cache lookup.
+
+    Assumes: ``OnnxEmbedding`` finds its files through the static method
+    ``_download_model_files(model, hf_hub_download, list_repo_files) -> (tokenizer, graph)``.
+    """
+    from memsearch.embeddings.onnx import OnnxEmbedding
+
+    class FromFiles(OnnxEmbedding):  # type: ignore[misc]
+        @staticmethod
+        def _download_model_files(*_: object) -> tuple[str, str]:
+            return str(tokenizer), str(graph)
+
+    return FromFiles(model, batch_size=batch_size)
+
+
+# -- the database -------------------------------------------------------------------------------
+
+
+def memsearch_with_embedder(embedder: Any, **options: Any) -> Any:
+    """A ``memsearch.core.MemSearch`` built with *options* that uses *embedder* as it is.
+
+    Assumes: ``MemSearch.__init__`` gets its provider from ``memsearch.core.get_provider``.
+    """
+    from memsearch import core
+
+    load = core.get_provider
+    core.get_provider = lambda *_, **__: embedder
+    try:
+        return core.MemSearch(**options)
+    finally:
+        core.get_provider = load
+
+
+def dense_search(memsearch: Any, vector: Sequence[float], top_k: int) -> list[dict[str, Any]]:
+    """The *top_k* chunks nearest to *vector* by cosine similarity, each its fields plus
+    ``distance`` (the similarity), best first.
+
+    Raises memsearch's ``CollectionNotFoundError`` when the collection was never created.
+    Assumes: ``MilvusStore`` keeps ``_require_collection()``, ``_connected_client()``,
+    ``_collection`` and ``_QUERY_FIELDS``, and the dense field is named ``embedding``.
+    """
+    store = memsearch.store
+    store._require_collection()
+    found = store._connected_client().search(
+        collection_name=store._collection,
+        data=[list(vector)],
+        anns_field="embedding",
+        limit=top_k,
+        search_params={"metric_type": "COSINE"},
+        output_fields=store._QUERY_FIELDS,
+    )
+    hits = found[0] if found else []
+    return [{**hit["entity"], "distance": hit["distance"]} for hit in hits]
+
+
+async def index_with_progress(memsearch: Any, progress: Callable[[int, int], None]) -> Any:
+    """memsearch's own index run (``index_with_report``), reporting each file as it is done.
+
+    Assumes: ``MemSearch`` keeps ``_paths``, ``_ignore_files``, ``_exclude`` and indexes each
+    scanned file through ``_index_file(scanned, *, force)``; ``memsearch.scanner.scan_paths``
+    lists the same files.
+    """
+    from memsearch.scanner import scan_paths
+
+    total = len(
+        scan_paths(
+            memsearch._paths, ignore_files=memsearch._ignore_files, exclude=memsearch._exclude
+        )
+    )
+    done = 0
+    index_file = memsearch._index_file
+
+    async def counted(scanned: Any, *, force: bool = False) -> int:
+        nonlocal done
+        try:
+            return int(await index_file(scanned, force=force))
+        finally:
+            done += 1
+            progress(done, total)
+
+    memsearch._index_file = counted
+    return await memsearch.index_with_report()
+
+
+# -- skill drafting -----------------------------------------------------------------------------
+
+
+def distill_steps() -> Mapping[str, Callable[..., Any]]:
+    """The steps of memsearch's skill distiller, run by pimem one by one with its own model:
+    ``ensure_git(root)``, ``build_prompt(context, *, min_occurrences, existing, cfg)``,
+    ``parse_response(text)`` and ``commit(root, message)``.
+
+    Assumes: ``memsearch.skills`` keeps ``_ensure_git``, ``_build_distill_prompt``,
+    ``_parse_distill_response`` and ``_git_commit``.
+    """
+    from memsearch import skills
+
+    return {
+        "ensure_git": skills._ensure_git,
+        "build_prompt": skills._build_distill_prompt,
+        "parse_response": skills._parse_distill_response,
+        "commit": skills._git_commit,
+    }

@@ -1,0 +1,93 @@
+"""Each assumption pimem_core.memsearch_compat makes about memsearch, checked on the installed
+release: an upgrade that breaks one fails here, by name."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+import memsearch.config
+import memsearch.core
+import memsearch.scanner
+import memsearch.skills
+import memsearch.store
+import onnxruntime
+import pytest
+from memsearch.embeddings.onnx import OnnxEmbedding
+
+from pimem_core import memsearch_compat
+
+
+def parameters(function: Any) -> list[str]:
+    return list(inspect.signature(function).parameters)
+
+
+def test_config_paths_are_module_attributes_and_are_restored(tmp_path: Path) -> None:
+    before = memsearch.config.GLOBAL_CONFIG_PATH, memsearch.config.PROJECT_CONFIG_PATH
+    with memsearch_compat.config_paths(tmp_path / "g.toml", tmp_path / "p.toml"):
+        assert tmp_path / "g.toml" == memsearch.config.GLOBAL_CONFIG_PATH
+        assert tmp_path / "p.toml" == memsearch.config.PROJECT_CONFIG_PATH
+    assert before == (memsearch.config.GLOBAL_CONFIG_PATH, memsearch.config.PROJECT_CONFIG_PATH)
+
+
+def test_merged_config_layers_global_then_trusted_project_keys(tmp_path: Path) -> None:
+    (tmp_path / "g.toml").write_text('[embedding]\nprovider = "onnx"\nmodel = "m"\n')
+    (tmp_path / "p.toml").write_text('[milvus]\nuri = "/somewhere/else.db"\n')
+    config = memsearch_compat.merged_config(tmp_path / "g.toml", tmp_path / "p.toml")
+    assert (config.embedding.provider, config.embedding.model) == ("onnx", "m")
+    # milvus.uri is a trusted key: a project file cannot move the database.
+    assert config.milvus.uri != "/somewhere/else.db"
+
+
+def test_the_onnx_provider_creates_its_session_through_the_module() -> None:
+    source = inspect.getsource(OnnxEmbedding.__init__)
+    assert "ort.InferenceSession(" in source
+    with memsearch_compat.onnx_sessions_without_spinning():
+        assert onnxruntime.InferenceSession.__name__ == "quiet"
+    assert onnxruntime.InferenceSession.__name__ == "InferenceSession"
+
+
+def test_the_onnx_provider_finds_its_files_through_one_static_method() -> None:
+    found = inspect.getattr_static(OnnxEmbedding, "_download_model_files")
+    assert isinstance(found, staticmethod)
+    assert parameters(found.__func__) == ["model", "hf_hub_download", "list_repo_files"]
+
+
+def test_memsearch_gets_its_provider_from_the_core_module() -> None:
+    assert "get_provider(" in inspect.getsource(memsearch.core.MemSearch.__init__)
+    assert callable(memsearch.core.get_provider)
+    sentinel = object()
+    with pytest.raises(Exception):  # noqa: B017, PT011 - any failure past the swap is fine
+        memsearch_compat.memsearch_with_embedder(sentinel, paths=[], milvus_uri="")
+    assert memsearch.core.get_provider is not None
+    assert "lambda" not in repr(memsearch.core.get_provider)
+
+
+def test_the_store_keeps_what_a_dense_search_uses() -> None:
+    store = memsearch.store.MilvusStore
+    for name in ("_require_collection", "_connected_client"):
+        assert callable(getattr(store, name)), name
+    assert "chunk_hash" in store._QUERY_FIELDS
+    assert "self._collection" in inspect.getsource(store.__init__)
+    assert '"embedding"' in inspect.getsource(store)
+
+
+def test_memsearch_indexes_each_file_through_one_method() -> None:
+    init = inspect.getsource(memsearch.core.MemSearch.__init__)
+    for name in ("self._paths", "self._ignore_files", "self._exclude"):
+        assert name in init, name
+    index_file = memsearch.core.MemSearch._index_file
+    assert "force" in parameters(index_file)
+    assert "self._index_file(" in inspect.getsource(memsearch.core.MemSearch)
+    assert parameters(memsearch.scanner.scan_paths)[0] == "paths"
+
+
+def test_the_skill_distiller_keeps_its_steps(tmp_path: Path) -> None:
+    steps = memsearch_compat.distill_steps()
+    assert set(steps) == {"ensure_git", "build_prompt", "parse_response", "commit"}
+    assert parameters(steps["build_prompt"]) == ["ctx", "min_occurrences", "existing", "cfg"]
+    assert parameters(steps["ensure_git"]) == ["root"]
+    assert parameters(steps["commit"])[:2] == ["root", "message"]
+    answer = '{"skills": [{"name": "Run Tests", "description": "d", "body": "b"}]}'
+    assert [skill["name"] for skill in steps["parse_response"](answer)] == ["run-tests"]
