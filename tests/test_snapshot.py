@@ -272,5 +272,8 @@ def test_cli_snapshot_equals_build_snapshot(repo: Path, memory: Path) -> None:
     result = run_cli("snapshot", "--cwd", str(repo / "packages" / "core"))
     pimem = make_pimem()
     assert result.code == 0, result.stderr
-    assert result.stdout == pimem.build_snapshot(pimem.resolve_scope(repo))
+    snapshot = pimem.build_snapshot(pimem.resolve_scope(repo))
+    assert snapshot is not None
+    # The block exactly, and the newline a terminal needs after it.
+    assert result.stdout == snapshot + ("" if snapshot.endswith("\n") else "\n")
     assert "### Today (2026-08-13)\n\n- decided today ✓" in result.stdout
