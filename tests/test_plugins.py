@@ -76,6 +76,7 @@ def test_bundled_plugins_are_loaded_from_the_entry_point_group() -> None:
     assert {name for name in BUNDLED if records[name].status == "inactive-by-setting"} == INACTIVE
     assert all(records[name].status == "active" for name in BUNDLED - INACTIVE)
     assert records["markdown-store"].hooks == (
+        "pimem_append_compaction",
         "pimem_append_entry",
         "pimem_forget_entry",
         "pimem_read_day",
