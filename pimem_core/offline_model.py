@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import math
@@ -120,8 +121,11 @@ def installed_model(environ: Mapping[str, str] | None = None) -> OfflineModel | 
     return model if is_installed(model.hf_home) else None
 
 
+@functools.cache
 def revision() -> str:
-    """The commit-like id of the cached repository: it changes whenever the recipe does."""
+    """The commit-like id of the cached repository: it changes whenever the recipe does.
+
+    Computed once: it hashes files of the installed package, which do not change while it runs."""
     from pimem_core import minilm_graph
 
     recipe = hashlib.sha1(Path(minilm_graph.__file__).read_bytes())

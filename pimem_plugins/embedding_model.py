@@ -102,12 +102,16 @@ def check_model(provider: str, model: str, *, configured: bool, ask_hub: bool) -
     )
 
 
+def _offline_files() -> tuple[Path, Path] | None:
+    """The offline model's tokenizer and graph in pimem's data directory, when installed."""
+    offline = installed_model()
+    return None if offline is None else offline.files()
+
+
 def _on_this_machine(model: str) -> Path | None:
-    if model == MODEL_ID:
-        offline = installed_model()
-        files = None if offline is None else offline.files()
-        if files is not None:
-            return files[1].parent
+    files = _offline_files() if model == MODEL_ID else None
+    if files is not None:
+        return files[1].parent
     from huggingface_hub import try_to_load_from_cache
 
     cached = try_to_load_from_cache(model, "tokenizer.json")
@@ -147,9 +151,8 @@ def load_embedder(provider: str, model: str, *, configured: bool, options: dict[
     check = check_model(provider, model, configured=configured, ask_hub=True)
     if check.problem is not None:
         raise EmbeddingModelMissing(f"the embedding model {check.model} is {check.problem}")
-    offline = installed_model() if check.model == MODEL_ID else None
-    files = None if offline is None else offline.files()
-    if provider == PROVIDER and files is not None:
+    files = _offline_files() if provider == PROVIDER and check.model == MODEL_ID else None
+    if files is not None:
         return onnx_provider_from_files(
             check.model, *files, batch_size=options.get("batch_size") or 0
         )
