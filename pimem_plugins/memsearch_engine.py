@@ -370,10 +370,7 @@ class MemsearchEngine:
 
     def _memsearch(self, scope: Scope, config: Any, *, paths: tuple[str, ...] = ()) -> Any:
         """A ``MemSearch`` for *scope*'s collection that reuses the warm embedder."""
-        import pymilvus  # noqa: F401 - MemSearch imports it anyway; its import sets up logging
-
-        # pymilvus logs a traceback for every failed call; pimem reports the failure itself.
-        logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
+        _quiet_pymilvus()
         return memsearch_with_embedder(
             self._embedder(config),
             paths=list(paths),
@@ -647,6 +644,7 @@ class MemsearchEngine:
         config = self.config(scope)
         from memsearch.store import CollectionNotFoundError, MilvusStore
 
+        _quiet_pymilvus()
         try:
             if self._lease is not None and self._lease.key[:2] == (
                 str(config.milvus.uri),
@@ -685,6 +683,14 @@ class MemsearchEngine:
             "model": check.describe(),
             "milvus_uri": str(config.milvus.uri),
         }
+
+
+def _quiet_pymilvus() -> None:
+    """pymilvus logs a traceback for every failed call; pimem reports the failure itself.
+    Its import sets its logger up, so the level is set after importing it."""
+    import pymilvus  # noqa: F401
+
+    logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
 
 
 def _bypass_proxy_for_loopback(environ: MutableMapping[str, str]) -> None:

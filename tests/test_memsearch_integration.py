@@ -319,6 +319,24 @@ def test_status_reports_backend_store_and_health(memsearch_env: dict[str, str], 
     assert "indexed chunks: 3" in lines
 
 
+def test_a_damaged_database_is_one_message_at_status_and_search_never_a_traceback(
+    memsearch_env: dict[str, str], repo: Path, tmp_path: Path
+) -> None:
+    # Found by the reliability suite: status's read-only count let pymilvus log a traceback.
+    write_entries(memsearch_env, repo)
+    ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
+    for data_file in (tmp_path / "milvus.db").rglob("*.parquet"):
+        data_file.write_bytes(b"not parquet " * 64)
+    status = pimem(memsearch_env, "status", "--cwd", str(repo))
+    assert status.code == 0
+    assert "the memory database could not be used" in status.stdout
+    assert status.stderr == ""
+    found = pimem(memsearch_env, "search", "login redirect", "--cwd", str(repo))
+    assert found.code == 1
+    assert found.stderr.startswith("pimem: error: memory search failed: the memory database")
+    assert found.stderr.count("\n") == 1
+
+
 def test_a_junk_index_state_is_reported_and_the_next_index_writes_it_again(
     memsearch_env: dict[str, str], repo: Path
 ) -> None:
