@@ -92,7 +92,8 @@ class MakePimem(Protocol):
         installed: bool = False,
     ) -> Pimem:
         """:param plugins: modules, classes, objects or ``(name, plugin)`` pairs, loaded in order
-            after the installed plugins (so a ``tryfirst`` answer of theirs is asked first).
+            after the installed plugins (so a ``tryfirst`` answer of theirs is asked first); a
+            module already loaded through its entry point is not loaded twice.
         :param env: the environment pimem's settings are read from (nothing else is read).
         :param installed: also load every installed plugin of the ``pimem`` entry-point group.
         """
@@ -156,6 +157,8 @@ def make_pimem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MakePimem:
         pm = build_plugin_manager(settings, entry_points=chosen)
         for spec in plugins:
             name, plugin = spec if isinstance(spec, tuple) else (plugin_name(spec), spec)
+            if pm.is_registered(plugin):
+                continue  # an installed module plugin, already loaded through its entry point
             pm.load_plugin(plugin, name, settings)
         return Pimem(settings, pm)
 

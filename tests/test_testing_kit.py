@@ -72,6 +72,15 @@ def test_make_pimem_with_installed_plugins_asks_the_given_ones_as_well(
     assert pimem.pm.get_plugin("scope-default") is not None
 
 
+def test_make_pimem_loads_an_installed_module_once(make_pimem: MakePimem) -> None:
+    from pimem_plugins import secret_patterns
+
+    pimem = make_pimem(secret_patterns, installed=True)
+    names = [record.name for record in pimem.pm.records]
+    assert "secret-patterns" in names
+    assert "secret_patterns" not in names
+
+
 def test_make_pimem_reads_settings_only_from_env(
     make_pimem: MakePimem, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
