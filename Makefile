@@ -3,7 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-CODE := pimem_core pimem_plugins tests bench reliability
+CODE := pimem_core pimem_plugins tests bench reliability examples
+# Example plugins: real third-party-style distributions, each with its own tests.
+EXAMPLES := examples/worktree-resolver
 # The offline embedding model lives in pimem's per-user data directory, shared with every
 # pimem installed for this user; `make ... PIMEM_HOME=DIR` keeps it (and pimem's state) in DIR.
 PIMEM_HOME ?=
@@ -17,7 +19,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 ADAPTER := adapters/pi
 NODE_STAMP := $(ADAPTER)/node_modules/.installed
 
-.PHONY: venv node demo demo-cli test lint typecheck adapter model unit bench reliability clean
+.PHONY: venv node demo demo-cli test examples lint typecheck adapter model unit bench reliability clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,7 +57,18 @@ model: $(STAMP)  ## the offline embedding model; written once (a few seconds), t
 unit: $(STAMP) model node  ## the Python test suite, end-to-end tests with real pi included
 	$(BIN)/pytest
 
+# Each example is installed from its directory (not editable) into the project's .venv, tested
+# through its entry point, and uninstalled again: pimem's own suite expects only its plugins.
+examples: $(STAMP)  ## install each example plugin, run its own tests, uninstall it
+	@for example in $(EXAMPLES); do \
+		$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --force-reinstall ./$$example || exit 1; \
+		(cd $$example && $(CURDIR)/$(BIN)/pytest -q); status=$$?; \
+		$(BIN)/pip uninstall --quiet --disable-pip-version-check --yes $$(sed -n 's/^name = "\(.*\)"/\1/p' $$example/pyproject.toml); \
+		[ $$status -eq 0 ] || exit $$status; \
+	done
+
 test: lint typecheck adapter unit  ## everything CI runs
+	$(MAKE) examples  # after the unit suite, which must not see an example installed
 
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,bench]'

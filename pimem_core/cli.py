@@ -297,7 +297,13 @@ def cmd_plugins(pimem: Pimem, args: argparse.Namespace) -> None:
         hooks = ", ".join(hook.removeprefix("pimem_") for hook in record.hooks)
         detail = record.error if record.error else hooks
         rows.append(
-            (record.name, record.distribution or "-", record.version or "-", record.status, detail)
+            (
+                record.name,
+                record.distribution or "-",
+                record.version or "-",
+                record.status_text,
+                detail,
+            )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = [

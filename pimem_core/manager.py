@@ -2,21 +2,29 @@
 
 Every plugin, bundled or third-party, comes from the entry-point group ``pimem``. A plugin may
 declare ``is_active(settings) -> bool``; one that says no is recorded as inactive and never
-registered. A class is instantiated once per manager, so plugins that keep state (memos, the
+registered (its ``ACTIVATION_SETTING``, the environment variable that decides, is shown with it).
+A class is instantiated once per manager, so plugins that keep state (memos, the
 session-heading ledger) keep it per session.
+
+A plugin that does not fit the hook specifications is skipped with a warning, as one that fails
+to import is (``PIMEM_STRICT_PLUGINS=1`` makes both errors). An exception a plugin's hook
+implementation raises that is not a :class:`~pimem_core.errors.PimemError` (a bug) gets a note
+naming the plugin and the hook, shown with its traceback.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from types import CodeType
 from typing import Literal
 
 import attrs
 import pluggy
 
-from pimem_core.errors import PluginLoadError
+from pimem_core.errors import PimemError, PluginLoadError
 from pimem_core.hookspecs import PROJECT, PimemSpecs
 from pimem_core.settings import Settings
 
@@ -24,6 +32,10 @@ log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "pimem"
 HOOK_PREFIX = "pimem_"
+#: The attribute through which a plugin with ``is_active`` names the setting that decides it.
+ACTIVATION_SETTING = "ACTIVATION_SETTING"
+#: How the note naming the plugin that raised an exception starts.
+NOTE_PREFIX = "pimem plugin "
 
 Status = Literal["active", "inactive-by-setting", "blocked", "failed"]
 
@@ -38,6 +50,16 @@ class PluginRecord:
     status: Status
     hooks: tuple[str, ...] = ()
     error: str | None = None
+    #: For an inactive plugin, the setting (environment variable) that deactivated it.
+    setting: str | None = None
+
+    @property
+    def status_text(self) -> str:
+        """The status as ``pimem plugins`` shows it: ``inactive-by-setting (NAME)`` names the
+        setting."""
+        if self.status == "inactive-by-setting" and self.setting:
+            return f"{self.status} ({self.setting})"
+        return self.status
 
     def to_json(self) -> dict[str, object]:
         return attrs.asdict(self, recurse=False) | {"hooks": list(self.hooks)}
@@ -50,6 +72,7 @@ class PimemPluginManager(pluggy.PluginManager):
         super().__init__(PROJECT)
         self.add_hookspecs(PimemSpecs)
         self._records: dict[str, PluginRecord] = {}
+        self.add_hookcall_monitoring(_nothing_before, _name_the_plugin)
 
     @property
     def records(self) -> tuple[PluginRecord, ...]:
@@ -102,20 +125,67 @@ class PimemPluginManager(pluggy.PluginManager):
             return
         try:
             plugin = entry_point.load()
+        except Exception as error:  # noqa: BLE001 - whatever a plugin raises while importing
+            self._skip(name, distribution, version, settings, error, entry_point.value)
+            return
+        self.load_plugin(plugin, name, settings, distribution=distribution, version=version)
+
+    def load_plugin(
+        self,
+        plugin: object,
+        name: str,
+        settings: Settings,
+        *,
+        distribution: str | None = None,
+        version: str | None = None,
+    ) -> None:
+        """Activate and register one loaded plugin (a module, a class or an object); record what
+        happened. A plugin that fails is skipped with a warning, unless settings are strict."""
+        if self.is_blocked(name):
+            self._record(name, distribution, version, "blocked")
+            return
+        try:
             is_active = getattr(plugin, "is_active", None)
             active = bool(is_active(settings)) if callable(is_active) else True
             instance = plugin() if active and isinstance(plugin, type) else plugin
-        except Exception as error:  # whatever a third-party plugin raises while starting up
-            message = f"plugin {name!r} ({entry_point.value}) failed to load: {error!r}"
-            if settings.strict_plugins:
-                raise PluginLoadError(message) from error
-            log.warning("%s; skipped (set PIMEM_STRICT_PLUGINS=1 to make this an error)", message)
-            self._record(name, distribution, version, "failed", error=repr(error))
+        except Exception as error:  # noqa: BLE001 - whatever a plugin raises while starting
+            self._skip(name, distribution, version, settings, error)
             return
         if not active:
-            self._record(name, distribution, version, "inactive-by-setting")
+            setting = getattr(plugin, ACTIVATION_SETTING, None)
+            self._record(
+                name,
+                distribution,
+                version,
+                "inactive-by-setting",
+                setting=setting if isinstance(setting, str) else None,
+            )
             return
-        self.add_plugin(instance, name, distribution=distribution, version=version)
+        try:
+            self.add_plugin(instance, name, distribution=distribution, version=version)
+        except PluginLoadError as error:
+            self._skip(name, distribution, version, settings, error)
+
+    def _skip(
+        self,
+        name: str,
+        distribution: str | None,
+        version: str | None,
+        settings: Settings,
+        error: Exception,
+        value: str | None = None,
+    ) -> None:
+        if isinstance(error, PluginLoadError):
+            message, detail = str(error), str(error)
+        else:
+            where = f" ({value})" if value else ""
+            message, detail = f"plugin {name!r}{where} failed to load: {error!r}", repr(error)
+        if settings.strict_plugins:
+            if isinstance(error, PluginLoadError):
+                raise error
+            raise PluginLoadError(message) from error
+        log.warning("%s; skipped (set PIMEM_STRICT_PLUGINS=1 to make this an error)", message)
+        self._record(name, distribution, version, "failed", error=detail)
 
     def answering_plugins(self) -> dict[str, str | None]:
         """For each single-answer hook, the plugin asked first (``None`` when none implements it)."""
@@ -142,6 +212,7 @@ class PimemPluginManager(pluggy.PluginManager):
         *,
         hooks: tuple[str, ...] = (),
         error: str | None = None,
+        setting: str | None = None,
     ) -> None:
         self._records[name] = PluginRecord(
             name=name,
@@ -150,16 +221,60 @@ class PimemPluginManager(pluggy.PluginManager):
             status=status,
             hooks=hooks,
             error=error,
+            setting=setting,
         )
 
 
+def _nothing_before(
+    hook_name: str, hook_impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, object]
+) -> None:
+    return None
+
+
+def _code(function: object) -> CodeType | None:
+    code = getattr(inspect.unwrap(function), "__code__", None)  # type: ignore[arg-type]
+    return code if isinstance(code, CodeType) else None
+
+
+def _name_the_plugin(
+    outcome: pluggy.Result[object],
+    hook_name: str,
+    hook_impls: Sequence[pluggy.HookImpl],
+    kwargs: Mapping[str, object],
+) -> None:
+    """Note on a plugin's bug (an exception that is not a ``PimemError``) which plugin raised it.
+
+    The raising implementation is the outermost frame of the traceback that runs one of the
+    hook's implementations; a note added by a nested hook call is kept.
+    """
+    error = outcome.exception
+    if error is None or isinstance(error, PimemError):
+        return
+    if any(note.startswith(NOTE_PREFIX) for note in getattr(error, "__notes__", ())):
+        return
+    owners = {_code(impl.function): impl.plugin_name for impl in hook_impls}
+    frame = error.__traceback__
+    while frame is not None:
+        plugin = owners.get(frame.tb_frame.f_code)
+        if plugin is not None:
+            error.add_note(f"{NOTE_PREFIX}{plugin!r} raised this in {hook_name}")
+            return
+        frame = frame.tb_next
+
+
 def _check_hook_names(plugin: object, name: str) -> None:
-    """Refuse hook implementations pluggy would otherwise ignore or defer: typos fail at load."""
+    """Refuse hook implementations pluggy would otherwise ignore or defer: typos fail at load.
+
+    An unmarked function whose name starts with ``pimem_`` but names no hook is a helper, and
+    left alone; an unmarked one named like a hook would never be called, and is refused.
+    """
     specs = {attr for attr in dir(PimemSpecs) if attr.startswith(HOOK_PREFIX)}
     for attr in dir(plugin):
         function = getattr(plugin, attr, None)
         marked = hasattr(function, f"{PROJECT}_impl")
         if not callable(function) or not (marked or attr.startswith(HOOK_PREFIX)):
+            continue
+        if not marked and attr not in specs:
             continue
         if attr not in specs:
             raise PluginLoadError(

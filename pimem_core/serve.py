@@ -260,7 +260,8 @@ class Server:
             self._fail(request_id, kind, str(error))
         except Exception as error:  # a bug: reported, never fatal to the host's session
             log.exception("request %s failed", request_id)
-            self._fail(request_id, "internal", f"{type(error).__name__}: {error}")
+            notes = "".join(f" ({note})" for note in getattr(error, "__notes__", ()))
+            self._fail(request_id, "internal", f"{type(error).__name__}: {error}{notes}")
         else:
             self._send({"id": request_id, "result": result})
 

@@ -27,6 +27,10 @@ EXCERPT = 200
 _CHUNK = 64 * 1024
 
 
+#: The setting that turns this distiller on (shown by `pimem plugins`).
+ACTIVATION_SETTING = "PIMEM_DISTILL_URL"
+
+
 def is_active(settings: Settings) -> bool:
     return settings.distill_url is not None
 

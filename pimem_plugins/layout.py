@@ -1,48 +1,28 @@
 """The mesh's layout rules: where memsearch and its agent plugins keep a project's memory.
 
 These are facts every memsearch agent shares, mirrored byte for byte so memories flow between
-agents: the collection name, the repository directory, ``MEMSEARCH_DIR`` resolution and where
-``.index-state.json`` lives.
+agents: ``MEMSEARCH_DIR`` resolution and where ``.index-state.json`` lives. The collection name
+and the repository directory are public, in :mod:`pimem_core.scopes`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 from pathlib import Path
 
-STATE_FILE = ".index-state.json"
-TREE = ".memsearch"
-_UPPER_TO_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+# Public since third-party resolvers need them; imported here for the bundled plugins.
+from pimem_core.scopes import STATE_FILE, TREE, derive_collection, find_repository_dir
 
-
-def derive_collection(path: Path | str) -> str:
-    """memsearch's collection name for a project directory: ``ms_<name>_<8 hex>``.
-
-    Mirrors ``derive-collection.sh``: the real path (symlinks resolved, the path need not
-    exist), its basename lower-cased (ASCII only, as ``tr`` does), every run of characters
-    outside ``[a-z0-9]`` made one ``_``, one leading and trailing ``_`` stripped, cut to 40
-    characters; then the first 8 hex digits of the SHA-256 of the real path.
-    """
-    real = os.path.realpath(path)
-    name = re.sub(r"[^a-z0-9]+", "_", os.path.basename(real).translate(_UPPER_TO_LOWER))
-    name = name.removeprefix("_").removesuffix("_")[:40]
-    digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:8]
-    return f"ms_{name}_{digest}"
-
-
-def find_repository_dir(cwd: Path) -> Path:
-    """The nearest directory at or above *cwd* holding ``.git`` (a directory, or a worktree's file).
-
-    Falls back to *cwd* itself. This is where memsearch runs, so a project ``.memsearch.toml``
-    applies as it would for a CLI run there.
-    """
-    start = Path(os.path.realpath(cwd))
-    for candidate in (start, *start.parents):
-        if (candidate / ".git").exists():
-            return candidate
-    return start
+__all__ = [
+    "STATE_FILE",
+    "TREE",
+    "derive_collection",
+    "discovered_store",
+    "find_repository_dir",
+    "has_memory_files",
+    "index_state_path",
+    "resolve_memsearch_dir",
+]
 
 
 def resolve_memsearch_dir(repository_dir: Path, value: str) -> Path:

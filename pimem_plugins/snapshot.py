@@ -32,6 +32,10 @@ memory with `memory_search`.
 forgotten entry); what you save mid-session shows in tool results, not here."""
 
 
+#: The setting that turns the snapshot off (shown by `pimem plugins`).
+ACTIVATION_SETTING = "PI_MEMSEARCH_SNAPSHOT"
+
+
 def is_active(settings: Settings) -> bool:
     return settings.snapshot
 

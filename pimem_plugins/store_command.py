@@ -133,6 +133,9 @@ class StoreCommandScope:
         self._commands: dict[str, StoreCommand] = {}
         self._scopes: dict[str, Scope] = {}
 
+    #: The setting that turns this resolver on (shown by `pimem plugins`).
+    ACTIVATION_SETTING = "PI_MEMSEARCH_STORE_CMD"
+
     @staticmethod
     def is_active(settings: Settings) -> bool:
         return settings.store_command is not None

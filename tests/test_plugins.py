@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import json
 import logging
+import re
 import subprocess
 import sys
 import types
 import uuid
+from datetime import date
 from pathlib import Path
 
 import pytest
 
-from pimem_core import Pimem, Settings
-from pimem_core.errors import NoProviderError, PluginError, PluginLoadError
+from pimem_core import Pimem, Settings, hookimpl
+from pimem_core.errors import NoProviderError, PluginError, PluginLoadError, StoreError
 from pimem_core.hookspecs import PimemSpecs
 from pimem_core.manager import PimemPluginManager, build_plugin_manager
 
-from conftest import make_distribution, make_pimem
+from conftest import make_distribution, make_pimem, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = {
@@ -160,12 +163,119 @@ def test_strict_mode_makes_an_import_failure_an_error(
     ],
     ids=["misspelled", "unmarked", "unknown-argument"],
 )
-def test_a_hook_implementation_that_does_not_fit_fails_at_load(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, message: str
+def test_a_hook_implementation_that_does_not_fit_is_skipped_and_strict_mode_raises(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    source: str,
+    message: str,
 ) -> None:
+    with caplog.at_level(logging.WARNING):
+        pimem = manager_with(tmp_path, monkeypatch, source, PIMEM_STRICT_PLUGINS="0")
+    record = next(record for record in pimem.pm.records if record.name == "extra")
+    assert record.status == "failed"
+    assert re.search(message, record.error or "")
+    assert re.search(message, caplog.text)
+    assert "skipped" in caplog.text
+    assert not pimem.pm.has_plugin("extra")
+    assert {r.name for r in pimem.pm.records if r.status == "active"} == BUNDLED - INACTIVE
+
     with pytest.raises(PluginLoadError, match=message) as raised:
-        manager_with(tmp_path, monkeypatch, source, PIMEM_STRICT_PLUGINS="0")
+        make_pimem()  # the suite runs with PIMEM_STRICT_PLUGINS=1
     assert "PIMEM_DISABLE_PLUGINS=extra" in str(raised.value) or "does not fit" in str(raised.value)
+
+
+HELPER = """
+from pimem_core import hookimpl
+
+def pimem_format_line(text):
+    return "- " + text
+
+@hookimpl
+def pimem_collect_secret_patterns():
+    return []
+"""
+
+
+def test_a_helper_named_like_a_hook_does_not_stop_pimem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pimem = manager_with(tmp_path, monkeypatch, HELPER)  # strict: it would raise if refused
+    record = next(record for record in pimem.pm.records if record.name == "extra")
+    assert (record.status, record.hooks) == ("active", ("pimem_collect_secret_patterns",))
+
+
+def test_pimem_plugins_lists_a_plugin_that_does_not_fit(tmp_path: Path) -> None:
+    module = f"pimem_unfit_{uuid.uuid4().hex}"
+    site = make_distribution(
+        tmp_path / "site",
+        "pimem-unfit",
+        {"unfit": module},
+        {module: "from pimem_core import hookimpl\n@hookimpl\ndef pimem_typo(cwd):\n    pass\n"},
+    )
+    env = {"PYTHONPATH": str(site), "PIMEM_STRICT_PLUGINS": "0"}
+    listed = run_cli("plugins", env=env)
+    assert listed.code == 0, listed.stderr
+    line = next(line for line in listed.stdout.splitlines() if line.startswith("unfit "))
+    assert line.split()[3] == "failed"
+    assert "pimem_typo, which is not a pimem hook" in line
+    assert "'unfit'" in listed.stderr
+    assert "skipped" in listed.stderr
+    assert run_cli("plugins", env=env | {"PIMEM_STRICT_PLUGINS": "1"}).code == 1
+
+
+def test_pimem_plugins_names_the_setting_that_deactivated_a_plugin() -> None:
+    listed = run_cli("plugins", env={"PI_MEMSEARCH_SNAPSHOT": "off"})
+    assert listed.code == 0, listed.stderr
+    rows = {line.split()[0]: line for line in listed.stdout.splitlines() if line}
+    assert "inactive-by-setting (PI_MEMSEARCH_SNAPSHOT)" in rows["stable-snapshot"]
+    assert "inactive-by-setting (PI_MEMSEARCH_STORE_CMD)" in rows["store-command"]
+    assert "inactive-by-setting (PIMEM_DISTILL_URL)" in rows["distill-http"]
+    data = json.loads(run_cli("plugins", "--json").stdout)
+    settings = {row["name"]: row["setting"] for row in data["plugins"]}
+    assert settings["store-command"] == "PI_MEMSEARCH_STORE_CMD"
+    assert settings["markdown-store"] is None
+
+
+class Buggy:
+    @hookimpl
+    def pimem_read_day(self) -> None:
+        raise ZeroDivisionError("a bug in the plugin")
+
+
+def test_an_exception_inside_a_plugin_names_the_plugin(repo: Path) -> None:
+    pimem = make_pimem()
+    pimem.pm.add_plugin(Buggy(), "buggy")
+    with pytest.raises(ZeroDivisionError) as raised:
+        pimem.read_day(pimem.resolve_scope(repo), date(2026, 8, 13))
+    assert raised.value.__notes__ == ["pimem plugin 'buggy' raised this in pimem_read_day"]
+
+
+def test_a_deliberate_pimem_error_is_left_as_the_plugin_wrote_it(repo: Path) -> None:
+    class Refusing:
+        @hookimpl
+        def pimem_read_day(self) -> None:
+            raise StoreError("the store is read-only: remount it")
+
+    pimem = make_pimem()
+    pimem.pm.add_plugin(Refusing(), "refusing")
+    with pytest.raises(StoreError, match="read-only") as raised:
+        pimem.read_day(pimem.resolve_scope(repo), date(2026, 8, 13))
+    assert not hasattr(raised.value, "__notes__")
+
+
+def test_the_cli_shows_which_plugin_raised(tmp_path: Path, repo: Path) -> None:
+    module = f"pimem_buggy_{uuid.uuid4().hex}"
+    source = (
+        "from pimem_core import hookimpl\n"
+        "@hookimpl(tryfirst=True)\n"
+        "def pimem_resolve_scope(cwd):\n"
+        "    raise ZeroDivisionError('a bug in the plugin')\n"
+    )
+    site = make_distribution(tmp_path / "site", "pimem-buggy", {"buggy": module}, {module: source})
+    result = run_cli("scope", "--cwd", str(repo), env={"PYTHONPATH": str(site)})
+    assert result.code != 0
+    assert "pimem plugin 'buggy' raised this in pimem_resolve_scope" in result.stderr
 
 
 def test_a_rejected_plugin_is_not_left_half_registered() -> None:
@@ -186,6 +296,7 @@ def test_inactive_plugins_are_recorded_but_not_registered(tmp_path: Path) -> Non
         entry_points=[entry_point("stable-snapshot", "pimem_plugins.snapshot")],
     )
     assert [record.status for record in pm.records] == ["inactive-by-setting"]
+    assert pm.records[0].setting == "PI_MEMSEARCH_SNAPSHOT"
     assert pm.get_plugins() == set()
 
 

@@ -404,3 +404,25 @@ def test_an_exchange_whose_bridge_was_killed_mid_capture_is_captured_by_the_next
         "[User]: why does the login loop?\n\n[Assistant]: escaping"
     )
     assert day.read_text().count("turn:a1 ") == 1
+
+
+class _BuggySearch:
+    @hookimpl(tryfirst=True)
+    def pimem_search_memory(self) -> None:
+        raise ZeroDivisionError("a bug in the plugin")
+
+
+def test_an_internal_error_names_the_plugin_that_raised_it(repo: Path) -> None:
+    pimem = make_pimem()
+    pimem.pm.add_plugin(_BuggySearch(), "buggy-search")
+    output = io.StringIO()
+    request = {"id": 9, "method": "memory.search", "params": {"query": "redis"}}
+    server = Server(pimem, io.StringIO(json.dumps(request) + "\n"), output)
+    server.session.start(SessionInfo(session_id="s", cwd=repo, transcript=None))
+    server.serve()
+    (answer,) = (line for line in map(json.loads, output.getvalue().splitlines()) if "id" in line)
+    assert answer["error"]["type"] == "internal"
+    assert answer["error"]["message"] == (
+        "ZeroDivisionError: a bug in the plugin "
+        "(pimem plugin 'buggy-search' raised this in pimem_search_memory)"
+    )

@@ -52,6 +52,7 @@ class PluginRow(TypedDict):
     status: str
     hooks: list[str]
     error: str | None
+    setting: str | None
 
 
 class PluginListing(TypedDict):
@@ -79,6 +80,7 @@ def test_an_installed_resolver_replaces_the_default(tmp_path: Path, repo: Path) 
         "status": "active",
         "hooks": ["pimem_resolve_scope"],
         "error": None,
+        "setting": None,
     }
     assert data["single_answer_hooks"]["pimem_resolve_scope"] == "central"
 

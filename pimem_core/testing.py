@@ -1,0 +1,179 @@
+"""Test helpers for plugin authors: a pytest plugin, loaded wherever pimem and pytest are installed.
+
+pimem registers this module in pytest's ``pytest11`` entry-point group, so its fixtures are
+there in any test suite, with no import and no ``conftest.py`` line:
+
+``make_pimem``
+    Builds an isolated :class:`~pimem_core.Pimem` from the plugins you give it: modules,
+    classes (instantiated once, as pimem does), objects, or ``(name, plugin)`` pairs. ``HOME``
+    is a temporary directory; the settings come only from ``env`` (nothing of the test
+    process's ``PIMEM_*`` variables leaks in); plugins load strictly (``PIMEM_STRICT_PLUGINS=1``,
+    so a plugin that does not fit fails the test). Installed plugins (pimem's bundled ones
+    included) load only with ``installed=True``.
+``pimem_project``
+    A temporary project whose root is a git root (its ``.git`` is a directory), with the scope
+    memsearch gives it (:func:`pimem_core.scopes.project_scope`).
+``fake_host_model``
+    A host model that answers with scripted text and records what it was asked.
+
+Example, for a plugin module ``my_plugin`` with a ``pimem_resolve_scope`` hook::
+
+    import my_plugin
+
+    def test_my_resolver_answers(make_pimem, pimem_project):
+        pimem = make_pimem(my_plugin, installed=True, env={"PIMEM_NOW": "2026-08-13T22:41"})
+        assert pimem.pm.answering_plugins()["pimem_resolve_scope"] == "my_plugin"
+        scope = pimem.resolve_scope(pimem_project.directory)
+
+    def test_my_distiller_uses_the_host_model(fake_host_model):
+        model = fake_host_model.script("- the user prefers tabs").host_model
+        ...
+
+pytest stays out of pimem's runtime: only this module imports it, and importing it without
+pytest fails with an :class:`ImportError` saying what to install (``pip install
+'pimem[testing]'``).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Protocol
+
+import attrs
+
+try:
+    import pytest
+except ImportError as missing:  # pragma: no cover - exercised in a child process
+    raise ImportError(
+        "pimem_core.testing holds pytest fixtures and needs pytest: "
+        "install it with `pip install 'pimem[testing]'` (or `pip install pytest`)"
+    ) from missing
+
+from pimem_core.api import Pimem
+from pimem_core.manager import build_plugin_manager
+from pimem_core.scopes import project_scope
+from pimem_core.settings import Settings
+from pimem_core.types import HostModel, Scope
+
+__all__ = [
+    "FakeHostModel",
+    "MakePimem",
+    "TempProject",
+    "fake_host_model",
+    "make_pimem",
+    "pimem_project",
+    "plugin_name",
+]
+
+#: What a plugin given to ``make_pimem`` may be: the plugin, or a ``(name, plugin)`` pair.
+PluginSpec = object | tuple[str, object]
+
+
+def plugin_name(plugin: object) -> str:
+    """The name ``make_pimem`` registers *plugin* under when none is given: a module's last
+    dotted part, a class's name, an object's class name."""
+    if isinstance(plugin, ModuleType):
+        return plugin.__name__.rpartition(".")[2]
+    if isinstance(plugin, type):
+        return plugin.__name__
+    return type(plugin).__name__
+
+
+class MakePimem(Protocol):
+    """The ``make_pimem`` fixture: builds an isolated pimem from chosen plugins."""
+
+    def __call__(
+        self,
+        *plugins: PluginSpec,
+        env: Mapping[str, str] | None = None,
+        installed: bool = False,
+    ) -> Pimem:
+        """:param plugins: modules, classes, objects or ``(name, plugin)`` pairs, loaded in order
+            after the installed plugins (so a ``tryfirst`` answer of theirs is asked first); a
+            module already loaded through its entry point is not loaded twice.
+        :param env: the environment pimem's settings are read from (nothing else is read).
+        :param installed: also load every installed plugin of the ``pimem`` entry-point group.
+        """
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class TempProject:
+    """A temporary project directory that is a git root, and the scope memsearch gives it."""
+
+    directory: Path
+    scope: Scope
+
+
+@attrs.define
+class FakeHostModel:
+    """A host model for tests: answers each ``complete`` call with the next scripted reply.
+
+    ``calls`` records ``(system, prompt)`` of every call. Running out of replies raises
+    :class:`LookupError`, as a failing host model would raise.
+    """
+
+    name: str = "fake/model"
+    replies: list[str] = attrs.field(factory=list)
+    calls: list[tuple[str, str]] = attrs.field(factory=list)
+
+    def script(self, *replies: str) -> FakeHostModel:
+        """Queue *replies*, in order; returns the model, for chaining."""
+        self.replies.extend(replies)
+        return self
+
+    def complete(self, system: str, prompt: str, timeout_seconds: float) -> str:
+        self.calls.append((system, prompt))
+        if not self.replies:
+            raise LookupError(f"the fake host model {self.name} has no scripted reply left")
+        return self.replies.pop(0)
+
+    @property
+    def host_model(self) -> HostModel:
+        """The model as pimem's hooks receive it (``DistillRequest.host_model``...)."""
+        return HostModel(name=self.name, complete=self.complete)
+
+
+@pytest.fixture
+def make_pimem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MakePimem:
+    """A factory of isolated pimems; see the module's documentation."""
+    home = tmp_path / "pimem-home"
+    home.mkdir(exist_ok=True)
+    # memsearch, platformdirs and child processes read HOME from the process environment.
+    monkeypatch.setenv("HOME", str(home))
+
+    def make(
+        *plugins: PluginSpec,
+        env: Mapping[str, str] | None = None,
+        installed: bool = False,
+    ) -> Pimem:
+        settings = Settings.from_env(
+            {"HOME": str(home), "PIMEM_STRICT_PLUGINS": "1", **(env or {})}
+        )
+        chosen: tuple[importlib.metadata.EntryPoint, ...] | None = None if installed else ()
+        pm = build_plugin_manager(settings, entry_points=chosen)
+        for spec in plugins:
+            name, plugin = spec if isinstance(spec, tuple) else (plugin_name(spec), spec)
+            if pm.is_registered(plugin):
+                continue  # an installed module plugin, already loaded through its entry point
+            pm.load_plugin(plugin, name, settings)
+        return Pimem(settings, pm)
+
+    return make
+
+
+@pytest.fixture
+def pimem_project(tmp_path: Path) -> TempProject:
+    """A project directory ``<tmp>/project`` with a ``.git`` directory, and its scope."""
+    directory = tmp_path / "project"
+    (directory / ".git").mkdir(parents=True)
+    return TempProject(directory=directory, scope=project_scope(directory))
+
+
+@pytest.fixture
+def fake_host_model() -> FakeHostModel:
+    """A host model with no reply scripted yet: ``fake_host_model.script("text", ...)``."""
+    return FakeHostModel()
