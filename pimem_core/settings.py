@@ -12,7 +12,6 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, cast
 
 import attrs
@@ -21,7 +20,6 @@ from pimem_core.errors import SettingsError
 
 DEFAULT_SEARCH_TIMEOUT_MS = 30_000
 DEFAULT_COMPACT_TIMEOUT_MS = 300_000
-DEFAULT_DB_LINGER_MS = 1_000
 DEFAULT_DISTILL_TIMEOUT_MS = 30_000
 DEFAULT_DISTILL_BUDGET = 500
 DISTILLERS = ("auto", "host", "http", "extractive")
@@ -40,15 +38,8 @@ class Settings:
     capture: bool = True
     #: Model used for distillation, ``<id>`` or ``<provider>/<id>`` (``PI_MEMSEARCH_CAPTURE_MODEL``).
     capture_model: str | None = None
-    #: The stable snapshot in the system prompt (``PI_MEMSEARCH_SNAPSHOT=off`` turns it off).
-    snapshot: bool = True
     search_timeout_ms: int = DEFAULT_SEARCH_TIMEOUT_MS
     compact_timeout_ms: int = DEFAULT_COMPACT_TIMEOUT_MS
-    #: How long the memory database stays open after a call (``PIMEM_DB_LINGER_MS``; 0 closes
-    #: it after every call). Other processes wait for it at most this long.
-    db_linger_ms: int = DEFAULT_DB_LINGER_MS
-    #: Directories whose immediate children cross-repo recall scans (``PI_MEMSEARCH_SCAN_ROOTS``).
-    scan_roots: tuple[Path, ...] = ()
     #: The store command (``PI_MEMSEARCH_STORE_CMD``): one executable, called as ``<cmd> <mode>``.
     store_command: str | None = None
     #: memsearch's ``MEMSEARCH_DIR`` as given; a relative value resolves at the repository directory.
@@ -62,12 +53,6 @@ class Settings:
     #: Which distiller capture uses (``PIMEM_DISTILLER``): ``auto`` picks the host's model, else
     #: the HTTP endpoint when configured, else the extractive distiller.
     distiller: Literal["auto", "host", "http", "extractive"] = "auto"
-    #: An OpenAI-compatible endpoint for distillation (``PIMEM_DISTILL_URL``, e.g.
-    #: ``http://127.0.0.1:8000/v1``), its model and key (``PIMEM_DISTILL_MODEL``,
-    #: ``PIMEM_DISTILL_API_KEY``).
-    distill_url: str | None = None
-    distill_model: str | None = None
-    distill_api_key: str | None = None
     #: How long one distillation may take (``PIMEM_DISTILL_TIMEOUT_MS``).
     distill_timeout_ms: int = DEFAULT_DISTILL_TIMEOUT_MS
     #: Model distillations per day before capture falls back to the extractive distiller
@@ -113,20 +98,11 @@ class Settings:
         return cls(
             capture=_switch(env, "PI_MEMSEARCH_CAPTURE", default=True),
             capture_model=get("PI_MEMSEARCH_CAPTURE_MODEL"),
-            snapshot=_switch(env, "PI_MEMSEARCH_SNAPSHOT", default=True),
             search_timeout_ms=_milliseconds(
                 env, "PI_MEMSEARCH_SEARCH_TIMEOUT_MS", DEFAULT_SEARCH_TIMEOUT_MS
             ),
             compact_timeout_ms=_milliseconds(
                 env, "PI_MEMSEARCH_COMPACT_TIMEOUT_MS", DEFAULT_COMPACT_TIMEOUT_MS
-            ),
-            db_linger_ms=_milliseconds(
-                env, "PIMEM_DB_LINGER_MS", DEFAULT_DB_LINGER_MS, allow_zero=True
-            ),
-            scan_roots=tuple(
-                Path(part)
-                for part in (get("PI_MEMSEARCH_SCAN_ROOTS") or "").split(os.pathsep)
-                if part
             ),
             store_command=_command(get("PI_MEMSEARCH_STORE_CMD")),
             memsearch_dir=get("MEMSEARCH_DIR"),
@@ -138,9 +114,6 @@ class Settings:
             strict_plugins=_switch(env, "PIMEM_STRICT_PLUGINS", default=False),
             scrub_secrets=_switch(env, "PIMEM_SCRUB_SECRETS", default=True),
             distiller=_distiller(env.get("PIMEM_DISTILLER", "")),
-            distill_url=get("PIMEM_DISTILL_URL"),
-            distill_model=get("PIMEM_DISTILL_MODEL"),
-            distill_api_key=get("PIMEM_DISTILL_API_KEY"),
             distill_timeout_ms=_milliseconds(
                 env, "PIMEM_DISTILL_TIMEOUT_MS", DEFAULT_DISTILL_TIMEOUT_MS
             ),
@@ -225,9 +198,16 @@ def parse_switch(name: str) -> Callable[[str], bool]:
     return lambda raw: _switch({name: raw}, name, default=False)
 
 
-def parse_milliseconds(name: str, default: int) -> Callable[[str], int]:
-    """A parser for a positive number of milliseconds with pimem's message."""
-    return lambda raw: _milliseconds({name: raw}, name, default)
+def parse_milliseconds(
+    name: str, default: int, *, allow_zero: bool = False
+) -> Callable[[str], int]:
+    """A parser for a (positive, or with *allow_zero* whole) number of milliseconds."""
+    return lambda raw: _milliseconds({name: raw}, name, default, allow_zero=allow_zero)
+
+
+def parse_text(raw: str) -> str:
+    """A parser for text taken as written (any non-empty value)."""
+    return raw
 
 
 def parse_fraction(name: str, default: float) -> Callable[[str], float]:

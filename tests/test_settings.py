@@ -14,11 +14,13 @@ from pimem_core import Settings
 from pimem_core.errors import SettingsError
 from pimem_plugins.auto_context import ENABLED as AUTO_CONTEXT
 from pimem_plugins.auto_context import MIN_SIMILARITY
+from pimem_plugins.cross_repo import SCAN_ROOTS
+from pimem_plugins.snapshot import ENABLED as SNAPSHOT
 
 from conftest import make_pimem, run_cli
 
 #: Bundled plugins' declared settings, validated as the plugin manager does when it loads them.
-PLUGIN_SPECS = (AUTO_CONTEXT, MIN_SIMILARITY)
+PLUGIN_SPECS = (AUTO_CONTEXT, MIN_SIMILARITY, SCAN_ROOTS, SNAPSHOT)
 
 
 def parse(env: Mapping[str, str] | None = None) -> Settings:
@@ -28,7 +30,7 @@ def parse(env: Mapping[str, str] | None = None) -> Settings:
 
 SWITCHES: dict[str, tuple[Callable[[Settings], bool], bool]] = {
     "PI_MEMSEARCH_CAPTURE": (lambda settings: settings.capture, True),
-    "PI_MEMSEARCH_SNAPSHOT": (lambda settings: settings.snapshot, True),
+    "PI_MEMSEARCH_SNAPSHOT": (SNAPSHOT.read, True),
     "PI_MEMSEARCH_AUTO_CONTEXT": (AUTO_CONTEXT.read, False),
     "PIMEM_STRICT_PLUGINS": (lambda settings: settings.strict_plugins, False),
 }
@@ -43,11 +45,11 @@ def test_defaults() -> None:
     assert settings == Settings()
     assert settings.capture is True
     assert settings.capture_model is None
-    assert settings.snapshot is True
+    assert SNAPSHOT.read(settings) is True
     assert AUTO_CONTEXT.read(settings) is False
     assert settings.search_timeout_ms == 30_000
     assert settings.compact_timeout_ms == 300_000
-    assert settings.scan_roots == ()
+    assert SCAN_ROOTS.read(settings) == ()
     assert settings.store_command is None
     assert settings.memsearch_dir is None
     assert settings.disabled_plugins == frozenset()
@@ -158,14 +160,14 @@ def test_compact_timeout_can_be_raised() -> None:
 
 def test_scan_roots_split_on_the_path_separator() -> None:
     raw = os.pathsep.join(["/a", "", "/b/c", ""])
-    assert Settings.from_env({"PI_MEMSEARCH_SCAN_ROOTS": raw}).scan_roots == (
+    assert SCAN_ROOTS.read(parse({"PI_MEMSEARCH_SCAN_ROOTS": raw})) == (
         Path("/a"),
         Path("/b/c"),
     )
 
 
 def test_single_scan_root() -> None:
-    assert Settings.from_env({"PI_MEMSEARCH_SCAN_ROOTS": "/code"}).scan_roots == (Path("/code"),)
+    assert SCAN_ROOTS.read(parse({"PI_MEMSEARCH_SCAN_ROOTS": "/code"})) == (Path("/code"),)
 
 
 def test_disabled_plugins_are_comma_separated_and_trimmed() -> None:
