@@ -40,8 +40,6 @@ class Settings:
     capture_model: str | None = None
     search_timeout_ms: int = DEFAULT_SEARCH_TIMEOUT_MS
     compact_timeout_ms: int = DEFAULT_COMPACT_TIMEOUT_MS
-    #: The store command (``PI_MEMSEARCH_STORE_CMD``): one executable, called as ``<cmd> <mode>``.
-    store_command: str | None = None
     #: memsearch's ``MEMSEARCH_DIR`` as given; a relative value resolves at the repository directory.
     memsearch_dir: str | None = None
     #: Plugin names blocked by ``PIMEM_DISABLE_PLUGINS``.
@@ -104,7 +102,6 @@ class Settings:
             compact_timeout_ms=_milliseconds(
                 env, "PI_MEMSEARCH_COMPACT_TIMEOUT_MS", DEFAULT_COMPACT_TIMEOUT_MS
             ),
-            store_command=_command(get("PI_MEMSEARCH_STORE_CMD")),
             memsearch_dir=get("MEMSEARCH_DIR"),
             disabled_plugins=frozenset(
                 name.strip()
@@ -303,14 +300,6 @@ def _task_names(raw: str) -> frozenset[str]:
                 "maintenance off."
             )
     return frozenset(names)
-
-
-def _command(raw: str | None) -> str | None:
-    # A relative path is anchored where pimem started: the command later runs in other
-    # directories. A bare name is left to the PATH search.
-    if raw and os.sep in raw and not os.path.isabs(raw):
-        return os.path.abspath(raw)
-    return raw
 
 
 def _local_time(env: Mapping[str, str], name: str) -> datetime | None:

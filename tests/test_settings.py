@@ -16,11 +16,12 @@ from pimem_plugins.auto_context import ENABLED as AUTO_CONTEXT
 from pimem_plugins.auto_context import MIN_SIMILARITY
 from pimem_plugins.cross_repo import SCAN_ROOTS
 from pimem_plugins.snapshot import ENABLED as SNAPSHOT
+from pimem_plugins.store_command import COMMAND as STORE_COMMAND
 
 from conftest import make_pimem, run_cli
 
 #: Bundled plugins' declared settings, validated as the plugin manager does when it loads them.
-PLUGIN_SPECS = (AUTO_CONTEXT, MIN_SIMILARITY, SCAN_ROOTS, SNAPSHOT)
+PLUGIN_SPECS = (AUTO_CONTEXT, MIN_SIMILARITY, SCAN_ROOTS, SNAPSHOT, STORE_COMMAND)
 
 
 def parse(env: Mapping[str, str] | None = None) -> Settings:
@@ -50,7 +51,7 @@ def test_defaults() -> None:
     assert settings.search_timeout_ms == 30_000
     assert settings.compact_timeout_ms == 300_000
     assert SCAN_ROOTS.read(settings) == ()
-    assert settings.store_command is None
+    assert STORE_COMMAND.read(settings) is None
     assert settings.memsearch_dir is None
     assert settings.disabled_plugins == frozenset()
     assert settings.strict_plugins is False
@@ -86,10 +87,8 @@ def test_from_env_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_plain_string_variables_are_kept_as_given() -> None:
-    settings = Settings.from_env(
-        {"PI_MEMSEARCH_STORE_CMD": "/usr/local/bin/store", "MEMSEARCH_DIR": "rel/dir"}
-    )
-    assert settings.store_command == "/usr/local/bin/store"
+    settings = parse({"PI_MEMSEARCH_STORE_CMD": "/usr/local/bin/store", "MEMSEARCH_DIR": "rel/dir"})
+    assert STORE_COMMAND.read(settings) == "/usr/local/bin/store"
     assert settings.memsearch_dir == "rel/dir"
 
 
@@ -264,6 +263,6 @@ def test_a_relative_store_command_is_anchored_where_pimem_started(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    settings = Settings.from_env({"PI_MEMSEARCH_STORE_CMD": "bin/resolver"})
-    assert settings.store_command == str(tmp_path / "bin" / "resolver")
-    assert Settings.from_env({"PI_MEMSEARCH_STORE_CMD": "resolver"}).store_command == "resolver"
+    settings = parse({"PI_MEMSEARCH_STORE_CMD": "bin/resolver"})
+    assert STORE_COMMAND.read(settings) == str(tmp_path / "bin" / "resolver")
+    assert STORE_COMMAND.read(parse({"PI_MEMSEARCH_STORE_CMD": "resolver"})) == "resolver"
