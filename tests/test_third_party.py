@@ -73,7 +73,7 @@ def test_an_installed_resolver_replaces_the_default(tmp_path: Path, repo: Path) 
     env = install(tmp_path)
     data = plugins_json(env)
     central = next(p for p in data["plugins"] if p["name"] == "central")
-    assert central == {
+    expected: PluginRow = {
         "name": "central",
         "distribution": "pimem-central",
         "version": "2.3.1",
@@ -82,6 +82,7 @@ def test_an_installed_resolver_replaces_the_default(tmp_path: Path, repo: Path) 
         "error": None,
         "settings": [],
     }
+    assert central == expected
     assert data["single_answer_hooks"]["pimem_resolve_scope"] == "central"
 
     scope = json.loads(run_cli("scope", "--json", "--cwd", str(repo), env=env).stdout)
