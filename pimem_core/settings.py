@@ -38,6 +38,9 @@ class Settings:
     capture: bool = True
     #: Model used for distillation, ``<id>`` or ``<provider>/<id>`` (``PI_MEMSEARCH_CAPTURE_MODEL``).
     capture_model: str | None = None
+    #: The stable snapshot in the system prompt (``PI_MEMSEARCH_SNAPSHOT=off`` turns it off):
+    #: core's, since any snapshot plugin honours it.
+    snapshot: bool = True
     search_timeout_ms: int = DEFAULT_SEARCH_TIMEOUT_MS
     compact_timeout_ms: int = DEFAULT_COMPACT_TIMEOUT_MS
     #: memsearch's ``MEMSEARCH_DIR`` as given; a relative value resolves at the repository directory.
@@ -96,6 +99,7 @@ class Settings:
         return cls(
             capture=_switch(env, "PI_MEMSEARCH_CAPTURE", default=True),
             capture_model=get("PI_MEMSEARCH_CAPTURE_MODEL"),
+            snapshot=_switch(env, "PI_MEMSEARCH_SNAPSHOT", default=True),
             search_timeout_ms=_milliseconds(
                 env, "PI_MEMSEARCH_SEARCH_TIMEOUT_MS", DEFAULT_SEARCH_TIMEOUT_MS
             ),

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 
-from pimem_core import Settings, SettingSpec, hookimpl
-from pimem_core.settings import parse_switch
+from pimem_core import Settings, hookimpl
 
 TODAY_BUDGET = 3000
 YESTERDAY_BUDGET = 2000
@@ -33,23 +32,8 @@ memory with `memory_search`.
 forgotten entry); what you save mid-session shows in tool results, not here."""
 
 
-ENABLED = SettingSpec(
-    plugin="stable-snapshot",
-    name="enabled",
-    env="PI_MEMSEARCH_SNAPSHOT",
-    parse=parse_switch("PI_MEMSEARCH_SNAPSHOT"),
-    default=True,
-    help="the stable snapshot of recent memory in the system prompt",
-)
-
-
-@hookimpl
-def pimem_declare_settings() -> tuple[SettingSpec[bool]]:
-    return (ENABLED,)
-
-
 def is_active(settings: Settings) -> bool:
-    return ENABLED.read(settings)
+    return settings.snapshot
 
 
 def tail(text: str, budget: int) -> tuple[str, bool]:

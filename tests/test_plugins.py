@@ -181,7 +181,7 @@ def test_a_rejected_plugin_is_not_left_half_registered() -> None:
 
 def test_inactive_plugins_are_recorded_but_not_registered(tmp_path: Path) -> None:
     pm = build_plugin_manager(
-        Settings.from_env({"PI_MEMSEARCH_SNAPSHOT": "off"}),
+        Settings(snapshot=False),
         entry_points=[entry_point("stable-snapshot", "pimem_plugins.snapshot")],
     )
     assert [record.status for record in pm.records] == ["inactive-by-setting"]

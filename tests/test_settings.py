@@ -15,13 +15,12 @@ from pimem_core.errors import SettingsError
 from pimem_plugins.auto_context import ENABLED as AUTO_CONTEXT
 from pimem_plugins.auto_context import MIN_SIMILARITY
 from pimem_plugins.cross_repo import SCAN_ROOTS
-from pimem_plugins.snapshot import ENABLED as SNAPSHOT
 from pimem_plugins.store_command import COMMAND as STORE_COMMAND
 
 from conftest import make_pimem, run_cli
 
 #: Bundled plugins' declared settings, validated as the plugin manager does when it loads them.
-PLUGIN_SPECS = (AUTO_CONTEXT, MIN_SIMILARITY, SCAN_ROOTS, SNAPSHOT, STORE_COMMAND)
+PLUGIN_SPECS = (AUTO_CONTEXT, MIN_SIMILARITY, SCAN_ROOTS, STORE_COMMAND)
 
 
 def parse(env: Mapping[str, str] | None = None) -> Settings:
@@ -31,7 +30,7 @@ def parse(env: Mapping[str, str] | None = None) -> Settings:
 
 SWITCHES: dict[str, tuple[Callable[[Settings], bool], bool]] = {
     "PI_MEMSEARCH_CAPTURE": (lambda settings: settings.capture, True),
-    "PI_MEMSEARCH_SNAPSHOT": (SNAPSHOT.read, True),
+    "PI_MEMSEARCH_SNAPSHOT": (lambda settings: settings.snapshot, True),
     "PI_MEMSEARCH_AUTO_CONTEXT": (AUTO_CONTEXT.read, False),
     "PIMEM_STRICT_PLUGINS": (lambda settings: settings.strict_plugins, False),
 }
@@ -46,7 +45,7 @@ def test_defaults() -> None:
     assert settings == Settings()
     assert settings.capture is True
     assert settings.capture_model is None
-    assert SNAPSHOT.read(settings) is True
+    assert settings.snapshot is True
     assert AUTO_CONTEXT.read(settings) is False
     assert settings.search_timeout_ms == 30_000
     assert settings.compact_timeout_ms == 300_000
