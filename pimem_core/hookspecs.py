@@ -205,8 +205,8 @@ class PimemSpecs:
 
         :param scope: the session's scope: the current project, searched in its own collection.
         :param query: the query and how many merged hits to return.
-        :param call: the settings (``scan_roots``), and ``progress`` to tell ``(done, total)``
-            projects.
+        :param call: the settings (the bundled ``cross-repo`` declares its scan roots,
+            ``PI_MEMSEARCH_SCAN_ROOTS``), and ``progress`` to tell ``(done, total)`` projects.
         """
 
     @_hookspec(firstresult=True)
