@@ -185,12 +185,10 @@ class SettingSpec(Generic[T]):
             return "****"
         if value is None or isinstance(value, str | int | float | bool):
             return value
-        if isinstance(value, tuple | list | frozenset | set):
-            return (
-                sorted(str(part) for part in value)
-                if isinstance(value, frozenset | set)
-                else [str(part) for part in value]
-            )
+        if isinstance(value, frozenset | set):
+            return sorted(str(part) for part in value)
+        if isinstance(value, tuple | list):
+            return [str(part) for part in value]
         return str(value)
 
 
