@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.corpus import Corpus
-from pimem_core.settings import DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY
+from pimem_plugins.auto_context import DEFAULT_MIN_SIMILARITY as DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY
 
 #: The host's wait for a prompt's answer (the pi adapter's), and the issue's targets.
 HOST_CAP_MS = 300.0

@@ -13,14 +13,15 @@ if TYPE_CHECKING:
     from pimem_core.api import Pimem
     from pimem_core.errors import PimemError
     from pimem_core.hookspecs import hookimpl
-    from pimem_core.settings import Settings
+    from pimem_core.settings import Settings, SettingSpec
 
-__all__ = ["Pimem", "PimemError", "Settings", "hookimpl"]
+__all__ = ["Pimem", "PimemError", "SettingSpec", "Settings", "hookimpl"]
 
 _HOMES = {
     "Pimem": "pimem_core.api",
     "PimemError": "pimem_core.errors",
     "Settings": "pimem_core.settings",
+    "SettingSpec": "pimem_core.settings",
     "hookimpl": "pimem_core.hookspecs",
 }
 

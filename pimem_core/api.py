@@ -13,14 +13,19 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from datetime import date, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
 from pimem_core.errors import NoProviderError, PluginError, StoreError
-from pimem_core.manager import PimemPluginManager, build_plugin_manager
+from pimem_core.manager import (
+    PimemPluginManager,
+    SettingValue,
+    build_plugin_manager,
+    shown_setting,
+)
 from pimem_core.scrub import Scrubber
-from pimem_core.settings import Settings
+from pimem_core.settings import Settings, SettingSpec
 from pimem_core.types import (
     BackendCall,
     BranchEntry,
@@ -68,8 +73,9 @@ class Pimem:
         entry_points: Iterable[importlib.metadata.EntryPoint] | None = None,
     ) -> Pimem:
         """Parse the environment and load the installed plugins (or *entry_points*)."""
-        settings = Settings.from_env(environ)
-        return cls(settings, build_plugin_manager(settings, entry_points=entry_points))
+        pm = build_plugin_manager(Settings.from_env(environ), entry_points=entry_points)
+        # The manager's settings carry the plugins' declared settings, validated as it loaded them.
+        return cls(pm.settings, pm)
 
     def _require(self, hook: str, answer: object, kind: type[T]) -> T:
         if answer is None:
@@ -285,6 +291,33 @@ class Pimem:
     def read_index_health(self, scope: Scope) -> IndexHealth:
         answer = self.pm.hook.pimem_read_index_health(scope=scope)
         return self._require("pimem_read_index_health", answer, IndexHealth)
+
+    def declared_settings(self) -> tuple[SettingSpec[Any], ...]:
+        """The settings the registered plugins declare, by plugin, each in its declared order."""
+        contributions = self.pm.hook.pimem_declare_settings()
+        specs = [spec for part in contributions if part for spec in part]
+        return tuple(sorted(specs, key=lambda spec: spec.plugin))
+
+    def settings_status(self) -> StatusSection:
+        """``pimem status``'s section of the active plugins' settings, secrets masked."""
+        by_plugin: dict[str, list[SettingValue]] = {}
+        for spec in self.declared_settings():
+            by_plugin.setdefault(spec.plugin, []).append(SettingValue.of(spec, self.settings))
+        lines = ["plugin settings:" if by_plugin else "plugin settings: none declared"]
+        lines += [
+            f"  {plugin}: "
+            + ", ".join(f"{value.env}={shown_setting(value.value)}" for value in values)
+            for plugin, values in by_plugin.items()
+        ]
+        return StatusSection(
+            name="plugin_settings",
+            rank=90,
+            lines=tuple(lines),
+            data={
+                plugin: [value.to_json() for value in values]
+                for plugin, values in by_plugin.items()
+            },
+        )
 
     def collect_status(self, scope: Scope) -> tuple[StatusSection, ...]:
         """Every plugin's status sections, in rank order."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from pimem_core.api import Pimem
 from pimem_core.budget import DistillBudget
 from pimem_core.errors import NoMemoryYet, PimemError, StoreError
+from pimem_core.manager import shown_setting
 from pimem_core.render import (
     cross_repo_to_json,
     hit_to_json,
@@ -200,6 +201,7 @@ def cmd_status(pimem: Pimem, args: argparse.Namespace) -> None:
         *pimem.collect_status(scope),
         store_today_status(pimem, scope),
         DistillBudget.for_settings(pimem.settings).status(),
+        pimem.settings_status(),
     )
     sections = tuple(sorted(sections, key=lambda section: section.rank))
     _emit(args, status_to_json(scope, sections), render_status(scope, sections))
@@ -312,6 +314,16 @@ def cmd_plugins(pimem: Pimem, args: argparse.Namespace) -> None:
         + row[4]
         for row in rows
     ]
+    declared = [record for record in records if record.settings]
+    if declared:
+        lines += ["", "plugin settings (environment variable = current value):"]
+    for record in declared:
+        lines.append(f"  {record.name}:")
+        lines += [
+            f"    {value.env}={shown_setting(value.value)}  ({value.help}; default "
+            f"{shown_setting(value.default)})"
+            for value in record.settings
+        ]
     lines += ["", "single-answer hooks (the plugin asked first):"]
     lines += [f"  {hook} -> {plugin or '(none)'}" for hook, plugin in answers.items()]
     print("\n".join(line.rstrip() for line in lines))

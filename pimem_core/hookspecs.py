@@ -1,6 +1,6 @@
 """The pimem hook specifications: the contract between the framework and its plugins.
 
-Seven concerns, one section each: scope resolution, distillation, storage, indexing, injection,
+Eight concerns, one section each: settings, scope resolution, distillation, storage, indexing, injection,
 transcripts and maintenance. A hook that needs exactly one answer is ``firstresult``: the
 first non-``None`` result wins, and the bundled default is marked ``trylast`` so any plugin that
 answers replaces it. Collecting hooks gather every plugin's contribution.
@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 if TYPE_CHECKING:
-    from pimem_core.settings import Settings
+    from pimem_core.settings import Settings, SettingSpec
     from pimem_core.types import (
         BackendCall,
         BranchEntry,
@@ -56,6 +56,20 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 class PimemSpecs:
     """All pimem hook specifications."""
+
+    # -- settings ------------------------------------------------------------------------------
+
+    @_hookspec
+    def pimem_declare_settings(self) -> Iterable[SettingSpec[Any]] | None:
+        """Declare the plugin's own settings, each read from one environment variable.
+
+        The manager calls it on the loaded plugin before ``is_active`` and validates every
+        value at once: a bad value raises :class:`~pimem_core.errors.SettingsError`, so pimem
+        stops with the setting's message (ADR 0004). The plugin reads a value with
+        ``SPEC.read(settings)``, typed by the spec; ``pimem plugins`` and ``pimem status`` show
+        them. On a class plugin, make it a ``@staticmethod``: it is called before the instance
+        exists.
+        """
 
     # -- scope resolution ----------------------------------------------------------------------
 
@@ -203,8 +217,8 @@ class PimemSpecs:
 
         :param scope: the session's scope: the current project, searched in its own collection.
         :param query: the query and how many merged hits to return.
-        :param call: the settings (``scan_roots``), and ``progress`` to tell ``(done, total)``
-            projects.
+        :param call: the settings (the bundled ``cross-repo`` declares its scan roots,
+            ``PI_MEMSEARCH_SCAN_ROOTS``), and ``progress`` to tell ``(done, total)`` projects.
         """
 
     @_hookspec(firstresult=True)

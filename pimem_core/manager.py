@@ -19,14 +19,14 @@ import inspect
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from types import CodeType
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 import pluggy
 
-from pimem_core.errors import PimemError, PluginLoadError
+from pimem_core.errors import PimemError, PluginLoadError, SettingsError
 from pimem_core.hookspecs import PROJECT, PimemSpecs
-from pimem_core.settings import Settings
+from pimem_core.settings import Settings, SettingSpec
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,8 @@ class PluginRecord:
     error: str | None = None
     #: For an inactive plugin, the setting (environment variable) that deactivated it.
     setting: str | None = None
+    #: The settings the plugin declares (``pimem_declare_settings``), with their values.
+    settings: tuple[SettingValue, ...] = ()
 
     @property
     def status_text(self) -> str:
@@ -62,17 +64,57 @@ class PluginRecord:
         return self.status
 
     def to_json(self) -> dict[str, object]:
-        return attrs.asdict(self, recurse=False) | {"hooks": list(self.hooks)}
+        return attrs.asdict(self, recurse=False) | {
+            "hooks": list(self.hooks),
+            "settings": [value.to_json() for value in self.settings],
+        }
+
+
+@attrs.frozen(kw_only=True)
+class SettingValue:
+    """One declared plugin setting and its current value, secrets masked."""
+
+    name: str
+    env: str
+    value: str | int | float | bool | list[str] | None
+    default: str | int | float | bool | list[str] | None
+    help: str
+
+    @classmethod
+    def of(cls, spec: SettingSpec[Any], settings: Settings) -> SettingValue:
+        return cls(
+            name=spec.name,
+            env=spec.env,
+            value=spec.show(spec.read(settings)),
+            default=spec.show(spec.default),
+            help=spec.help,
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return attrs.asdict(self)
+
+
+def shown_setting(value: object) -> str:
+    """A setting's value as ``pimem status`` prints it (``on``/``off`` for switches)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None:
+        return "(unset)"
+    if isinstance(value, list):
+        return ",".join(str(part) for part in value) or "(none)"
+    return str(value)
 
 
 class PimemPluginManager(pluggy.PluginManager):
     """A pluggy manager with pimem's specs, load bookkeeping and validation."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Settings | None = None) -> None:
         super().__init__(PROJECT)
         self.add_hookspecs(PimemSpecs)
         self._records: dict[str, PluginRecord] = {}
         self.add_hookcall_monitoring(_nothing_before, _name_the_plugin)
+        #: The settings with every loaded plugin's declared settings validated in.
+        self.settings = settings if settings is not None else Settings()
 
     @property
     def records(self) -> tuple[PluginRecord, ...]:
@@ -91,6 +133,7 @@ class PimemPluginManager(pluggy.PluginManager):
             self._record(name, distribution, version, "blocked")
             return
         _check_hook_names(plugin, name)
+        specs = self._declare_settings(plugin, name)
         try:
             self.register(plugin, name)
         except (pluggy.PluginValidationError, ValueError) as error:
@@ -100,7 +143,22 @@ class PimemPluginManager(pluggy.PluginManager):
                 f"plugin {name!r} does not fit the pimem hooks: {error}"
             ) from error
         hooks = tuple(sorted(caller.name for caller in self.get_hookcallers(plugin) or ()))
-        self._record(name, distribution, version, "active", hooks=hooks)
+        self._record(name, distribution, version, "active", hooks=hooks, specs=specs)
+
+    def _declare_settings(self, plugin: object, name: str) -> tuple[SettingSpec[Any], ...]:
+        """Validate the settings *plugin* declares into :attr:`settings` (idempotent)."""
+        declare = getattr(plugin, "pimem_declare_settings", None)
+        if not callable(declare):
+            return ()
+        specs = tuple(declare() or ())
+        for spec in specs:
+            if not isinstance(spec, SettingSpec):
+                raise PluginLoadError(
+                    f"plugin {name!r}: pimem_declare_settings gave a {type(spec).__name__}, "
+                    "not a pimem_core.SettingSpec"
+                )
+        self.settings = self.settings.declare(specs)
+        return specs
 
     def load_entry_point(
         self, entry_point: importlib.metadata.EntryPoint, settings: Settings
@@ -145,9 +203,13 @@ class PimemPluginManager(pluggy.PluginManager):
             self._record(name, distribution, version, "blocked")
             return
         try:
+            specs = self._declare_settings(plugin, name)
+            settings = settings.declare(specs)
             is_active = getattr(plugin, "is_active", None)
             active = bool(is_active(settings)) if callable(is_active) else True
             instance = plugin() if active and isinstance(plugin, type) else plugin
+        except SettingsError:
+            raise  # a bad value of a declared setting stops pimem, as core settings do (ADR 0004)
         except Exception as error:  # noqa: BLE001 - whatever a plugin raises while starting
             self._skip(name, distribution, version, settings, error)
             return
@@ -159,6 +221,7 @@ class PimemPluginManager(pluggy.PluginManager):
                 version,
                 "inactive-by-setting",
                 setting=setting if isinstance(setting, str) else None,
+                specs=specs,
             )
             return
         try:
@@ -213,6 +276,7 @@ class PimemPluginManager(pluggy.PluginManager):
         hooks: tuple[str, ...] = (),
         error: str | None = None,
         setting: str | None = None,
+        specs: tuple[SettingSpec[Any], ...] = (),
     ) -> None:
         self._records[name] = PluginRecord(
             name=name,
@@ -222,6 +286,7 @@ class PimemPluginManager(pluggy.PluginManager):
             hooks=hooks,
             error=error,
             setting=setting,
+            settings=tuple(SettingValue.of(spec, self.settings) for spec in specs),
         )
 
 
@@ -298,7 +363,7 @@ def build_plugin_manager(
     :param entry_points: the entry points to load instead of the installed ones (for tests and
         hosts that choose their plugins themselves).
     """
-    pm = PimemPluginManager()
+    pm = PimemPluginManager(settings)
     for name in sorted(settings.disabled_plugins):
         pm.set_blocked(name)
     found = (
@@ -307,7 +372,7 @@ def build_plugin_manager(
         else entry_points
     )
     for entry_point in sorted(found, key=lambda ep: ep.name):
-        pm.load_entry_point(entry_point, settings)
+        pm.load_entry_point(entry_point, pm.settings)
     for record in pm.records:
         log.debug("plugin %s: %s", record.name, record.status)
     return pm

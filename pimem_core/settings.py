@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from pathlib import Path
-from typing import Literal
+from typing import Any, Generic, Literal, TypeVar, cast
 
 import attrs
 
@@ -21,16 +20,14 @@ from pimem_core.errors import SettingsError
 
 DEFAULT_SEARCH_TIMEOUT_MS = 30_000
 DEFAULT_COMPACT_TIMEOUT_MS = 300_000
-DEFAULT_DB_LINGER_MS = 1_000
 DEFAULT_DISTILL_TIMEOUT_MS = 30_000
 DEFAULT_DISTILL_BUDGET = 500
-#: Calibrated for the offline all-MiniLM-L6-v2 model (docs/benchmarks.md, auto-context).
-DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY = 0.5
 DISTILLERS = ("auto", "host", "http", "extractive")
 DEFAULT_MAINTENANCE_INTERVAL_HOURS = 24
 #: The maintenance tasks pimem bundles (plugins may add others under their own names).
 BUNDLED_MAINTENANCE_TASKS = ("project_review", "user_profile", "memory_to_skill")
 _TASK_NAME = re.compile(r"[a-z][a-z0-9_]*")
+T = TypeVar("T")
 
 
 @attrs.frozen(kw_only=True)
@@ -41,22 +38,11 @@ class Settings:
     capture: bool = True
     #: Model used for distillation, ``<id>`` or ``<provider>/<id>`` (``PI_MEMSEARCH_CAPTURE_MODEL``).
     capture_model: str | None = None
-    #: The stable snapshot in the system prompt (``PI_MEMSEARCH_SNAPSHOT=off`` turns it off).
+    #: The stable snapshot in the system prompt (``PI_MEMSEARCH_SNAPSHOT=off`` turns it off):
+    #: core's, since any snapshot plugin honours it.
     snapshot: bool = True
-    #: Per-prompt auto-context (``PI_MEMSEARCH_AUTO_CONTEXT=on`` turns it on).
-    auto_context: bool = False
-    #: How close (cosine similarity, 0 to 1) a chunk must be to the prompt to be injected
-    #: (``PIMEM_AUTO_CONTEXT_MIN_SIMILARITY``).
-    auto_context_min_similarity: float = DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY
     search_timeout_ms: int = DEFAULT_SEARCH_TIMEOUT_MS
     compact_timeout_ms: int = DEFAULT_COMPACT_TIMEOUT_MS
-    #: How long the memory database stays open after a call (``PIMEM_DB_LINGER_MS``; 0 closes
-    #: it after every call). Other processes wait for it at most this long.
-    db_linger_ms: int = DEFAULT_DB_LINGER_MS
-    #: Directories whose immediate children cross-repo recall scans (``PI_MEMSEARCH_SCAN_ROOTS``).
-    scan_roots: tuple[Path, ...] = ()
-    #: The store command (``PI_MEMSEARCH_STORE_CMD``): one executable, called as ``<cmd> <mode>``.
-    store_command: str | None = None
     #: memsearch's ``MEMSEARCH_DIR`` as given; a relative value resolves at the repository directory.
     memsearch_dir: str | None = None
     #: Plugin names blocked by ``PIMEM_DISABLE_PLUGINS``.
@@ -68,12 +54,6 @@ class Settings:
     #: Which distiller capture uses (``PIMEM_DISTILLER``): ``auto`` picks the host's model, else
     #: the HTTP endpoint when configured, else the extractive distiller.
     distiller: Literal["auto", "host", "http", "extractive"] = "auto"
-    #: An OpenAI-compatible endpoint for distillation (``PIMEM_DISTILL_URL``, e.g.
-    #: ``http://127.0.0.1:8000/v1``), its model and key (``PIMEM_DISTILL_MODEL``,
-    #: ``PIMEM_DISTILL_API_KEY``).
-    distill_url: str | None = None
-    distill_model: str | None = None
-    distill_api_key: str | None = None
     #: How long one distillation may take (``PIMEM_DISTILL_TIMEOUT_MS``).
     distill_timeout_ms: int = DEFAULT_DISTILL_TIMEOUT_MS
     #: Model distillations per day before capture falls back to the extractive distiller
@@ -87,6 +67,21 @@ class Settings:
     maintenance_interval_hours: int = DEFAULT_MAINTENANCE_INTERVAL_HOURS
     #: ``PIMEM_NOW``: a fixed local time, so behaviour around midnight can be tested.
     fixed_now: datetime | None = None
+    #: The environment as given: plugins' declared settings (:class:`SettingSpec`) are parsed
+    #: from it when the plugin manager loads them.
+    environ: Mapping[str, str] = attrs.field(factory=dict, repr=False, eq=False)
+    #: Plugins' declared settings, validated at load, by environment variable.
+    plugin_values: Mapping[str, object] = attrs.field(factory=dict, repr=False)
+
+    def declare(self, specs: Iterable[SettingSpec[Any]]) -> Settings:
+        """These settings with *specs* parsed and validated; raise :class:`SettingsError`."""
+        values = {spec.env: spec.parse_env(self.environ) for spec in specs}
+        return attrs.evolve(self, plugin_values={**self.plugin_values, **values})
+
+    def with_values(self, *pairs: tuple[SettingSpec[Any], object]) -> Settings:
+        """These settings with plugin settings set directly (for tests and embedding hosts)."""
+        values = {spec.env: value for spec, value in pairs}
+        return attrs.evolve(self, plugin_values={**self.plugin_values, **values})
 
     def now(self) -> datetime:
         """The current local time (naive), or the fixed time of ``PIMEM_NOW``."""
@@ -105,22 +100,12 @@ class Settings:
             capture=_switch(env, "PI_MEMSEARCH_CAPTURE", default=True),
             capture_model=get("PI_MEMSEARCH_CAPTURE_MODEL"),
             snapshot=_switch(env, "PI_MEMSEARCH_SNAPSHOT", default=True),
-            auto_context=_switch(env, "PI_MEMSEARCH_AUTO_CONTEXT", default=False),
             search_timeout_ms=_milliseconds(
                 env, "PI_MEMSEARCH_SEARCH_TIMEOUT_MS", DEFAULT_SEARCH_TIMEOUT_MS
             ),
             compact_timeout_ms=_milliseconds(
                 env, "PI_MEMSEARCH_COMPACT_TIMEOUT_MS", DEFAULT_COMPACT_TIMEOUT_MS
             ),
-            db_linger_ms=_milliseconds(
-                env, "PIMEM_DB_LINGER_MS", DEFAULT_DB_LINGER_MS, allow_zero=True
-            ),
-            scan_roots=tuple(
-                Path(part)
-                for part in (get("PI_MEMSEARCH_SCAN_ROOTS") or "").split(os.pathsep)
-                if part
-            ),
-            store_command=_command(get("PI_MEMSEARCH_STORE_CMD")),
             memsearch_dir=get("MEMSEARCH_DIR"),
             disabled_plugins=frozenset(
                 name.strip()
@@ -130,16 +115,10 @@ class Settings:
             strict_plugins=_switch(env, "PIMEM_STRICT_PLUGINS", default=False),
             scrub_secrets=_switch(env, "PIMEM_SCRUB_SECRETS", default=True),
             distiller=_distiller(env.get("PIMEM_DISTILLER", "")),
-            distill_url=get("PIMEM_DISTILL_URL"),
-            distill_model=get("PIMEM_DISTILL_MODEL"),
-            distill_api_key=get("PIMEM_DISTILL_API_KEY"),
             distill_timeout_ms=_milliseconds(
                 env, "PIMEM_DISTILL_TIMEOUT_MS", DEFAULT_DISTILL_TIMEOUT_MS
             ),
             distill_budget=_count(env, "PIMEM_DISTILL_BUDGET", DEFAULT_DISTILL_BUDGET),
-            auto_context_min_similarity=_fraction(
-                env, "PIMEM_AUTO_CONTEXT_MIN_SIMILARITY", DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY
-            ),
             maintenance=_task_names(env.get("PIMEM_MAINTENANCE", "")),
             maintenance_interval_hours=_count(
                 env,
@@ -148,7 +127,96 @@ class Settings:
                 unit="hours",
             ),
             fixed_now=_local_time(env, "PIMEM_NOW"),
+            environ=dict(env),
         )
+
+
+@attrs.frozen(kw_only=True)
+class SettingSpec(Generic[T]):
+    """A setting a plugin declares (hook ``pimem_declare_settings``) and reads with :meth:`read`.
+
+    The plugin manager validates it once, when it loads the plugin and before ``is_active``; a
+    bad value raises :class:`SettingsError` and stops pimem, as core settings do (ADR 0004).
+    """
+
+    #: The plugin that owns the setting (its entry-point name).
+    plugin: str
+    #: A short name, shown by ``pimem plugins`` and ``pimem status``.
+    name: str
+    #: The environment variable it is read from.
+    env: str
+    #: Turns the (non-empty) raw value into the setting; raises :class:`SettingsError` with its
+    #: own message, or ``ValueError`` for the message built from ``invalid``.
+    parse: Callable[[str], T] = attrs.field(eq=False)
+    #: The value when the variable is unset or empty.
+    default: T
+    #: One line for ``pimem plugins``.
+    help: str
+    #: What a good value is, for the error: ``{env} must be {invalid}, got {raw!r}; ...``.
+    invalid: str = "a valid value"
+    #: Masked wherever it is shown (API keys, tokens).
+    secret: bool = False
+
+    def parse_env(self, environ: Mapping[str, str]) -> T:
+        """The setting's value in *environ*; raise :class:`SettingsError` on a bad one."""
+        raw = environ.get(self.env, "")
+        if not raw:
+            return self.default
+        try:
+            return self.parse(raw)
+        except SettingsError:
+            raise
+        except (ValueError, TypeError):
+            shown = "****" if self.secret else repr(raw)
+            raise SettingsError(
+                f"{self.env} must be {self.invalid}, got {shown}; "
+                f"unset it for the default of {self.show(self.default)}."
+            ) from None
+
+    def read(self, settings: Settings) -> T:
+        """This setting's value in *settings* (validated when the plugin was loaded)."""
+        if self.env in settings.plugin_values:
+            return cast(T, settings.plugin_values[self.env])
+        return self.parse_env(settings.environ)
+
+    def show(self, value: object) -> str | int | float | bool | list[str] | None:
+        """*value* for ``pimem plugins`` and ``pimem status`` (JSON-ready), secrets masked."""
+        if self.secret and value:
+            return "****"
+        if value is None or isinstance(value, str | int | float | bool):
+            return value
+        if isinstance(value, frozenset | set):
+            return sorted(str(part) for part in value)
+        if isinstance(value, tuple | list):
+            return [str(part) for part in value]
+        return str(value)
+
+
+def parse_switch(name: str) -> Callable[[str], bool]:
+    """A parser for an ``on``/``off`` setting with pimem's message."""
+    return lambda raw: _switch({name: raw}, name, default=False)
+
+
+def parse_milliseconds(
+    name: str, default: int, *, allow_zero: bool = False
+) -> Callable[[str], int]:
+    """A parser for a (positive, or with *allow_zero* whole) number of milliseconds."""
+    return lambda raw: _milliseconds({name: raw}, name, default, allow_zero=allow_zero)
+
+
+def parse_text(raw: str) -> str:
+    """A parser for text taken as written (any non-empty value)."""
+    return raw
+
+
+def parse_fraction(name: str, default: float) -> Callable[[str], float]:
+    """A parser for a number from 0 to 1 with pimem's message."""
+    return lambda raw: _fraction({name: raw}, name, default)
+
+
+def parse_count(name: str, default: int, *, unit: str | None = None) -> Callable[[str], int]:
+    """A parser for a whole number with pimem's message."""
+    return lambda raw: _count({name: raw}, name, default, unit=unit)
 
 
 _ON = {"on", "1", "true", "yes"}
@@ -234,14 +302,6 @@ def _task_names(raw: str) -> frozenset[str]:
                 "maintenance off."
             )
     return frozenset(names)
-
-
-def _command(raw: str | None) -> str | None:
-    # A relative path is anchored where pimem started: the command later runs in other
-    # directories. A bare name is left to the PATH search.
-    if raw and os.sep in raw and not os.path.isabs(raw):
-        return os.path.abspath(raw)
-    return raw
 
 
 def _local_time(env: Mapping[str, str], name: str) -> datetime | None:

@@ -28,7 +28,7 @@ import attrs
 from pimem_core import hookimpl
 from pimem_core.backend import process_queue
 from pimem_core.render import render_hit_block
-from pimem_core.settings import Settings
+from pimem_core.settings import Settings, SettingSpec, parse_fraction, parse_switch
 from pimem_core.types import Injection, PromptContext, Scope, SearchHit, StatusSection
 
 TOP_K = 3
@@ -41,6 +41,25 @@ MAX_RESTARTS = 2
 SOURCE = "auto-context"
 
 log = logging.getLogger(__name__)
+
+#: Calibrated for the offline all-MiniLM-L6-v2 model (docs/benchmarks.md, auto-context).
+DEFAULT_MIN_SIMILARITY = 0.5
+ENABLED = SettingSpec(
+    plugin=SOURCE,
+    name="enabled",
+    env="PI_MEMSEARCH_AUTO_CONTEXT",
+    parse=parse_switch("PI_MEMSEARCH_AUTO_CONTEXT"),
+    default=False,
+    help="inject memory relevant to each prompt",
+)
+MIN_SIMILARITY = SettingSpec(
+    plugin=SOURCE,
+    name="min_similarity",
+    env="PIMEM_AUTO_CONTEXT_MIN_SIMILARITY",
+    parse=parse_fraction("PIMEM_AUTO_CONTEXT_MIN_SIMILARITY", DEFAULT_MIN_SIMILARITY),
+    default=DEFAULT_MIN_SIMILARITY,
+    help="how close (cosine similarity, 0 to 1) a chunk must be to the prompt to be injected",
+)
 
 PREAMBLE = (
     "Memory recalled for this prompt (auto-context): chunks of the shared project memory that "
@@ -125,11 +144,16 @@ class AutoContext:
         self.restarts = 0
         self.last_error: str | None = None
 
+    @staticmethod
+    @hookimpl
+    def pimem_declare_settings() -> tuple[SettingSpec[bool], SettingSpec[float]]:
+        return (ENABLED, MIN_SIMILARITY)
+
     # -- lifecycle ----------------------------------------------------------------------
 
     @hookimpl
     def pimem_start_session(self, scope: Scope, settings: Settings) -> None:
-        if settings.auto_context and self.state == "idle":
+        if ENABLED.read(settings) and self.state == "idle":
             self._start_warming(scope)
 
     def _start_warming(self, scope: Scope, state: State = "warming") -> None:
@@ -152,7 +176,7 @@ class AutoContext:
     @hookimpl
     def pimem_collect_injections(self, context: PromptContext) -> Iterator[Injection]:
         settings = context.settings
-        if not settings.auto_context:
+        if not ENABLED.read(settings):
             return
         started = time.monotonic()
         self.counters.seen += 1
@@ -191,7 +215,7 @@ class AutoContext:
             return
         self.misses_in_a_row = 0
         chunks = select_chunks(
-            hits, min_similarity=settings.auto_context_min_similarity, snapshot=context.snapshot
+            hits, min_similarity=MIN_SIMILARITY.read(settings), snapshot=context.snapshot
         )
         message = build_message(chunks)
         if message is None:
@@ -224,7 +248,7 @@ class AutoContext:
     @hookimpl
     def pimem_collect_status(self, scope: Scope, settings: Settings) -> Iterator[StatusSection]:
         counters = self.counters
-        if not settings.auto_context:
+        if not ENABLED.read(settings):
             yield StatusSection(
                 name=SOURCE,
                 rank=80,
@@ -233,8 +257,7 @@ class AutoContext:
             )
             return
         lines = [
-            f"auto-context: on ({self.state}, similarity floor "
-            f"{settings.auto_context_min_similarity:g})",
+            f"auto-context: on ({self.state}, similarity floor {MIN_SIMILARITY.read(settings):g})",
             f"auto-context prompts: {counters.seen} seen, {counters.injected} injected, "
             f"{counters.skipped_budget} skipped for the deadline, {counters.skipped_empty} "
             f"with nothing relevant, {counters.skipped_error} skipped on errors",
@@ -252,7 +275,7 @@ class AutoContext:
                 "state": self.state,
                 "restarts": self.restarts,
                 "last_error": self.last_error,
-                "min_similarity": settings.auto_context_min_similarity,
+                "min_similarity": MIN_SIMILARITY.read(settings),
                 **attrs.asdict(counters),
             },
         )

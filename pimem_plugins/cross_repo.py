@@ -14,10 +14,30 @@ from pathlib import Path
 
 import attrs
 
-from pimem_core import hookimpl
+from pimem_core import SettingSpec, hookimpl
 from pimem_core.errors import CollectionMissing, NoMemoryYet, SettingsError
 from pimem_core.types import BackendCall, CrossRepoResult, Scope, SearchHit, SearchQuery
 from pimem_plugins.layout import TREE
+
+
+def _roots(raw: str) -> tuple[Path, ...]:
+    return tuple(Path(part) for part in raw.split(os.pathsep) if part)
+
+
+SCAN_ROOTS: SettingSpec[tuple[Path, ...]] = SettingSpec(
+    plugin="cross-repo",
+    name="scan_roots",
+    env="PI_MEMSEARCH_SCAN_ROOTS",
+    parse=_roots,
+    default=(),
+    help="directories whose immediate children cross-repo recall searches",
+)
+
+
+@hookimpl
+def pimem_declare_settings() -> tuple[SettingSpec[tuple[Path, ...]]]:
+    return (SCAN_ROOTS,)
+
 
 VARIABLE = "PI_MEMSEARCH_SCAN_ROOTS"
 
@@ -115,7 +135,7 @@ def pimem_search_projects(
     resolve_project: Callable[[Path], Scope],
     search_project: Callable[[Scope], tuple[SearchHit, ...]],
 ) -> CrossRepoResult:
-    plan = plan_search(scope, discover_projects(call.settings.scan_roots), resolve_project)
+    plan = plan_search(scope, discover_projects(SCAN_ROOTS.read(call.settings)), resolve_project)
     found: list[tuple[Path, tuple[SearchHit, ...]]] = []
     skipped: list[Path] = []
     for done, target in enumerate(plan.targets, 1):

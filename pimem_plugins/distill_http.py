@@ -17,7 +17,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from pimem_core import PimemError, Settings, hookimpl
+from pimem_core import PimemError, Settings, SettingSpec, hookimpl
+from pimem_core.settings import parse_text
 from pimem_core.types import Distillation, DistillRequest
 from pimem_plugins.distill_prompt import NO_TEXT, SYSTEM_PROMPT, clean_bullets
 
@@ -29,10 +30,40 @@ _CHUNK = 64 * 1024
 
 #: The setting that turns this distiller on (shown by `pimem plugins`).
 ACTIVATION_SETTING = "PIMEM_DISTILL_URL"
+URL: SettingSpec[str | None] = SettingSpec(
+    plugin="distill-http",
+    name="url",
+    env="PIMEM_DISTILL_URL",
+    parse=parse_text,
+    default=None,
+    help="base URL of an OpenAI-compatible API (activates this distiller)",
+)
+MODEL: SettingSpec[str | None] = SettingSpec(
+    plugin="distill-http",
+    name="model",
+    env="PIMEM_DISTILL_MODEL",
+    parse=parse_text,
+    default=None,
+    help="the model sent to the endpoint (without it the endpoint is not used)",
+)
+API_KEY: SettingSpec[str | None] = SettingSpec(
+    plugin="distill-http",
+    name="api_key",
+    env="PIMEM_DISTILL_API_KEY",
+    parse=parse_text,
+    default=None,
+    help="sent as a bearer token",
+    secret=True,
+)
+
+
+@hookimpl
+def pimem_declare_settings() -> tuple[SettingSpec[str | None], ...]:
+    return (URL, MODEL, API_KEY)
 
 
 def is_active(settings: Settings) -> bool:
-    return settings.distill_url is not None
+    return URL.read(settings) is not None
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -48,27 +79,29 @@ _OPENER = urllib.request.build_opener(_NoRedirects)
 @hookimpl
 def pimem_distill_exchange(request: DistillRequest) -> Distillation | None:
     settings = request.settings
-    if not (settings.distill_url and settings.distill_model and request.models_allowed):
+    model = MODEL.read(settings)
+    if not (URL.read(settings) and model and request.models_allowed):
         return None
     if settings.distiller == "http" or (
         settings.distiller == "auto" and request.host_model is None
     ):
         text = complete(settings, SYSTEM_PROMPT, request.exchange.transcript)
-        return Distillation(text=text, distiller=f"http:{settings.distill_model}", used_model=True)
+        return Distillation(text=text, distiller=f"http:{model}", used_model=True)
     return None
 
 
 def complete(settings: Settings, system: str, prompt: str) -> str:
     """Ask the endpoint of *settings* for bullets; raise :class:`PimemError` on any failure."""
-    if not (settings.distill_url and settings.distill_model):
+    base, model = URL.read(settings), MODEL.read(settings)
+    if not (base and model):
         raise PimemError("distillation over HTTP needs PIMEM_DISTILL_URL and PIMEM_DISTILL_MODEL")
-    url = settings.distill_url.rstrip("/") + "/chat/completions"
+    url = base.rstrip("/") + "/chat/completions"
     where = _display(url)
     if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
         raise PimemError(
-            f"PIMEM_DISTILL_URL must be an http:// or https:// URL, got {_display(settings.distill_url)!r}"
+            f"PIMEM_DISTILL_URL must be an http:// or https:// URL, got {_display(base)!r}"
         )
-    key = settings.distill_api_key
+    key = API_KEY.read(settings)
     try:
         return _complete(settings, url, where, system, prompt)
     except PimemError as error:
@@ -81,7 +114,7 @@ def complete(settings: Settings, system: str, prompt: str) -> str:
 def _complete(settings: Settings, url: str, where: str, system: str, prompt: str) -> str:
     body = json.dumps(
         {
-            "model": settings.distill_model,
+            "model": MODEL.read(settings),
             "messages": [
                 {"role": "system", "content": system},
                 {"role": "user", "content": prompt},
@@ -90,8 +123,9 @@ def _complete(settings: Settings, url: str, where: str, system: str, prompt: str
         }
     ).encode()
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    if settings.distill_api_key:
-        headers["Authorization"] = f"Bearer {settings.distill_api_key}"
+    key = API_KEY.read(settings)
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
     call = urllib.request.Request(url, data=body, headers=headers, method="POST")
     timeout_ms = settings.distill_timeout_ms
     deadline = time.monotonic() + timeout_ms / 1000

@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from pimem_core import hookimpl
+from pimem_core import SettingSpec, hookimpl
 from pimem_core.backend import process_queue
 from pimem_core.errors import PimemError
+from pimem_core.settings import parse_milliseconds
 from pimem_core.types import (
     BackendCall,
     CompactResult,
@@ -40,6 +41,19 @@ from pimem_plugins.memsearch_engine import (
 T = TypeVar("T")
 
 
+DEFAULT_DB_LINGER_MS = 1_000
+#: How long the memory database stays open after a call (0 closes it after every call); other
+#: processes wait for it at most this long (ADR 0006).
+DB_LINGER_MS = SettingSpec(
+    plugin="memsearch-index",
+    name="db_linger_ms",
+    env="PIMEM_DB_LINGER_MS",
+    parse=parse_milliseconds("PIMEM_DB_LINGER_MS", DEFAULT_DB_LINGER_MS, allow_zero=True),
+    default=DEFAULT_DB_LINGER_MS,
+    help="milliseconds the memory database stays open after a call (0: close at once)",
+)
+
+
 def _rebuild(scope: Scope) -> str:
     try:
         uri = shared_engine().describe(scope)["milvus_uri"]
@@ -51,7 +65,7 @@ def _rebuild(scope: Scope) -> str:
 def _run(
     label: str, operation: Callable[[], T], call: BackendCall, timeout_ms: int | None, scope: Scope
 ) -> T:
-    shared_engine().linger = call.settings.db_linger_ms / 1000
+    shared_engine().linger = DB_LINGER_MS.read(call.settings) / 1000
     try:
         return process_queue().run(
             label,
@@ -78,6 +92,11 @@ def _run(
 
 class MemsearchIndex:
     """Indexing hooks on the shared in-process memsearch engine."""
+
+    @staticmethod
+    @hookimpl
+    def pimem_declare_settings() -> tuple[SettingSpec[int]]:
+        return (DB_LINGER_MS,)
 
     @hookimpl(trylast=True)
     def pimem_index_memory(

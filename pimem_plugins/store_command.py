@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Literal
 
-from pimem_core import Settings, hookimpl
+from pimem_core import Settings, SettingSpec, hookimpl
 from pimem_core.errors import ScopeError
 from pimem_core.types import COLLECTION_NAME, Scope
 from pimem_plugins.layout import discovered_store, find_repository_dir, index_state_path
@@ -126,8 +126,32 @@ class StoreCommand:
         return answer
 
 
+def _command(raw: str) -> str:
+    # A relative path is anchored where pimem started: the command later runs in other
+    # directories. A bare name is left to the PATH search.
+    if os.sep in raw and not os.path.isabs(raw):
+        return os.path.abspath(raw)
+    return raw
+
+
+#: The store command: one executable, called as ``<cmd> <mode>`` (ADR 0005).
+COMMAND: SettingSpec[str | None] = SettingSpec(
+    plugin="store-command",
+    name="command",
+    env="PI_MEMSEARCH_STORE_CMD",
+    parse=_command,
+    default=None,
+    help="one executable that names each scope's store (activates this resolver)",
+)
+
+
 class StoreCommandScope:
     """Scope resolution through ``PI_MEMSEARCH_STORE_CMD``."""
+
+    @staticmethod
+    @hookimpl
+    def pimem_declare_settings() -> tuple[SettingSpec[str | None]]:
+        return (COMMAND,)
 
     def __init__(self) -> None:
         self._commands: dict[str, StoreCommand] = {}
@@ -138,10 +162,10 @@ class StoreCommandScope:
 
     @staticmethod
     def is_active(settings: Settings) -> bool:
-        return settings.store_command is not None
+        return COMMAND.read(settings) is not None
 
     def _command(self, settings: Settings) -> StoreCommand:
-        command = settings.store_command
+        command = COMMAND.read(settings)
         assert command is not None, "registered only when PI_MEMSEARCH_STORE_CMD is set"
         return self._commands.setdefault(command, StoreCommand(command))
 
@@ -181,5 +205,5 @@ class StoreCommandScope:
             memory_dir=memory_dir,
             collection=self._command(settings).collection(project_dir),
             index_state_path=state_path,
-            store_command=settings.store_command,
+            store_command=COMMAND.read(settings),
         )

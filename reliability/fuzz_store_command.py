@@ -22,7 +22,7 @@ from pimem_core.errors import ScopeError
 from pimem_core.settings import Settings
 from pimem_core.types import COLLECTION_NAME, Scope
 from pimem_plugins import store_command
-from pimem_plugins.store_command import Mode, StoreCommand, StoreCommandScope
+from pimem_plugins.store_command import COMMAND, Mode, StoreCommand, StoreCommandScope
 from reliability.fuzzing import run_property
 from reliability.outcome import Outcome
 
@@ -82,7 +82,9 @@ def check_scope(scope: Scope) -> None:
 
 def _resolve(command: str, cwd: Path) -> None:
     try:
-        scope = StoreCommandScope().pimem_resolve_scope(cwd, Settings(store_command=command))
+        scope = StoreCommandScope().pimem_resolve_scope(
+            cwd, Settings().with_values((COMMAND, command))
+        )
     except ScopeError as error:
         refusal = str(error)
     else:

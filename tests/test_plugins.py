@@ -17,7 +17,13 @@ from pathlib import Path
 import pytest
 
 from pimem_core import Pimem, Settings, hookimpl
-from pimem_core.errors import NoProviderError, PluginError, PluginLoadError, StoreError
+from pimem_core.errors import (
+    NoProviderError,
+    PluginError,
+    PluginLoadError,
+    SettingsError,
+    StoreError,
+)
 from pimem_core.hookspecs import PimemSpecs
 from pimem_core.manager import PimemPluginManager, build_plugin_manager
 
@@ -421,3 +427,64 @@ def test_an_observer_failure_does_not_undo_a_successful_write(
         file = pimem.append_entry(pimem.resolve_scope(repo), entry)
     assert file.read_text().endswith("- kept\n\n")
     assert "indexer exploded" in caplog.text
+
+
+# -- plugin settings (pimem_declare_settings) -----------------------------------------------------
+
+LOUD = """
+from pimem_core import SettingSpec, hookimpl
+from pimem_core.settings import parse_switch
+
+LOUD = SettingSpec(
+    plugin="extra",
+    name="loud",
+    env="PIMEM_EXTRA_LOUD",
+    parse=parse_switch("PIMEM_EXTRA_LOUD"),
+    default=False,
+    help="shout",
+)
+
+
+class Loud:
+    @staticmethod
+    @hookimpl
+    def pimem_declare_settings():
+        return (LOUD,)
+
+    @staticmethod
+    def is_active(settings):
+        return LOUD.read(settings)
+"""
+
+
+def test_a_declared_setting_activates_its_plugin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = f"pimem_loud_{uuid.uuid4().hex}"
+    make_distribution(tmp_path / "site", "pimem-loud", {"extra": f"{module}:Loud"}, {module: LOUD})
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    points = [entry_point("extra", f"{module}:Loud")]
+
+    quiet = build_plugin_manager(Settings.from_env({}), entry_points=points)
+    assert [record.status for record in quiet.records] == ["inactive-by-setting"]
+    assert [value.value for value in quiet.records[0].settings] == [False]
+
+    loud = build_plugin_manager(Settings.from_env({"PIMEM_EXTRA_LOUD": "on"}), entry_points=points)
+    assert [record.status for record in loud.records] == ["active"]
+    spec = next(iter(loud.hook.pimem_declare_settings()))[0]
+    assert spec.read(loud.settings) is True
+    assert spec.read(Settings().with_values((spec, True))) is True
+
+    with pytest.raises(SettingsError, match=r"^PIMEM_EXTRA_LOUD must be 'on' or 'off', got 'loud'"):
+        build_plugin_manager(Settings.from_env({"PIMEM_EXTRA_LOUD": "loud"}), entry_points=points)
+
+
+def test_a_declaration_that_is_not_a_setting_spec_does_not_fit() -> None:
+    class Wrong:
+        @staticmethod
+        @hookimpl
+        def pimem_declare_settings() -> tuple[str]:
+            return ("PIMEM_WRONG",)
+
+    with pytest.raises(PluginLoadError, match=r"gave a str, not a pimem_core\.SettingSpec"):
+        PimemPluginManager().add_plugin(Wrong(), "wrong")

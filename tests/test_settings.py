@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 
@@ -12,14 +12,27 @@ import pytest
 
 from pimem_core import Settings
 from pimem_core.errors import SettingsError
+from pimem_plugins.auto_context import ENABLED as AUTO_CONTEXT
+from pimem_plugins.auto_context import MIN_SIMILARITY
+from pimem_plugins.cross_repo import SCAN_ROOTS
+from pimem_plugins.store_command import COMMAND as STORE_COMMAND
 
 from conftest import make_pimem, run_cli
 
-SWITCHES = {
-    "PI_MEMSEARCH_CAPTURE": ("capture", True),
-    "PI_MEMSEARCH_SNAPSHOT": ("snapshot", True),
-    "PI_MEMSEARCH_AUTO_CONTEXT": ("auto_context", False),
-    "PIMEM_STRICT_PLUGINS": ("strict_plugins", False),
+#: Bundled plugins' declared settings, validated as the plugin manager does when it loads them.
+PLUGIN_SPECS = (AUTO_CONTEXT, MIN_SIMILARITY, SCAN_ROOTS, STORE_COMMAND)
+
+
+def parse(env: Mapping[str, str] | None = None) -> Settings:
+    """Core settings and the bundled plugins' declared ones, as ``Pimem.from_env`` parses them."""
+    return Settings.from_env(env).declare(PLUGIN_SPECS)
+
+
+SWITCHES: dict[str, tuple[Callable[[Settings], bool], bool]] = {
+    "PI_MEMSEARCH_CAPTURE": (lambda settings: settings.capture, True),
+    "PI_MEMSEARCH_SNAPSHOT": (lambda settings: settings.snapshot, True),
+    "PI_MEMSEARCH_AUTO_CONTEXT": (AUTO_CONTEXT.read, False),
+    "PIMEM_STRICT_PLUGINS": (lambda settings: settings.strict_plugins, False),
 }
 TIMEOUTS = {
     "PI_MEMSEARCH_SEARCH_TIMEOUT_MS": ("search_timeout_ms", 30_000),
@@ -33,28 +46,28 @@ def test_defaults() -> None:
     assert settings.capture is True
     assert settings.capture_model is None
     assert settings.snapshot is True
-    assert settings.auto_context is False
+    assert AUTO_CONTEXT.read(settings) is False
     assert settings.search_timeout_ms == 30_000
     assert settings.compact_timeout_ms == 300_000
-    assert settings.scan_roots == ()
-    assert settings.store_command is None
+    assert SCAN_ROOTS.read(settings) == ()
+    assert STORE_COMMAND.read(settings) is None
     assert settings.memsearch_dir is None
     assert settings.disabled_plugins == frozenset()
     assert settings.strict_plugins is False
     assert settings.fixed_now is None
-    assert settings.auto_context_min_similarity == 0.5
+    assert MIN_SIMILARITY.read(settings) == 0.5
 
 
 @pytest.mark.parametrize(("raw", "value"), [("0", 0.0), ("0.35", 0.35), ("1", 1.0)])
 def test_the_similarity_floor_is_a_fraction(raw: str, value: float) -> None:
     env = {"PIMEM_AUTO_CONTEXT_MIN_SIMILARITY": raw}
-    assert Settings.from_env(env).auto_context_min_similarity == value
+    assert MIN_SIMILARITY.read(parse(env)) == value
 
 
 @pytest.mark.parametrize("raw", ["1.5", "-0.1", "high", "nan"])
 def test_the_similarity_floor_rejects_anything_else(raw: str) -> None:
     with pytest.raises(SettingsError) as raised:
-        Settings.from_env({"PIMEM_AUTO_CONTEXT_MIN_SIMILARITY": raw})
+        parse({"PIMEM_AUTO_CONTEXT_MIN_SIMILARITY": raw})
     assert str(raised.value) == (
         f"PIMEM_AUTO_CONTEXT_MIN_SIMILARITY must be a number from 0 to 1, got {raw!r}; "
         "unset it for the default of 0.5."
@@ -64,7 +77,7 @@ def test_the_similarity_floor_rejects_anything_else(raw: str) -> None:
 def test_empty_values_mean_unset() -> None:
     names = [*SWITCHES, *TIMEOUTS, "PI_MEMSEARCH_SCAN_ROOTS", "PI_MEMSEARCH_STORE_CMD"]
     names += ["MEMSEARCH_DIR", "PIMEM_DISABLE_PLUGINS", "PIMEM_NOW", "PI_MEMSEARCH_CAPTURE_MODEL"]
-    assert Settings.from_env(dict.fromkeys(names, "")) == Settings()
+    assert parse(dict.fromkeys(names, "")) == parse({})
 
 
 def test_from_env_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -73,10 +86,8 @@ def test_from_env_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_plain_string_variables_are_kept_as_given() -> None:
-    settings = Settings.from_env(
-        {"PI_MEMSEARCH_STORE_CMD": "/usr/local/bin/store", "MEMSEARCH_DIR": "rel/dir"}
-    )
-    assert settings.store_command == "/usr/local/bin/store"
+    settings = parse({"PI_MEMSEARCH_STORE_CMD": "/usr/local/bin/store", "MEMSEARCH_DIR": "rel/dir"})
+    assert STORE_COMMAND.read(settings) == "/usr/local/bin/store"
     assert settings.memsearch_dir == "rel/dir"
 
 
@@ -86,21 +97,21 @@ def test_plain_string_variables_are_kept_as_given() -> None:
 @pytest.mark.parametrize("name", SWITCHES)
 @pytest.mark.parametrize(("raw", "value"), [("on", True), ("off", False)])
 def test_switch_accepts_on_and_off(name: str, raw: str, value: bool) -> None:
-    field, _ = SWITCHES[name]
-    assert getattr(Settings.from_env({name: raw}), field) is value
+    read, _ = SWITCHES[name]
+    assert read(parse({name: raw})) is value
 
 
 @pytest.mark.parametrize("name", SWITCHES)
 def test_switch_unset_is_its_default(name: str) -> None:
-    field, default = SWITCHES[name]
-    assert getattr(Settings.from_env({}), field) is default
+    read, default = SWITCHES[name]
+    assert read(parse({})) is default
 
 
 @pytest.mark.parametrize("name", SWITCHES)
 @pytest.mark.parametrize("raw", ["maybe", "enabled", "o n"])
 def test_switch_rejects_other_words(name: str, raw: str) -> None:
     with pytest.raises(SettingsError) as caught:
-        Settings.from_env({name: raw})
+        parse({name: raw})
     assert name in str(caught.value)
     assert repr(raw) in str(caught.value)
 
@@ -109,7 +120,7 @@ def test_switch_rejects_other_words(name: str, raw: str) -> None:
     ("raw", "value"), [("ON", True), ("Off", False), ("1", True), ("no", False)]
 )
 def test_switch_synonyms_and_case(raw: str, value: bool) -> None:
-    assert Settings.from_env({"PI_MEMSEARCH_AUTO_CONTEXT": raw}).auto_context is value
+    assert AUTO_CONTEXT.read(parse({"PI_MEMSEARCH_AUTO_CONTEXT": raw})) is value
 
 
 # -- timeouts (TC-29) ----------------------------------------------------------------------------
@@ -131,7 +142,7 @@ def test_timeout_unset_is_the_default(name: str) -> None:
 @pytest.mark.parametrize("raw", ["soon", "later", "0", "-5", "1.5", "1e3", " 45000", "٤٥"])
 def test_timeout_rejects_anything_else(name: str, raw: str) -> None:
     with pytest.raises(SettingsError) as caught:
-        Settings.from_env({name: raw})
+        parse({name: raw})
     assert name in str(caught.value)
     assert repr(raw) in str(caught.value)
 
@@ -147,14 +158,14 @@ def test_compact_timeout_can_be_raised() -> None:
 
 def test_scan_roots_split_on_the_path_separator() -> None:
     raw = os.pathsep.join(["/a", "", "/b/c", ""])
-    assert Settings.from_env({"PI_MEMSEARCH_SCAN_ROOTS": raw}).scan_roots == (
+    assert SCAN_ROOTS.read(parse({"PI_MEMSEARCH_SCAN_ROOTS": raw})) == (
         Path("/a"),
         Path("/b/c"),
     )
 
 
 def test_single_scan_root() -> None:
-    assert Settings.from_env({"PI_MEMSEARCH_SCAN_ROOTS": "/code"}).scan_roots == (Path("/code"),)
+    assert SCAN_ROOTS.read(parse({"PI_MEMSEARCH_SCAN_ROOTS": "/code"})) == (Path("/code"),)
 
 
 def test_disabled_plugins_are_comma_separated_and_trimmed() -> None:
@@ -251,6 +262,6 @@ def test_a_relative_store_command_is_anchored_where_pimem_started(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    settings = Settings.from_env({"PI_MEMSEARCH_STORE_CMD": "bin/resolver"})
-    assert settings.store_command == str(tmp_path / "bin" / "resolver")
-    assert Settings.from_env({"PI_MEMSEARCH_STORE_CMD": "resolver"}).store_command == "resolver"
+    settings = parse({"PI_MEMSEARCH_STORE_CMD": "bin/resolver"})
+    assert STORE_COMMAND.read(settings) == str(tmp_path / "bin" / "resolver")
+    assert STORE_COMMAND.read(parse({"PI_MEMSEARCH_STORE_CMD": "resolver"})) == "resolver"

@@ -31,8 +31,8 @@ from bench.quality.queries import Query, build_queries
 from bench.quality.sessions import SessionFile
 from pimem_core import Pimem
 from pimem_core.offline_model import OfflineModel
-from pimem_core.settings import DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY
 from pimem_core.types import Anchor, Scope, SearchHit, SearchQuery, Transcript, TranscriptRequest
+from pimem_plugins.auto_context import DEFAULT_MIN_SIMILARITY as DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY
 from pimem_plugins.memsearch_engine import parse_anchor
 
 #: The store's identity: a kept world is reused only when all of it matches.
