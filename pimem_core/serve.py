@@ -7,6 +7,10 @@ the same shapes; ids of pimem's requests are strings starting with ``pimem-``. A
 not a request gets an error reply and the server keeps serving. End of stdin ends the server,
 after the session's shutdown.
 
+The ``memory.*`` methods are the served commands of the command table
+(:mod:`pimem_core.commands`), run by the handlers the CLI runs; the ``session.*`` methods are
+this module's own.
+
 The first line the server writes is ``{"event": "ready", ...}``; ``pimem serve`` writes it
 before importing any of pimem (:mod:`pimem_core.launcher`), so the host is never kept waiting by
 start-up.
@@ -25,41 +29,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
-from pimem_core import launcher
 from pimem_core.api import Pimem
-from pimem_core.errors import NoMemoryYet, PimemError
+from pimem_core.budget import DistillBudget
+from pimem_core.commands import SHARED, Command, Door, UsageError, served
+from pimem_core.errors import PimemError
 from pimem_core.host_model import ModelRef, model_ref_from_json, resolve_capture_model
-from pimem_core.render import (
-    cross_repo_to_json,
-    hit_to_json,
-    redaction_to_json,
-    render_cross_repo,
-    render_hits,
-    render_redaction,
-    render_section,
-    render_status,
-    render_transcript,
-    section_to_json,
-    status_to_json,
-    transcript_to_json,
-)
 from pimem_core.session import Session, SessionInfo
-from pimem_core.skills import (
-    candidate_to_json,
-    render_candidate,
-    render_candidates,
-    render_installed,
-)
-from pimem_core.types import (
-    Anchor,
-    BranchEntry,
-    DayAddress,
-    Entry,
-    HostModel,
-    Scope,
-    SearchQuery,
-    TranscriptRequest,
-)
+from pimem_core.types import BranchEntry, HostModel, Scope
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +43,8 @@ MAX_LINE = 8 * 1024 * 1024
 WORKERS = 8
 
 
-class RequestError(PimemError):
-    """A request the server cannot act on (unknown method, missing or wrong-typed params)."""
+#: A request the server cannot act on (unknown method, missing or wrong-typed params).
+RequestError = UsageError
 
 
 class Params:
@@ -79,12 +55,12 @@ class Params:
             raw = {}
         if not isinstance(raw, dict):
             raise RequestError("params must be a JSON object")
-        self._raw: dict[str, Any] = raw
+        self.raw: dict[str, Any] = raw
         #: Tells the host what a queued request waits on.
         self.progress = progress
 
     def text(self, name: str, *, required: bool = True) -> str:
-        value = self._raw.get(name)
+        value = self.raw.get(name)
         if value is None and not required:
             return ""
         if not isinstance(value, str) or (required and not value):
@@ -92,7 +68,7 @@ class Params:
         return value
 
     def optional_text(self, name: str) -> str | None:
-        value = self._raw.get(name)
+        value = self.raw.get(name)
         if value is None or value == "":
             return None
         if not isinstance(value, str):
@@ -106,16 +82,8 @@ class Params:
         value = self.optional_text(name)
         return None if value is None else _path(name, value)
 
-    def number(self, name: str, default: int, *, minimum: int) -> int:
-        value = self._raw.get(name, default)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise RequestError(f'"{name}" must be a whole number of at least {minimum}')
-        return value
-
     def model(self, name: str) -> ModelRef | None:
-        raw = self._raw.get(name)
+        raw = self.raw.get(name)
         if raw is None:
             return None
         try:
@@ -124,7 +92,7 @@ class Params:
             raise RequestError(f'"{name}": {error}') from None
 
     def models(self, name: str) -> tuple[ModelRef, ...]:
-        raw = self._raw.get(name)
+        raw = self.raw.get(name)
         if raw is None:
             return ()
         if not isinstance(raw, list):
@@ -135,7 +103,7 @@ class Params:
             raise RequestError(f'"{name}": {error}') from None
 
     def branch(self) -> tuple[BranchEntry, ...] | None:
-        raw = self._raw.get("branch")
+        raw = self.raw.get("branch")
         if raw is None:
             return None
         if not isinstance(raw, list):
@@ -166,8 +134,11 @@ def _path(name: str, value: str) -> Path:
 class Server:
     """Serves one host session over a pair of streams."""
 
-    def __init__(self, pimem: Pimem, reader: IO[str], writer: IO[str]) -> None:
+    def __init__(
+        self, pimem: Pimem, reader: IO[str], writer: IO[str], *, announce: bool = True
+    ) -> None:
         self._pimem = pimem
+        self._announce = announce
         self._reader = reader
         self._writer = writer
         self._write_lock = threading.Lock()
@@ -184,21 +155,14 @@ class Server:
             "session.settled": self._settled,
             "session.compacted": self._compacted,
             "session.shutdown": self._shutdown,
-            "memory.search": self._search,
-            "memory.expand": self._expand,
-            "memory.transcript": self._transcript,
-            "memory.write": self._write,
-            "memory.forget": self._forget,
-            "memory.compact": self._compact,
-            "memory.status": self._status,
-            "memory.skills": self._skills,
             "ping": lambda params: {"pong": True},
+            **{method: self._command(commands) for method, commands in served(SHARED).items()},
         }
 
     # -- the wire -----------------------------------------------------------------------
 
     def serve(self) -> None:
-        if not launcher.announced():  # `pimem serve` said it is ready before importing pimem
+        if self._announce:  # else `pimem serve` said it is ready before importing pimem
             self._send({"event": "ready", "methods": sorted(self._methods)})
         for line in iter(self._reader.readline, ""):
             self._receive(line)
@@ -371,130 +335,60 @@ class Server:
             "seconds": round(report.seconds, 3),
         }
 
-    # -- tools ----------------------------------------------------------------------------
+    # -- the command table's methods ----------------------------------------------------------
 
-    def _search(self, params: Params) -> object:
-        text = params.text("query")
-        if not text.strip():
-            raise RequestError('"query" must hold at least one word, not only whitespace')
-        scope_name = params.optional_text("scope") or "project"
-        if scope_name not in ("project", "all"):
-            raise RequestError(f'"scope" must be "project" or "all", got {scope_name!r}')
-        query = SearchQuery(text=text, top_k=params.number("top_k", 5, minimum=1))
-        if scope_name == "all":
-            result = self._pimem.search_everywhere(self._scope(), query, on_wait=params.progress)
-            return {"text": render_cross_repo(text, result), **cross_repo_to_json(result)}
-        try:
-            hits = self._pimem.search_memory(self._scope(), query, on_wait=params.progress)
-        except NoMemoryYet as empty:  # not an error: an empty store has no hits
-            return {"text": str(empty), "hits": []}
-        return {"text": render_hits(text, hits), "hits": [hit_to_json(hit) for hit in hits]}
+    def _command(self, commands: tuple[Command, ...]) -> Callable[[Params], object]:
+        """The handler of a served method: its command (by ``action`` when several share it),
+        run with its params read from the request."""
+        actions = {command.action: command for command in commands}
 
-    def _expand(self, params: Params) -> object:
-        scope = self._scope()
-        project = params.optional_path("project")
-        if project is not None and not project.is_absolute():
-            raise RequestError(
-                f'"project" must be a project label, the absolute path a cross-repo hit names, '
-                f"got {str(project)!r}"
-            )
-        foreign = project is not None and project != scope.scope_dir
-        if project is not None and foreign:
-            scope = self._pimem.resolve_project(project)
-        section = self._pimem.expand_chunk(
-            scope, params.text("chunk_hash"), on_wait=params.progress, read_only=foreign
-        )
-        return {"text": render_section(section), "section": section_to_json(section)}
+        def handle(params: Params) -> object:
+            command = commands[0]
+            if len(commands) > 1:
+                action = params.optional_text("action") or commands[0].action
+                if action not in actions:
+                    *rest, last = (str(name) for name in actions)
+                    names = f"{', '.join(rest)} or {last}"
+                    raise RequestError(f'"action" must be {names}, got {action!r}')
+                command = actions[action]
+            info = self.session.info
+            args = {param.name: param.from_request(params.raw, info) for param in command.params}
+            return command.run(_ServedDoor(self, params.progress), args).served()
 
-    def _transcript(self, params: Params) -> object:
-        transcript = self._pimem.read_transcript(
-            TranscriptRequest(
-                path=params.path("transcript_path"),
-                turn=params.optional_text("turn"),
-                context=params.number("context", 3, minimum=0),
-                limit=params.number("limit", 20, minimum=1),
-            )
-        )
-        return {"text": render_transcript(transcript), **transcript_to_json(transcript)}
-
-    def _write(self, params: Params) -> object:
-        info = self.session.info
-        turn = params.optional_text("turn")
-        if info is None or info.transcript is None or turn is None:
-            raise RequestError(
-                "memory_write needs a persisted session: the session anchor needs an entry id "
-                "and a transcript path"
-            )
-        entry = Entry(
-            anchor=Anchor(session=info.session_id, turn=turn, transcript=str(info.transcript)),
-            content=params.text("content"),
-            written_at=self._pimem.settings.now(),
-        )
-        file = self._pimem.append_entry(self._scope(), entry)
-        return {"text": f"Saved the memory entry to {file}", "file": str(file)}
-
-    def _forget(self, params: Params) -> object:
-        scope = self._scope()
-        chunk = params.optional_text("chunk_hash")
-        day, time = params.optional_text("date"), params.optional_text("time")
-        if (chunk is None) == (day is None and time is None):
-            raise RequestError(
-                "memory_forget takes exactly one address: a chunk_hash, or date and time together"
-            )
-        if chunk is not None:
-            redaction = self._pimem.forget_chunk(scope, chunk, on_wait=params.progress)
-        elif day is None or time is None:
-            raise RequestError("memory_forget by day needs date and time together")
-        else:
-            redaction = self._pimem.forget_entry(scope, DayAddress.parse(day, time))
-        return {"text": render_redaction(redaction), **redaction_to_json(redaction)}
-
-    def _compact(self, params: Params) -> object:
-        result = self._pimem.compact_memory(self._scope(), on_wait=params.progress)
-        text = result.summary or "Nothing to compact: the collection has no indexed chunks."
-        return {"text": text, "summary": result.summary}
-
-    def _status(self, params: Params) -> object:
-        scope = self._scope()
-        sections = self._pimem.collect_status(scope)
-        return {"text": render_status(scope, sections), **status_to_json(scope, sections)}
-
-    def _skills(self, params: Params) -> object:
-        scope = self._scope()
-        action = params.optional_text("action") or "list"
-        if action == "list":
-            candidates = self._pimem.list_skill_candidates(scope)
-            return {
-                "text": render_candidates(candidates),
-                "candidates": [candidate_to_json(candidate) for candidate in candidates],
-            }
-        if action == "show":
-            candidate = self._pimem.read_skill_candidate(scope, params.text("name"))
-            return {"text": render_candidate(candidate), "candidate": candidate_to_json(candidate)}
-        if action == "install":
-            name = params.text("name")
-            to = params.optional_text("to")
-            if to is None:
-                raise RequestError(
-                    'installing a skill needs "to": the skills directory the user chose '
-                    "(for pi: .pi/skills in the project, or ~/.pi/agent/skills)"
-                )
-            # A relative directory is the project's: the bridge works at the repository.
-            destination = scope.repository_dir / Path(to).expanduser()
-            written = self._pimem.install_skill_candidate(scope, name, destination)
-            return {
-                "text": render_installed(name, written),
-                "installed": [str(path) for path in written],
-            }
-        raise RequestError(f'"action" must be list, show or install, got {action!r}')
+        return handle
 
 
-def serve(pimem: Pimem) -> None:
-    """Serve the host on this process's stdin and stdout."""
+class _ServedDoor(Door):
+    """A served request: the session's scope and budget; waiting goes to the host."""
+
+    def __init__(self, server: Server, progress: Callable[[str], None]) -> None:
+        super().__init__(server._pimem)
+        self._server = server
+        self._progress = progress
+
+    def scope(self) -> Scope:
+        return self._server._scope()
+
+    def base_dir(self) -> Path:
+        return self.scope().repository_dir  # the bridge works at the repository
+
+    def on_wait(self, holder: str) -> None:
+        self._progress(holder)
+
+    def note(self, line: str) -> None:
+        log.warning("%s", line)
+
+    def budget(self) -> DistillBudget:
+        return self._server.session.budget
+
+
+def serve(pimem: Pimem, *, announce: bool = True) -> None:
+    """Serve the host on this process's stdin and stdout; *announce*: write the ready line
+    (``False`` when the launcher wrote it already)."""
     stdin = sys.stdin
     stdout = sys.stdout
     if hasattr(stdin, "reconfigure"):
         stdin.reconfigure(encoding="utf-8", errors="replace")
     if hasattr(stdout, "reconfigure"):
         stdout.reconfigure(encoding="utf-8")
-    Server(pimem, stdin, stdout).serve()
+    Server(pimem, stdin, stdout, announce=announce).serve()

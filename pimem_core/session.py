@@ -30,7 +30,7 @@ from pimem_core.journal import CaptureJournal
 from pimem_core.maintenance import MaintenanceRunner
 from pimem_core.paths import PimemPaths
 from pimem_core.snapshot_cache import StableSnapshot
-from pimem_core.store_today import store_today_status
+from pimem_core.status import status_sections
 from pimem_core.types import (
     BranchEntry,
     HostModel,
@@ -71,8 +71,8 @@ class ShutdownReport:
 
 
 class _SessionPlugin:
-    """The session's own plugin: follows store changes and reports, in status, this session's
-    capture beside today's entries in the store from every session."""
+    """The session's own plugin: follows store changes and reports this session's capture in
+    status (beside today's entries in the store from every session, which status adds)."""
 
     def __init__(self, session: Session) -> None:
         self._session = session
@@ -186,6 +186,12 @@ class Session:
             seconds=time.monotonic() - started,
         )
 
+    def status(self) -> tuple[StatusSection, ...]:
+        """The status of this session's scope, as ``memory.status`` shows it."""
+        if self.scope is None:
+            raise RuntimeError("status before start")
+        return status_sections(self.pimem, self.scope, self.budget)
+
     # -- inside -------------------------------------------------------------------------
 
     def _debounce_kwargs(self) -> dict[str, float]:
@@ -249,5 +255,3 @@ class Session:
                 "last_index_failure": None if self.indexer is None else self.indexer.last_failure,
             },
         )
-        yield store_today_status(self.pimem, scope)
-        yield self.budget.status()

@@ -309,7 +309,7 @@ def test_status_reports_capture_counters(
     host.session.capture.drain(time.monotonic() + 10)
     scope = host.session.scope
     assert scope is not None
-    sections = {s.name: s for s in host.session.pimem.collect_status(scope)}
+    sections = {s.name: s for s in host.session.status()}
     assert (
         sections["capture"].lines[0].startswith("capture (this session): 1 captured (1 distilled")
     )
@@ -341,7 +341,7 @@ def test_a_new_session_shows_what_another_captured_today_beside_its_own_zero(
     second.start(SessionInfo(session_id="two", cwd=repo, transcript=tmp_path / "two.jsonl"))
     try:
         assert second.scope is not None
-        sections = second.pimem.collect_status(second.scope)
+        sections = second.status()
         text = render_status(second.scope, sections)
         assert (
             "capture (this session): 0 captured (0 distilled, 0 extractive, 0 failed, "
@@ -467,9 +467,7 @@ def test_an_exchange_the_store_refused_is_written_late_not_lost(
     capture.drain(time.monotonic() + 10)
     scope = host.session.scope
     assert scope is not None
-    status = [
-        line for section in host.session.pimem.collect_status(scope) for line in section.lines
-    ]
+    status = [line for section in host.session.status() for line in section.lines]
     assert any(
         "1 entry waiting to be written" in line and "No space left" in line for line in status
     )

@@ -55,7 +55,8 @@ def primary_checkout(worktree: Path) -> Path | None:
 @hookimpl(tryfirst=True)
 def pimem_resolve_scope(cwd: Path, settings: Settings) -> Scope | None:
     """The primary checkout's scope for a directory in a linked worktree, else ``None``."""
-    if settings.memsearch_dir or settings.store_command:
+    # The store command is another plugin's setting: read from the environment pimem was given.
+    if settings.memsearch_dir or settings.environ.get("PI_MEMSEARCH_STORE_CMD"):
         return None
     primary = primary_checkout(find_repository_dir(cwd))
     return None if primary is None else project_scope(primary)

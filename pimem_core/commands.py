@@ -1,0 +1,646 @@
+"""The operations both front doors offer, in one table.
+
+Each :class:`Command` says its name, its parameters (how each is read from a command-line word
+and from a JSON value, and what is wrong with a bad one), its handler and what it returns: an
+:class:`Outcome`, a text for a person or an agent and the JSON beside it. The CLI
+(:mod:`pimem_core.cli`) builds its parser from the table and prints the text or the JSON;
+``pimem serve`` (:mod:`pimem_core.serve`) answers each served command's method with the text
+and the same JSON. A handler sees its door only through :class:`Door`: where the scope comes
+from, where waiting and notes go.
+"""
+
+from __future__ import annotations
+
+import abc
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from pimem_core.api import Pimem
+from pimem_core.budget import DistillBudget
+from pimem_core.errors import NoMemoryYet, PimemError
+from pimem_core.render import (
+    cross_repo_to_json,
+    hit_to_json,
+    redaction_to_json,
+    render_cross_repo,
+    render_hits,
+    render_redaction,
+    render_section,
+    render_status,
+    render_transcript,
+    section_to_json,
+    status_to_json,
+    transcript_to_json,
+)
+from pimem_core.skills import (
+    candidate_to_json,
+    render_candidate,
+    render_candidates,
+    render_installed,
+)
+from pimem_core.status import status_sections
+from pimem_core.types import Anchor, DayAddress, Entry, Scope, SearchQuery, TranscriptRequest
+
+if TYPE_CHECKING:
+    from pimem_core.session import SessionInfo
+
+#: A command's parameters, read and checked, by name.
+Args = Mapping[str, Any]
+
+
+class UsageError(PimemError):
+    """A command or request pimem cannot act on: a missing or wrong parameter. The CLI exits 2
+    with it; ``pimem serve`` answers it as a ``request`` error."""
+
+
+# -- parameter kinds ---------------------------------------------------------------------------
+
+
+class Kind:
+    """How a parameter's value is read: from a command-line word, or from a JSON value. Both
+    raise :class:`ValueError` with what is wrong, without the parameter's name."""
+
+    def from_word(self, word: str) -> object:
+        return word
+
+    def from_json(self, value: object) -> object:
+        if not isinstance(value, str):
+            raise ValueError("must be a non-empty string")
+        return self.from_word(value)
+
+
+class Text(Kind):
+    pass
+
+
+class Query(Kind):
+    def from_word(self, word: str) -> object:
+        if not word.strip():
+            raise ValueError("must hold at least one word, got an empty query")
+        return word
+
+
+@attrs.frozen
+class Count(Kind):
+    minimum: int
+
+    def from_word(self, word: str) -> object:
+        if not word.isdigit() or int(word) < self.minimum:
+            raise ValueError(f"must be a whole number of at least {self.minimum}, got {word!r}")
+        return int(word)
+
+    def from_json(self, value: object) -> object:
+        if isinstance(value, bool) or not isinstance(value, int) or value < self.minimum:
+            raise ValueError(f"must be a whole number of at least {self.minimum}")
+        return value
+
+
+@attrs.frozen
+class Choice(Kind):
+    values: tuple[str, ...]
+
+    def from_word(self, word: str) -> object:
+        if word not in self.values:
+            wanted = " or ".join(f'"{value}"' for value in self.values)
+            raise ValueError(f"must be {wanted}, got {word!r}")
+        return word
+
+
+class Flag(Kind):
+    """On or off: a command-line flag, a JSON boolean."""
+
+    def from_json(self, value: object) -> object:
+        if not isinstance(value, bool):
+            raise ValueError("must be true or false")
+        return value
+
+
+class FilePath(Kind):
+    def from_word(self, word: str) -> object:
+        # The operating system refuses a NUL in a path with a ValueError: a wrong request.
+        if "\x00" in word:
+            raise ValueError("must be a path, without NUL characters")
+        return Path(word)
+
+
+class UserDir(FilePath):
+    """A directory the user names (``~`` expanded); a relative one is taken from the door's
+    :meth:`Door.base_dir`."""
+
+    def from_word(self, word: str) -> object:
+        path = super().from_word(word)
+        assert isinstance(path, Path)
+        return path.expanduser()
+
+
+class ProjectDir(FilePath):
+    """A cross-repo hit's project label: on the command line an existing directory (made
+    absolute), over the protocol the absolute path verbatim."""
+
+    def from_word(self, word: str) -> object:
+        path = Path(word).absolute()
+        if not path.is_dir():
+            raise ValueError(f"{word} is not a directory")
+        return path
+
+    def from_json(self, value: object) -> object:
+        path = super().from_word(value) if isinstance(value, str) else None
+        if not isinstance(path, Path) or not path.is_absolute():
+            raise ValueError(
+                f"must be a project label, the absolute path a cross-repo hit names, got {value!r}"
+            )
+        return path
+
+
+@attrs.frozen(kw_only=True)
+class Param:
+    """One parameter. Its name is the JSON name and the handler's key."""
+
+    name: str
+    kind: Kind = attrs.field(factory=Text)
+    #: The option strings on the command line; none: a positional argument.
+    flags: tuple[str, ...] = ()
+    metavar: str | None = None
+    help: str | None = None
+    required: bool = False
+    default: object = None
+    #: Also a served parameter; if not, the server takes it from the session (``from_session``).
+    served: bool = True
+    #: The ``SessionInfo`` field the server fills it from when it is not served.
+    from_session: str | None = None
+    #: A command-line flag that stores this value (``--all`` for ``scope="all"``).
+    const: object = None
+    #: What the server says when a required parameter is missing.
+    missing: str | None = None
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        def read(word: str) -> object:
+            try:
+                return self.kind.from_word(word)
+            except ValueError as error:
+                raise argparse.ArgumentTypeError(str(error)) from None
+
+        if not self.flags:
+            parser.add_argument(self.name, type=read, metavar=self.metavar, help=self.help)
+        elif self.const is not None:
+            parser.add_argument(
+                *self.flags,
+                dest=self.name,
+                action="store_const",
+                const=self.const,
+                default=self.default,
+                help=self.help,
+            )
+        elif isinstance(self.kind, Flag):
+            parser.add_argument(*self.flags, dest=self.name, action="store_true", help=self.help)
+        else:
+            parser.add_argument(
+                *self.flags,
+                dest=self.name,
+                type=read,
+                required=self.required,
+                default=self.default,
+                metavar=self.metavar,
+                help=self.help,
+            )
+
+    def from_request(self, raw: Mapping[str, object], session: SessionInfo | None) -> object:
+        """The served value, from a request's params or from the session."""
+        if not self.served:
+            value: object = None if session is None else getattr(session, self.from_session or "")
+            if value is None:
+                raise UsageError(self.missing or f'"{self.name}" needs a started session')
+            return str(value)
+        value = raw.get(self.name)
+        if value is None or value == "":
+            if self.required:
+                raise UsageError(self.missing or f'"{self.name}" must be a non-empty string')
+            return self.default
+        try:
+            return self.kind.from_json(value)
+        except ValueError as error:
+            raise UsageError(f'"{self.name}" {error}') from None
+
+
+# -- outcomes and doors ------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Outcome:
+    """What a command returns: the text a person or an agent reads (``None``: nothing on
+    stdout) and its JSON (``pimem CMD --json``)."""
+
+    text: str | None
+    data: object = None
+    #: The served result holds the JSON under this key; without one, the JSON's fields.
+    key: str | None = None
+
+    def served(self) -> dict[str, object]:
+        """The served result: ``text`` and the JSON."""
+        if self.key is not None:
+            return {"text": self.text, self.key: self.data}
+        assert isinstance(self.data, dict), "a result without a key must be a JSON object"
+        return {"text": self.text, **self.data}
+
+
+class Door(abc.ABC):
+    """What a handler knows of the front door that runs it."""
+
+    #: ``pimem serve``'s ready line is out already (the launcher wrote it).
+    ready_written = False
+    #: Told how many files an index run has done (the CLI's progress bar on a terminal).
+    progress: Callable[[int, int], None] | None = None
+
+    def __init__(self, pimem: Pimem) -> None:
+        self.pimem = pimem
+
+    @abc.abstractmethod
+    def scope(self) -> Scope:
+        """The scope the command works on."""
+
+    @abc.abstractmethod
+    def base_dir(self) -> Path:
+        """Where a relative directory the user names is taken from."""
+
+    @abc.abstractmethod
+    def on_wait(self, holder: str) -> None:
+        """The command waits in the backend queue behind *holder*."""
+
+    @abc.abstractmethod
+    def note(self, line: str) -> None:
+        """A line for the person beside the result (the CLI's stderr, the server's log)."""
+
+    def content(self, value: str) -> str:
+        """A write's content as given (the CLI reads ``-`` from stdin)."""
+        return value
+
+    def budget(self) -> DistillBudget:
+        """The distillation budget status shows."""
+        return DistillBudget.for_settings(self.pimem.settings)
+
+
+Handler = Callable[[Door, Args], Outcome]
+
+
+@attrs.frozen(kw_only=True)
+class Command:
+    """One operation, as both doors offer it."""
+
+    #: The CLI's words: ``("search",)``, ``("skills", "list")``.
+    path: tuple[str, ...]
+    help: str
+    handler: Handler = attrs.field(eq=False)
+    description: str | None = None
+    epilog: str | None = None
+    params: tuple[Param, ...] = ()
+    #: Served as this host-protocol method (several commands may share one, by ``action``).
+    method: str | None = None
+    #: Under a shared method, the value of its ``action`` parameter (the first is the default).
+    action: str | None = None
+    #: Takes ``--cwd`` (it works on a project) and ``--json``.
+    project: bool = True
+    json_output: bool = True
+    #: Checks the parameters together, before the handler runs.
+    check: Callable[[Args], None] | None = attrs.field(default=None, eq=False)
+    #: Shows a progress bar on a terminal.
+    progress: bool = False
+
+    @property
+    def name(self) -> str:
+        return " ".join(self.path)
+
+    def run(self, door: Door, args: Args) -> Outcome:
+        if self.check is not None:
+            self.check(args)
+        return self.handler(door, args)
+
+
+# -- the handlers ------------------------------------------------------------------------------
+
+
+def _write(door: Door, a: Args) -> Outcome:
+    entry = Entry(
+        anchor=Anchor(session=a["session"], turn=a["turn"], transcript=a["transcript"]),
+        content=door.content(a["content"]),
+        written_at=door.pimem.settings.now(),
+    )
+    file = door.pimem.append_entry(door.scope(), entry)
+    return Outcome(text=f"Saved the memory entry to {file}", data={"file": str(file)})
+
+
+def _check_forget(a: Args) -> None:
+    by_day = a["date"] is not None or a["time"] is not None
+    if by_day == (a["chunk_hash"] is not None):
+        raise UsageError(
+            "forget takes exactly one address: a chunk hash (--chunk, chunk_hash), "
+            "or a date and a time together"
+        )
+    if by_day and (a["date"] is None or a["time"] is None):
+        raise UsageError("forget by day needs a date and a time together")
+
+
+def _forget(door: Door, a: Args) -> Outcome:
+    pimem, scope = door.pimem, door.scope()
+    if a["chunk_hash"] is not None:
+        redaction = pimem.forget_chunk(scope, a["chunk_hash"], on_wait=door.on_wait)
+    else:
+        redaction = pimem.forget_entry(scope, DayAddress.parse(a["date"], a["time"]))
+    # A forget is a redaction: take the text out of the index now, not at the next index run.
+    try:
+        pimem.index_memory(scope, "forget", files=(redaction.file,), on_wait=door.on_wait)
+    except PimemError as error:
+        door.note(f"pimem: the index still holds the forgotten text until it is rebuilt: {error}")
+    return Outcome(text=render_redaction(redaction), data=redaction_to_json(redaction))
+
+
+def _search(door: Door, a: Args) -> Outcome:
+    pimem, text = door.pimem, a["query"]
+    query = SearchQuery(text=text, top_k=a["top_k"])
+    if a["scope"] == "all":
+        result = pimem.search_everywhere(door.scope(), query, on_wait=door.on_wait)
+        return Outcome(text=render_cross_repo(text, result), data=cross_repo_to_json(result))
+    try:
+        hits = pimem.search_memory(door.scope(), query, on_wait=door.on_wait)
+    except NoMemoryYet as empty:  # not an error: an empty store has no hits
+        return Outcome(text=str(empty), data=[], key="hits")
+    return Outcome(
+        text=render_hits(text, hits), data=[hit_to_json(hit) for hit in hits], key="hits"
+    )
+
+
+def _expand(door: Door, a: Args) -> Outcome:
+    scope = door.scope()
+    project: Path | None = a["project"]
+    foreign = project is not None and project != scope.scope_dir
+    if project is not None and foreign:
+        scope = door.pimem.resolve_project(project)
+    section = door.pimem.expand_chunk(
+        scope, a["chunk_hash"], on_wait=door.on_wait, read_only=foreign
+    )
+    return Outcome(text=render_section(section), data=section_to_json(section), key="section")
+
+
+def _compact(door: Door, a: Args) -> Outcome:
+    scope = door.scope()
+    result = door.pimem.compact_memory(scope, on_wait=door.on_wait)
+    return Outcome(
+        text=result.summary or "Nothing to compact: the collection has no indexed chunks.",
+        data={"collection": scope.collection, "summary": result.summary},
+    )
+
+
+def _status(door: Door, a: Args) -> Outcome:
+    scope = door.scope()
+    sections = status_sections(door.pimem, scope, door.budget())
+    return Outcome(text=render_status(scope, sections), data=status_to_json(scope, sections))
+
+
+def _transcript(door: Door, a: Args) -> Outcome:
+    request = TranscriptRequest(
+        path=a["transcript_path"], turn=a["turn"], context=a["context"], limit=a["limit"]
+    )
+    transcript = door.pimem.read_transcript(request)
+    return Outcome(text=render_transcript(transcript), data=transcript_to_json(transcript))
+
+
+def _skills_list(door: Door, a: Args) -> Outcome:
+    candidates = door.pimem.list_skill_candidates(door.scope())
+    return Outcome(
+        text=render_candidates(candidates),
+        data=[candidate_to_json(candidate) for candidate in candidates],
+        key="candidates",
+    )
+
+
+def _skills_show(door: Door, a: Args) -> Outcome:
+    candidate = door.pimem.read_skill_candidate(door.scope(), a["name"])
+    return Outcome(
+        text=render_candidate(candidate), data=candidate_to_json(candidate), key="candidate"
+    )
+
+
+def _skills_install(door: Door, a: Args) -> Outcome:
+    scope, name = door.scope(), a["name"]
+    written = door.pimem.install_skill_candidate(scope, name, door.base_dir() / a["to"])
+    return Outcome(
+        text=render_installed(name, written),
+        data={"name": name, "installed": [str(path) for path in written]},
+    )
+
+
+# -- the table ---------------------------------------------------------------------------------
+
+SCORE_HELP = (
+    "Each hit's score is memsearch's rank fusion (RRF, k=60) of a meaning (dense) and a keyword "
+    "(BM25) ranking, divided by its maximum: 1.0 means first in both rankings, above 0.5 means "
+    "in both rankings' top k. It depends only on ranks: it orders the hits and does not measure "
+    "relevance (the best hit of a query unrelated to every entry can still score 1.0). With "
+    "memsearch's reranker configured, the score is the reranker's instead."
+)
+
+_NOT_PERSISTED = (
+    "memory_write needs a persisted session: the session anchor needs an entry id and a "
+    "transcript path"
+)
+
+#: The operations both doors offer, in the CLI's order.
+SHARED: tuple[Command, ...] = (
+    Command(
+        path=("write",),
+        help="append one memory entry to today's daily memory file",
+        handler=_write,
+        method="memory.write",
+        params=(
+            Param(
+                name="content",
+                required=True,
+                metavar="CONTENT",
+                help="markdown bullets, or - to read them from stdin",
+            ),
+            Param(
+                name="session",
+                flags=("--session",),
+                required=True,
+                metavar="ID",
+                help="the session id of the anchor",
+                served=False,
+                from_session="session_id",
+                missing=_NOT_PERSISTED,
+            ),
+            Param(
+                name="turn",
+                flags=("--turn",),
+                required=True,
+                metavar="ID",
+                help="the entry id of the anchor",
+                missing=_NOT_PERSISTED,
+            ),
+            Param(
+                name="transcript",
+                flags=("--transcript",),
+                required=True,
+                metavar="PATH",
+                help="the session's transcript file",
+                served=False,
+                from_session="transcript",
+                missing=_NOT_PERSISTED,
+            ),
+        ),
+    ),
+    Command(
+        path=("forget",),
+        help="remove exactly one memory entry, by day and time or by chunk hash",
+        handler=_forget,
+        method="memory.forget",
+        check=_check_forget,
+        params=(
+            Param(name="date", flags=("--date",), metavar="YYYY-MM-DD"),
+            Param(name="time", flags=("--time",), metavar="HH:MM"),
+            Param(
+                name="chunk_hash",
+                flags=("--chunk",),
+                metavar="HASH",
+                help="a chunk hash from `pimem search`",
+            ),
+        ),
+    ),
+    Command(
+        path=("search",),
+        help="search memory (L1): the best chunks for a query",
+        epilog=SCORE_HELP,
+        handler=_search,
+        method="memory.search",
+        params=(
+            Param(
+                name="query",
+                kind=Query(),
+                required=True,
+                metavar="QUERY",
+                help="what to look for, in words",
+            ),
+            Param(name="top_k", kind=Count(1), flags=("-k", "--top-k"), default=5, metavar="N"),
+            Param(
+                name="scope",
+                kind=Choice(("project", "all")),
+                flags=("--all",),
+                const="all",
+                default="project",
+                help="also search every project under PI_MEMSEARCH_SCAN_ROOTS (cross-repo recall)",
+            ),
+        ),
+    ),
+    Command(
+        path=("expand",),
+        help="show the whole section behind a chunk hash (L2)",
+        handler=_expand,
+        method="memory.expand",
+        params=(
+            Param(name="chunk_hash", required=True, metavar="HASH"),
+            Param(
+                name="project",
+                kind=ProjectDir(),
+                flags=("--project",),
+                metavar="DIR",
+                help="the project a cross-repo hit came from, as labelled",
+            ),
+        ),
+    ),
+    Command(
+        path=("compact",),
+        help="condense the memory store with memsearch's LLM settings",
+        handler=_compact,
+        method="memory.compact",
+    ),
+    Command(
+        path=("status",),
+        help="show the store, collection, backend and index health",
+        handler=_status,
+        method="memory.status",
+    ),
+    Command(
+        path=("transcript",),
+        help="show the turns of an agent's transcript around an anchored entry (L3)",
+        handler=_transcript,
+        method="memory.transcript",
+        project=False,
+        params=(
+            Param(
+                name="transcript_path",
+                kind=FilePath(),
+                required=True,
+                metavar="PATH",
+                help="the transcript file",
+            ),
+            Param(
+                name="turn",
+                flags=("--turn",),
+                metavar="ID",
+                help="an entry id, or a unique prefix of one (default: the end)",
+            ),
+            Param(
+                name="context",
+                kind=Count(0),
+                flags=("--context",),
+                default=3,
+                metavar="N",
+                help="turns to show on each side of --turn (default 3)",
+            ),
+            Param(
+                name="limit",
+                kind=Count(1),
+                flags=("--limit",),
+                default=20,
+                metavar="N",
+                help="without --turn, how many of the last turns to show (default 20)",
+            ),
+        ),
+    ),
+    Command(
+        path=("skills", "list"),
+        help="list the candidates and which are pending install",
+        handler=_skills_list,
+        method="memory.skills",
+        action="list",
+    ),
+    Command(
+        path=("skills", "show"),
+        help="print one candidate's SKILL.md",
+        handler=_skills_show,
+        method="memory.skills",
+        action="show",
+        params=(Param(name="name", required=True, metavar="NAME"),),
+    ),
+    Command(
+        path=("skills", "install"),
+        help="copy a candidate into a skills directory, as DIR/NAME/SKILL.md",
+        handler=_skills_install,
+        method="memory.skills",
+        action="install",
+        params=(
+            Param(name="name", required=True, metavar="NAME"),
+            Param(
+                name="to",
+                kind=UserDir(),
+                flags=("--to",),
+                required=True,
+                metavar="DIR",
+                help="the skills directory (for pi: .pi/skills or ~/.pi/agent/skills)",
+                missing='installing a skill needs "to": the skills directory the user chose '
+                "(for pi: .pi/skills in the project, or ~/.pi/agent/skills)",
+            ),
+        ),
+    ),
+)
+
+
+def served(commands: Sequence[Command] = SHARED) -> dict[str, tuple[Command, ...]]:
+    """The served methods and their commands (more than one: chosen by ``action``)."""
+    methods: dict[str, tuple[Command, ...]] = {}
+    for command in commands:
+        if command.method is not None:
+            methods[command.method] = (*methods.get(command.method, ()), command)
+    return methods

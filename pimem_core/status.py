@@ -1,0 +1,28 @@
+"""The status report, assembled one way for every front door.
+
+Every plugin's sections (``pimem_collect_status``), the store's line for today, the
+distillation budget and the plugins' declared settings, in rank order. A session adds its own
+sections (its capture counters) through the plugin it registers; the CLI has no session, so it
+shows none.
+"""
+
+from __future__ import annotations
+
+from pimem_core.api import Pimem
+from pimem_core.budget import DistillBudget
+from pimem_core.store_today import store_today_status
+from pimem_core.types import Scope, StatusSection
+
+
+def status_sections(
+    pimem: Pimem, scope: Scope, budget: DistillBudget | None = None
+) -> tuple[StatusSection, ...]:
+    """*scope*'s status sections, in rank order; *budget* defaults to the settings' budget."""
+    budget = budget or DistillBudget.for_settings(pimem.settings)
+    sections = (
+        *pimem.collect_status(scope),
+        store_today_status(pimem, scope),
+        budget.status(),
+        pimem.settings_status(),
+    )
+    return tuple(sorted(sections, key=lambda section: (section.rank, section.name)))
