@@ -8,7 +8,7 @@ Per store size, after the latency benchmark measured (and released) the store:
 2. a few prompts further apart than the database's linger (``PIMEM_DB_LINGER_MS``, 1 s), as a
    real session's prompts are: each pays for opening the database again;
 3. relevance in this process (:func:`bench.auto_context.measure_relevance`), with auto-context's
-   own search (``shared_engine().recall``) on the backend queue.
+   own search (the index engine's ``recall``) on the index's backend queue.
 """
 
 from __future__ import annotations
@@ -58,33 +58,26 @@ def latency_prompts(corpus: Corpus, count: int) -> list[str]:
 
 def _relevance(store: latency.Store, corpus: Corpus, model: OfflineModel) -> dict[str, Any]:
     from pimem_core import Pimem
-    from pimem_core.backend import process_queue
     from pimem_plugins.auto_context import TOP_K
-    from pimem_plugins.memsearch_engine import shared_engine
 
     with latency.environment(store.environment(model)):
         pimem = Pimem.from_env()
         scope = pimem.resolve_scope(store.project)
-        engine = shared_engine()
+        index = latency.memsearch_index(pimem, scope)
+        engine, queue = index.engine, index.queue
 
         def recall(text: str) -> Sequence[tuple[Any, float]]:
             # As auto-context searches: the engine's recall, on the backend queue.
-            hits: Sequence[tuple[Any, float]] = process_queue().run(
-                "bench-relevance", lambda: engine.recall(scope, text, TOP_K)
-            )
-            return hits
+            return queue.run("bench-relevance", lambda: engine.recall(scope, text, TOP_K))
 
         def search(text: str) -> Sequence[Any]:
             # As the original's auto-context searched: memsearch's hybrid search.
-            hits: Sequence[Any] = process_queue().run(
-                "bench-relevance", lambda: engine.search(scope, text, TOP_K)
-            )
-            return hits
+            return queue.run("bench-relevance", lambda: engine.search(scope, text, TOP_K))
 
         try:
             return measure_relevance(recall, search, corpus)
         finally:
-            latency.release_database()  # the next bridge opens the same database
+            latency.release_database(index)  # the next bridge opens the same database
 
 
 def measure_store(

@@ -10,27 +10,75 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.latency import summarize
+from bench.latency import memsearch_index, summarize
 from pimem_core import Pimem, hookimpl
 from pimem_core.paths import PimemPaths
+from pimem_core.services import MemoryIndex
 from pimem_core.session import Session, SessionInfo
-from pimem_core.types import BranchEntry, Distillation, DistillRequest, IndexReport
+from pimem_core.types import (
+    BackendCall,
+    BranchEntry,
+    CompactResult,
+    Distillation,
+    DistillRequest,
+    IndexHealth,
+    IndexReport,
+    SearchHit,
+    SearchQuery,
+    Section,
+    StatusSection,
+)
 
 DISTILL_SECONDS = 0.2
 SETTLED_P95_MS = 5.0
 
 
+class _Unindexed:
+    """The index the session opened, with indexing left out; everything else is its own."""
+
+    def __init__(self, index: MemoryIndex) -> None:
+        self._index = index
+
+    def index(self, reason: str, files: tuple[Path, ...], call: BackendCall) -> IndexReport:
+        return IndexReport(indexed_chunks=0)
+
+    def search(self, query: SearchQuery, call: BackendCall) -> tuple[SearchHit, ...]:
+        return self._index.search(query, call)
+
+    def expand(self, chunk_hash: str, call: BackendCall) -> Section:
+        return self._index.expand(chunk_hash, call)
+
+    def compact(self, call: BackendCall) -> CompactResult:
+        return self._index.compact(call)
+
+    def similar(self, text: str, top_k: int) -> Sequence[tuple[SearchHit, float]]:
+        return self._index.similar(text, top_k)
+
+    def warm(self) -> None:
+        self._index.warm()
+
+    def pending_operations(self) -> int:
+        return self._index.pending_operations()
+
+    def health(self) -> IndexHealth:
+        return self._index.health()
+
+    def status(self) -> Iterable[StatusSection]:
+        return self._index.status()
+
+
 class _NoIndex:
     """Indexing is measured elsewhere; here it would only compete for the two cores."""
 
-    @hookimpl(tryfirst=True)
-    def pimem_index_memory(self) -> IndexReport:
-        return IndexReport(indexed_chunks=0)
+    @hookimpl(wrapper=True)
+    def pimem_open_index(self) -> Generator[None, MemoryIndex | None, MemoryIndex | None]:
+        index = yield
+        return None if index is None else _Unindexed(index)
 
 
 class _ModelLikeDistiller:
@@ -91,6 +139,12 @@ def measure_settled(
         queued_at = time.perf_counter()
         report = session.shutdown(cap=exchanges * DISTILL_SECONDS * 4 + 10)
         drained_s = time.perf_counter() - queued_at
+        if not skip_index and session.scope is not None:
+            # The session's engine is its own: close the database it leased now, before the
+            # caller's engine opens it (closing a Milvus Lite client stops the database for
+            # every client of the process).
+            index = memsearch_index(pimem, session.scope)
+            index.queue.run("release", index.engine.release)
         day_files = sorted(set(memory.glob("*.md")) - existing)
         entries = sum(text.count("### ") for text in (f.read_text() for f in day_files))
         log(f"settled: {exchanges} exchanges, {entries} entries written")

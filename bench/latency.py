@@ -35,6 +35,7 @@ from bench.corpus import Corpus, generate_corpus
 from pimem_core import Pimem
 from pimem_core.offline_model import OfflineModel
 from pimem_core.types import Anchor, Entry, Scope, SearchQuery
+from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 
 MEMSEARCH = Path(sys.executable).with_name("memsearch")
 TOP_K = 5
@@ -247,17 +248,28 @@ def prepare_store(root: Path, corpus: Corpus, model: OfflineModel) -> tuple[Stor
     return store, False
 
 
+def memsearch_index(pimem: Pimem, scope: Scope) -> MemsearchMemoryIndex:
+    """*scope*'s index as *pimem* opened it: memsearch's, whose engine (the warm embedder, the
+    leased database) and queue the measurements below reach into, so they measure the very
+    engine *pimem*'s own calls use."""
+    index = pimem.index(scope)
+    if not isinstance(index, MemsearchMemoryIndex):
+        raise RuntimeError(
+            f"the benchmark measures memsearch's index, but {type(index).__name__} answered "
+            "pimem_open_index"
+        )
+    return index
+
+
 @contextlib.contextmanager
-def timed_embedding(scope: Scope) -> Iterator[dict[str, float]]:
+def timed_embedding(index: MemsearchMemoryIndex) -> Iterator[dict[str, float]]:
     """Add up the time the engine's warm embedder spends while this block runs.
 
     The embedder is the engine's own object, wrapped on the instance for the duration, so
     memsearch's indexing calls it unchanged: what is left of the index time is Milvus Lite.
     """
-    from pimem_core.backend import process_queue
-
-    engine = _engine()
-    embedder = process_queue().run("bench", lambda: engine._embedder(engine.config(scope)))
+    engine, scope = index.engine, index.scope
+    embedder = index.queue.run("bench", lambda: engine._embedder(engine.config(scope)))
     spent = {"seconds": 0.0, "texts": 0.0}
     embed = embedder.embed
 
@@ -278,7 +290,7 @@ def timed_embedding(scope: Scope) -> Iterator[dict[str, float]]:
 
 def index_store(pimem: Pimem, scope: Scope, store: Store, model: OfflineModel) -> dict[str, Any]:
     """Index the whole store in-process; the throughput is remembered with a kept store."""
-    with timed_embedding(scope) as embedding:
+    with timed_embedding(memsearch_index(pimem, scope)) as embedding:
         start = time.perf_counter()
         report = pimem.index_memory(scope, "bench")
         seconds = time.perf_counter() - start
@@ -302,19 +314,13 @@ def index_store(pimem: Pimem, scope: Scope, store: Store, model: OfflineModel) -
 # -- pimem in-process --------------------------------------------------------------------------
 
 
-def _engine() -> Any:
-    from pimem_plugins.memsearch_engine import shared_engine
-
-    return shared_engine()
-
-
-def release_database() -> None:
-    """Close pimem's leased database now, on the backend queue as every database call is, so a
-    CLI child can open it; then let the lease's idle timers fire, so none lands mid-sample."""
-    from pimem_core.backend import process_queue
-
-    process_queue().run("release", _engine().release)
-    time.sleep(_engine().linger + 0.2)
+def release_database(index: MemsearchMemoryIndex) -> None:
+    """Close the database *index*'s engine leased now, on its backend queue as every database
+    call is, so a CLI child can open it; then let the lease's idle timers fire, so none lands
+    mid-sample."""
+    engine = index.engine
+    index.queue.run("release", engine.release)
+    time.sleep(engine.linger + 0.2)
 
 
 def search_samples(pimem: Pimem, scope: Scope, queries: Sequence[str]) -> list[float]:
@@ -328,16 +334,16 @@ def search_samples(pimem: Pimem, scope: Scope, queries: Sequence[str]) -> list[f
     return samples
 
 
-def breakdown_samples(scope: Scope, queries: Sequence[str]) -> dict[str, list[float]]:
+def breakdown_samples(
+    index: MemsearchMemoryIndex, queries: Sequence[str]
+) -> dict[str, list[float]]:
     """Where a warm search goes: configuration, query embedding, the database's hybrid search.
 
     The steps are the engine's own, run one by one on the backend queue (whose worker owns the
     database); whatever a whole ``search_memory`` takes beyond them is queue hand-off, hook
     dispatch and building the hits.
     """
-    from pimem_core.backend import process_queue
-
-    engine = _engine()
+    engine, scope = index.engine, index.scope
     loop = asyncio.new_event_loop()
     parts: dict[str, list[float]] = {"config": [], "embed": [], "database": []}
 
@@ -355,18 +361,18 @@ def breakdown_samples(scope: Scope, queries: Sequence[str]) -> dict[str, list[fl
 
     try:
         for text in queries:
-            process_queue().run("breakdown", functools.partial(one, text))
+            index.queue.run("breakdown", functools.partial(one, text))
     finally:
         loop.close()
     return parts
 
 
-def open_close_samples(scope: Scope, queries: Sequence[str]) -> dict[str, list[float]]:
+def open_close_samples(
+    index: MemsearchMemoryIndex, queries: Sequence[str]
+) -> dict[str, list[float]]:
     """What a cold call pays on top of a warm one: opening the database, its first search
     (slower than a warm one), closing it."""
-    from pimem_core.backend import process_queue
-
-    engine = _engine()
+    engine, scope = index.engine, index.scope
     loop = asyncio.new_event_loop()
     parts: dict[str, list[float]] = {"open": [], "first_search": [], "close": []}
 
@@ -383,10 +389,10 @@ def open_close_samples(scope: Scope, queries: Sequence[str]) -> dict[str, list[f
         memsearch.close()
         parts["close"].append(_ms(start))
 
-    release_database()
+    release_database(index)
     try:
         for text in queries:
-            process_queue().run("open-close", functools.partial(one, text))
+            index.queue.run("open-close", functools.partial(one, text))
     finally:
         loop.close()
     return parts
@@ -553,12 +559,17 @@ class Rig:
     corpus: Corpus
     store: Store
     env: dict[str, str]
-    #: pimem with the default linger, and with ``PIMEM_DB_LINGER_MS=0``.
+    #: pimem with the default linger, and with ``PIMEM_DB_LINGER_MS=0`` (an engine of its own).
     leased: Pimem
     cold: Pimem
     scope: Scope
     warmup: list[str]
     queries: list[str]
+
+    @property
+    def index(self) -> MemsearchMemoryIndex:
+        """The leased pimem's index, whose engine the breakdowns time and releases free."""
+        return memsearch_index(self.leased, self.scope)
 
 
 @dataclass
@@ -608,8 +619,8 @@ def _search_phase(rig: Rig) -> SearchRun:
     leased_ms = search_samples(rig.leased, scope, queries)
     threads = {kind: seconds - before[kind] for kind, seconds in thread_cpu_seconds().items()}
     threads["wall"] = time.perf_counter() - start
-    breakdown = breakdown_samples(scope, queries[: plan.breakdown_queries])
-    open_close = open_close_samples(scope, queries[: max(3, plan.cold_queries // 3)])
+    breakdown = breakdown_samples(rig.index, queries[: plan.breakdown_queries])
+    open_close = open_close_samples(rig.index, queries[: max(3, plan.cold_queries // 3)])
     search_samples(rig.cold, scope, rig.warmup[:1])
     cold_ms = search_samples(rig.cold, scope, queries[: plan.cold_queries])
     return SearchRun(warmup_ms, leased_ms, threads, breakdown, open_close, cold_ms)
@@ -617,7 +628,7 @@ def _search_phase(rig: Rig) -> SearchRun:
 
 def _cli_phase(rig: Rig) -> CliRun:
     store, env, collection = rig.store, rig.env, rig.scope.collection
-    release_database()
+    release_database(rig.index)
     floor_ms = cli_floor_samples(store, env, 3)
     # Untimed: warms the page cache, and measures the CLI's memory.
     rss = cli_peak_rss_mb(
@@ -630,7 +641,7 @@ def _cli_phase(rig: Rig) -> CliRun:
 def _append_phase(rig: Rig) -> AppendRun:
     plan = rig.plan
     pimem = append_samples(rig.leased, rig.scope, rig.corpus, 1, plan.appends)
-    release_database()
+    release_database(rig.index)
     first = plan.appends + 1
     cli = functools.partial(
         cli_append_samples, rig.leased, rig.scope, rig.store, rig.env, rig.corpus
@@ -693,7 +704,7 @@ def measure_size(
         # Back to the corpus as generated, so a kept store can be measured again.
         day_file.write_text(original_day, encoding="utf-8")
         leased.index_memory(scope, "bench-restore", files=(day_file,))
-        release_database()
+        release_database(rig.index)
     return SizeRun(size, index, reused, search, cli, append, rss, contention)
 
 

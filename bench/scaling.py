@@ -39,6 +39,7 @@ from bench.latency import (
     _rss_mb,
     cli_peak_rss_mb,
     environment,
+    memsearch_index,
     release_database,
     run_cli,
     summarize,
@@ -49,6 +50,7 @@ from bench.quality.queries import build_queries
 from pimem_core import Pimem
 from pimem_core.offline_model import OfflineModel
 from pimem_core.types import Anchor, Entry, Scope, SearchQuery, TranscriptRequest
+from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 
 Log = Callable[[str], None]
 TOP_K = 5
@@ -110,16 +112,17 @@ class Rig:
     def memory_dir(self) -> Path:
         return self.world.primary.memory_dir
 
+    @property
+    def index(self) -> MemsearchMemoryIndex:
+        """The searched project's index, as the rig's pimem opened it."""
+        return memsearch_index(self.pimem, self.scope)
+
     def cli(self, *args: str) -> tuple[float, str]:
         return run_cli(self.cwd, self.env, *args, "-c", self.scope.collection)
 
     def count(self) -> int | None:
-        from pimem_plugins.memsearch_engine import shared_engine
-
-        count: int | None = quality._queued(
-            "bench-count", lambda: shared_engine().count(self.scope)
-        )
-        return count
+        engine, scope = self.index.engine, self.scope
+        return self.index.queue.run("bench-count", lambda: engine.count(scope))
 
 
 # -- entries this benchmark adds, and takes out again --------------------------------------------
@@ -177,7 +180,7 @@ def measure_search(rig: Rig, plan: ScalingPlan) -> dict[str, Any]:
         samples.append(_ms(started))
         hashes.extend(hit.chunk_hash for hit in hits[:1])
     rss = _rss_mb()
-    release_database()
+    release_database(rig.index)
     cli_rss = cli_peak_rss_mb(
         rig.cwd, rig.env, "search", rig.queries[0], "-j", "-c", rig.scope.collection
     )
@@ -202,7 +205,7 @@ def measure_expand(rig: Rig, plan: ScalingPlan, hashes: Sequence[str]) -> dict[s
         started = time.perf_counter()
         rig.pimem.expand_chunk(rig.scope, chunk)
         samples.append(_ms(started))
-    release_database()
+    release_database(rig.index)
     cli = [rig.cli("expand", chunk, "-j")[0] for chunk in chosen[: plan.cli_calls]]
     return {"pimem_ms": samples, "cli_ms": cli}
 
@@ -253,7 +256,7 @@ def measure_index_throughput(rig: Rig, plan: ScalingPlan) -> dict[str, Any]:
         started = time.perf_counter()
         report = rig.pimem.index_memory(rig.scope, "bench-batch", files=(path,))
         seconds = time.perf_counter() - started
-        release_database()
+        release_database(rig.index)
         path = _batch_file(rig, _day_after_world(rig.world, 11), plan.batch, "batchcli")
         files.append(path)
         cli_ms, _ = rig.cli("index", str(path))
@@ -290,7 +293,7 @@ def measure_append(rig: Rig, plan: ScalingPlan) -> dict[str, Any]:
             if not _searchable(rig, token):
                 missing.append(token)
             pimem.append(_ms(started))
-        release_database()
+        release_database(rig.index)
         for number in range(plan.cli_appends * 2):
             token = f"quokkacli{number:03d}x"
             path = rig.pimem.append_entry(rig.scope, _probe(day, 100 + number, token))
@@ -328,7 +331,7 @@ def measure_capture(rig: Rig, plan: ScalingPlan, log: Log) -> dict[str, Any]:
 
 def measure_bridge(rig: Rig, plan: ScalingPlan) -> dict[str, Any]:
     """A bridge on the world's project, from spawn to its prompts with auto-context on."""
-    release_database()
+    release_database(rig.index)
     prompts = [*rig.queries[: plan.prompts // 2], *rig.no_answer[: plan.prompts // 2]]
     random.Random(rig.world.seed).shuffle(prompts)
     return auto_context.measure_latency(rig.cwd, rig.env, prompts, plan.warmup)
@@ -371,7 +374,7 @@ def measure_size(
             phases[name] = measure()
             phases[name]["phase_s"] = time.perf_counter() - started
         phases["contention"] = CpuClock.now().others_since(clock)
-        release_database()
+        release_database(rig.index)
     return {"size": size, "entries": world.entries, **phases}
 
 

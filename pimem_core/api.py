@@ -7,17 +7,18 @@ hook went unanswered and how to fix it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
 
-from pimem_core.errors import NoProviderError, PluginError, StoreError
+from pimem_core.errors import NoProviderError, PimemError, PluginError, StoreError
 from pimem_core.manager import (
     PimemPluginManager,
     SettingValue,
@@ -25,6 +26,7 @@ from pimem_core.manager import (
     shown_setting,
 )
 from pimem_core.scrub import Scrubber
+from pimem_core.services import MemoryIndex, MemoryStore, SkillCatalog, TranscriptReader
 from pimem_core.settings import Settings, SettingSpec
 from pimem_core.types import (
     BackendCall,
@@ -64,6 +66,9 @@ class Pimem:
 
     settings: Settings
     pm: PimemPluginManager
+    # Services opened for this host or session, one per scope (never shared between managers).
+    _stores: dict[Scope, MemoryStore] = attrs.field(factory=dict, init=False, repr=False)
+    _indexes: dict[Scope, MemoryIndex] = attrs.field(factory=dict, init=False, repr=False)
 
     @classmethod
     def from_env(
@@ -89,6 +94,19 @@ class Pimem:
             raise PluginError(
                 f"{hook} answered with a {type(answer).__name__}, not a {kind.__name__}; "
                 "the plugin that answers it (see `pimem plugins`) is broken"
+            )
+        return answer
+
+    def _open(self, hook: str, answer: object, protocol: Any) -> Any:
+        """*answer* if it has every method of *protocol*, a service's whole interface."""
+        self._require(hook, answer, object)
+        methods = sorted(name for name in vars(protocol) if not name.startswith("_"))
+        missing = [name for name in methods if not callable(getattr(answer, name, None))]
+        if missing:
+            raise PluginError(
+                f"{hook} answered with a {type(answer).__name__}, which is not a whole "
+                f"{protocol.__name__}: it lacks {', '.join(missing)}; the plugin that answers "
+                "it (see `pimem plugins`) is broken"
             )
         return answer
 
@@ -125,39 +143,83 @@ class Pimem:
         contributions = self.pm.hook.pimem_collect_secret_patterns()
         return Scrubber(tuple(pattern for part in contributions if part for pattern in part))
 
+    # -- services ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _service(self, where: str) -> Iterator[None]:
+        """A call into an opened service: a plugin's bug in it names the plugin."""
+        try:
+            yield
+        except Exception as error:
+            self.pm.name_the_plugin(error, where)
+            raise
+
+    def store(self, scope: Scope) -> MemoryStore:
+        """*scope*'s memory store, opened once (``pimem_open_store``)."""
+        if scope not in self._stores:
+            answer = self.pm.hook.pimem_open_store(scope=scope, settings=self.settings)
+            self._stores[scope] = self._open("pimem_open_store", answer, MemoryStore)
+        return self._stores[scope]
+
+    def index(self, scope: Scope) -> MemoryIndex:
+        """*scope*'s search index, opened once (``pimem_open_index``)."""
+        if scope not in self._indexes:
+            answer = self.pm.hook.pimem_open_index(
+                scope=scope, settings=self.settings, store=self.store(scope)
+            )
+            self._indexes[scope] = self._open("pimem_open_index", answer, MemoryIndex)
+        return self._indexes[scope]
+
+    def _index_if_any(self, scope: Scope) -> MemoryIndex | None:
+        """*scope*'s index, or ``None`` when no plugin opens one (memory without search)."""
+        try:
+            return self.index(scope)
+        except NoProviderError:
+            return None
+
+    def transcript(self, path: Path) -> TranscriptReader:
+        """A reader of the agent transcript *path* (``pimem_open_transcript``)."""
+        answer = self.pm.hook.pimem_open_transcript(path=path, settings=self.settings)
+        reader: TranscriptReader = self._open("pimem_open_transcript", answer, TranscriptReader)
+        return reader
+
+    def skills(self, scope: Scope) -> SkillCatalog:
+        """*scope*'s skill candidates (``pimem_open_skills``)."""
+        answer = self.pm.hook.pimem_open_skills(
+            scope=scope, settings=self.settings, store=self.store(scope)
+        )
+        catalog: SkillCatalog = self._open("pimem_open_skills", answer, SkillCatalog)
+        return catalog
+
     # -- storage -------------------------------------------------------------------------------
 
     def append_entry(self, scope: Scope, entry: Entry) -> Path:
         """Scrub *entry* of secrets, write it and announce the change (indexers re-index)."""
         entry = attrs.evolve(entry, content=self.scrubber.scrub(entry.content))
-        file = self._require(
-            "pimem_append_entry",
-            self.pm.hook.pimem_append_entry(scope=scope, entry=entry),
-            Path,
-        )
+        with self._service("MemoryStore.append_entry"):
+            file = self.store(scope).append_entry(entry)
         self.observe_change(scope, StoreChange(kind="append", file=file))
         return file
 
     def forget_entry(self, scope: Scope, address: DayAddress | ChunkAddress) -> Redaction:
         """Remove exactly one entry and announce the change."""
-        redaction = self._require(
-            "pimem_forget_entry",
-            self.pm.hook.pimem_forget_entry(scope=scope, address=address),
-            Redaction,
-        )
+        with self._service("MemoryStore.forget_entry"):
+            redaction = self.store(scope).forget_entry(address)
         self.observe_change(scope, StoreChange(kind="forget", file=redaction.file))
         return redaction
 
     def read_day(self, scope: Scope, day: date) -> str | None:
-        """The daily memory file's text, or ``None`` when there is none (or no store plugin)."""
-        text: str | None = self.pm.hook.pimem_read_day(scope=scope, day=day)
-        return text
+        """The daily memory file's text, or ``None`` when there is none."""
+        with self._service("MemoryStore.read_day"):
+            return self.store(scope).read_day(day)
 
     def start_session(self, scope: Scope) -> None:
         """Tell plugins a host session started; like a change, a failure is logged, never
         raised: the session goes on without what that plugin would have started."""
         try:
-            self.pm.hook.pimem_start_session(scope=scope, settings=self.settings)
+            self.pm.hook.pimem_start_session(
+                scope=scope, settings=self.settings, index=self._index_if_any(scope)
+            )
         except Exception:
             log.exception("a plugin failed to start with the session on %s", scope.scope_dir)
 
@@ -196,10 +258,8 @@ class Pimem:
         progress: Callable[[int, int], None] | None = None,
     ) -> IndexReport:
         """Index *scope*'s store: only *files* when given (after a write), else all of it."""
-        answer = self.pm.hook.pimem_index_memory(
-            scope=scope, reason=reason, files=files, call=self._call(on_wait, progress)
-        )
-        return self._require("pimem_index_memory", answer, IndexReport)
+        with self._service("MemoryIndex.index"):
+            return self.index(scope).index(reason, files, self._call(on_wait, progress))
 
     def search_memory(
         self,
@@ -210,10 +270,8 @@ class Pimem:
         read_only: bool = False,
     ) -> tuple[SearchHit, ...]:
         """L1 recall in *scope*'s collection; *read_only* for another project's store."""
-        answer = self.pm.hook.pimem_search_memory(
-            scope=scope, query=query, call=self._call(on_wait, read_only=read_only)
-        )
-        return self._require("pimem_search_memory", answer, tuple)
+        with self._service("MemoryIndex.search"):
+            return self.index(scope).search(query, self._call(on_wait, read_only=read_only))
 
     def search_everywhere(
         self,
@@ -256,10 +314,8 @@ class Pimem:
         read_only: bool = False,
     ) -> Section:
         """L2 recall in *scope*'s collection; *read_only* for another project's store."""
-        answer = self.pm.hook.pimem_expand_chunk(
-            scope=scope, chunk_hash=chunk_hash, call=self._call(on_wait, read_only=read_only)
-        )
-        return self._require("pimem_expand_chunk", answer, Section)
+        with self._service("MemoryIndex.expand"):
+            return self.index(scope).expand(chunk_hash, self._call(on_wait, read_only=read_only))
 
     def forget_chunk(
         self, scope: Scope, chunk_hash: str, *, on_wait: Callable[[str], None] | None = None
@@ -273,24 +329,19 @@ class Pimem:
     ) -> CompactResult:
         """Condense the store into a summary, append it through the store, announce the change
         (``kind="compact"``) and index the file, so the summary is searchable at once."""
-        answer = self.pm.hook.pimem_compact_memory(scope=scope, call=self._call(on_wait))
-        result = self._require("pimem_compact_memory", answer, CompactResult)
+        with self._service("MemoryIndex.compact"):
+            result = self.index(scope).compact(self._call(on_wait))
         if result.summary is None:
             return result
-        file = self._require(
-            "pimem_append_compaction",
-            self.pm.hook.pimem_append_compaction(
-                scope=scope, summary=result.summary, now=self.settings.now()
-            ),
-            Path,
-        )
+        with self._service("MemoryStore.append_compaction"):
+            file = self.store(scope).append_compaction(result.summary, self.settings.now())
         self.observe_change(scope, StoreChange(kind="compact", file=file))
         self.index_memory(scope, "compact", files=(file,), on_wait=on_wait)
         return attrs.evolve(result, file=file)
 
     def read_index_health(self, scope: Scope) -> IndexHealth:
-        answer = self.pm.hook.pimem_read_index_health(scope=scope)
-        return self._require("pimem_read_index_health", answer, IndexHealth)
+        with self._service("MemoryIndex.health"):
+            return self.index(scope).health()
 
     def declared_settings(self) -> tuple[SettingSpec[Any], ...]:
         """The settings the registered plugins declare, by plugin, each in its declared order."""
@@ -320,9 +371,21 @@ class Pimem:
         )
 
     def collect_status(self, scope: Scope) -> tuple[StatusSection, ...]:
-        """Every plugin's status sections, in rank order."""
+        """The index's and every plugin's status sections, in rank order."""
         contributions = self.pm.hook.pimem_collect_status(scope=scope, settings=self.settings)
         sections = [section for part in contributions if part for section in part]
+        try:
+            with self._service("MemoryIndex.status"):
+                sections += self.index(scope).status()
+        except PimemError as error:  # status answers whatever is broken
+            sections.append(
+                StatusSection(
+                    name="backend",
+                    rank=10,
+                    lines=(f"backend: unavailable ({error})",),
+                    data={"available": False, "reason": str(error)},
+                )
+            )
         return tuple(sorted(sections, key=lambda section: (section.rank, section.name)))
 
     # -- injection -----------------------------------------------------------------------------
@@ -333,12 +396,14 @@ class Pimem:
             scope=scope,
             settings=self.settings,
             now=now or self.settings.now(),
-            read_day=functools.partial(self.read_day, scope),
+            store=self.store(scope),
         )
         return snapshot
 
     def collect_injections(self, context: PromptContext) -> tuple[Injection, ...]:
-        contributions = self.pm.hook.pimem_collect_injections(context=context)
+        contributions = self.pm.hook.pimem_collect_injections(
+            context=context, index=self._index_if_any(context.scope)
+        )
         return tuple(
             injection
             for contribution in contributions
@@ -351,12 +416,12 @@ class Pimem:
     def read_branch(self, path: Path, *, leaf: str | None = None) -> tuple[BranchEntry, ...]:
         """The branch ending at *leaf* (default: the current leaf) of the session whose
         transcript is *path*, root first."""
-        answer = self.pm.hook.pimem_read_branch(path=path, leaf=leaf)
-        return self._require("pimem_read_branch", answer, tuple)
+        with self._service("TranscriptReader.read_branch"):
+            return self.transcript(path).read_branch(leaf)
 
     def read_transcript(self, request: TranscriptRequest) -> Transcript:
-        answer = self.pm.hook.pimem_read_transcript(request=request)
-        return self._require("pimem_read_transcript", answer, Transcript)
+        with self._service("TranscriptReader.read_transcript"):
+            return self.transcript(request.path).read_transcript(request)
 
     # -- maintenance ---------------------------------------------------------------------------
 
@@ -388,8 +453,8 @@ class Pimem:
         return None if model is None else self._require("pimem_provide_model", model, HostModel)
 
     def list_skill_candidates(self, scope: Scope) -> tuple[SkillCandidate, ...]:
-        answer = self.pm.hook.pimem_list_skill_candidates(scope=scope)
-        return self._require("pimem_list_skill_candidates", answer, tuple)
+        with self._service("SkillCatalog.list_candidates"):
+            return self.skills(scope).list_candidates()
 
     def read_skill_candidate(self, scope: Scope, name: str) -> SkillCandidate:
         """One candidate with its ``SKILL.md`` text."""
@@ -406,7 +471,5 @@ class Pimem:
         self, scope: Scope, name: str, destination: Path
     ) -> tuple[Path, ...]:
         """Install candidate *name* into the skills directory *destination*, on request only."""
-        answer = self.pm.hook.pimem_install_skill_candidate(
-            scope=scope, name=name, destination=destination
-        )
-        return self._require("pimem_install_skill_candidate", answer, tuple)
+        with self._service("SkillCatalog.install_candidate"):
+            return self.skills(scope).install_candidate(name, destination)

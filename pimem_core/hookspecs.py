@@ -5,6 +5,9 @@ transcripts and maintenance. A hook that needs exactly one answer is ``firstresu
 first non-``None`` result wins, and the bundled default is marked ``trylast`` so any plugin that
 answers replaces it. Collecting hooks gather every plugin's contribution.
 
+A backend (store, index, transcript reader, skill catalog) is one service, opened by one
+factory hook (``pimem_open_*``) and typed by its protocol in :mod:`pimem_core.services`.
+
 Call hooks through :class:`pimem_core.api.Pimem`, never through ``pm.hook`` directly. Every
 hook is documented with a complete example plugin in ``docs/plugin-hooks.md``.
 """
@@ -12,41 +15,30 @@ hook is documented with a complete example plugin in ``docs/plugin-hooks.md``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import date, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 if TYPE_CHECKING:
+    from pimem_core.services import MemoryIndex, MemoryStore, SkillCatalog, TranscriptReader
     from pimem_core.settings import Settings, SettingSpec
     from pimem_core.types import (
         BackendCall,
-        BranchEntry,
-        ChunkAddress,
-        CompactResult,
         CrossRepoResult,
-        DayAddress,
         Distillation,
         DistillRequest,
-        Entry,
         HostModel,
-        IndexHealth,
-        IndexReport,
         Injection,
         MaintenanceTask,
         PromptContext,
-        Redaction,
         Scope,
         SearchHit,
         SearchQuery,
         SecretPattern,
-        Section,
-        SkillCandidate,
         StatusSection,
         StoreChange,
-        Transcript,
-        TranscriptRequest,
     )
 
 PROJECT = "pimem"
@@ -124,48 +116,31 @@ class PimemSpecs:
     # -- storage -------------------------------------------------------------------------------
 
     @_hookspec(firstresult=True)
-    def pimem_append_entry(self, scope: Scope, entry: Entry) -> Path | None:
-        """Append *entry* to the memory store of *scope*.
+    def pimem_open_store(self, scope: Scope, settings: Settings) -> MemoryStore | None:
+        """Open the memory store of *scope*: a :class:`~pimem_core.services.MemoryStore`.
 
-        Stops at the first non-``None`` result.
+        Stops at the first non-``None`` result; the bundled ``markdown-store`` answers last.
+        The facade opens a store once per scope and announces every change it makes (append,
+        forget, compaction) through :meth:`pimem_observe_change`, so a store never does.
 
-        :returns: the file the entry was written to.
-        """
+        Example::
 
-    @_hookspec(firstresult=True)
-    def pimem_forget_entry(
-        self, scope: Scope, address: DayAddress | ChunkAddress
-    ) -> Redaction | None:
-        """Remove exactly one entry, leaving every other byte of the store as it was.
-
-        Stops at the first non-``None`` result. An entry is addressed by its day and time, or
-        through an indexed chunk (which may also name a ``## Memory Compact`` block). Raise
-        :class:`~pimem_core.errors.StoreError` when the address matches nothing or more than
-        one thing; nothing may change in that case.
-        """
-
-    @_hookspec(firstresult=True)
-    def pimem_read_day(self, scope: Scope, day: date) -> str | None:
-        """Return the text of *scope*'s daily memory file for *day*, or ``None`` if it has none."""
-
-    @_hookspec(firstresult=True)
-    def pimem_append_compaction(self, scope: Scope, summary: str, now: datetime) -> Path | None:
-        """Append a memory compaction's *summary* to *scope*'s daily memory file for *now*.
-
-        Stops at the first non-``None`` result. The block has memsearch's shape, written at
-        once: a ``# YYYY-MM-DD`` title when the file is new, then ``## Memory Compact HH:MM``
-        and the summary. The facade announces it through :meth:`pimem_observe_change` with
-        kind ``"compact"``.
-
-        :returns: the file written.
+            @hookimpl
+            def pimem_open_store(scope, settings):
+                return SqliteMirroredStore(scope) if scope.collection.endswith("_lab") else None
         """
 
     @_hookspec
-    def pimem_start_session(self, scope: Scope, settings: Settings) -> None:
+    def pimem_start_session(
+        self, scope: Scope, settings: Settings, index: MemoryIndex | None
+    ) -> None:
         """Notification: a host session started on *scope*.
 
         Every implementation is called, on the host's start-up path: start background work
         here (warm a model, schedule maintenance) and return at once.
+
+        :param index: the session scope's opened index, for plugins that search it; ``None``
+            when no plugin opens one.
         """
 
     @_hookspec
@@ -179,24 +154,23 @@ class PimemSpecs:
     # -- indexing ------------------------------------------------------------------------------
 
     @_hookspec(firstresult=True)
-    def pimem_index_memory(
-        self, scope: Scope, reason: str, files: tuple[Path, ...], call: BackendCall
-    ) -> IndexReport | None:
-        """Bring *scope*'s collection up to date with its memory store.
+    def pimem_open_index(
+        self, scope: Scope, settings: Settings, store: MemoryStore
+    ) -> MemoryIndex | None:
+        """Open the search index of *scope*'s store: a :class:`~pimem_core.services.MemoryIndex`.
 
-        Stops at the first non-``None`` result.
+        Stops at the first non-``None`` result; the bundled ``memsearch-index`` answers last.
+        Everything that searches (the memory tools, auto-context, compaction, status) goes
+        through the index opened here, so replacing it replaces search everywhere.
 
-        :param reason: why the index runs (``catch-up``, ``write``, ``shutdown``...), for logs.
-        :param files: the daily memory files known to have changed; empty means the whole store
-            (which also drops the chunks of files that no longer exist).
-        :param call: timeouts, and callbacks for queueing and progress.
+        :param store: the scope's opened store, for an index that reads the markdown itself.
+
+        Example::
+
+            @hookimpl
+            def pimem_open_index(scope, settings, store):
+                return GrepIndex(scope, store)
         """
-
-    @_hookspec(firstresult=True)
-    def pimem_search_memory(
-        self, scope: Scope, query: SearchQuery, call: BackendCall
-    ) -> tuple[SearchHit, ...] | None:
-        """L1 recall: the best chunks for *query*, best first. An empty tuple means no hits."""
 
     @_hookspec(firstresult=True)
     def pimem_search_projects(
@@ -209,33 +183,17 @@ class PimemSpecs:
     ) -> CrossRepoResult | None:
         """Cross-repo recall: L1 over every project under the scan roots, merged best first.
 
-        Stops at the first non-``None`` result. Plugins cannot call hooks, so the facade
-        passes them in: *resolve_project* names a discovered project (``pimem_resolve_project``)
-        and *search_project* runs ``pimem_search_memory`` on one scope, read-only for every
-        scope but the session's; it raises :class:`~pimem_core.errors.CollectionMissing` for a
-        collection never indexed. Nothing may be written.
+        Stops at the first non-``None`` result. *resolve_project* names a discovered project
+        (``pimem_resolve_project``) and *search_project* searches one scope's opened index,
+        read-only for every scope but the session's; it raises
+        :class:`~pimem_core.errors.CollectionMissing` for a collection never indexed. Nothing
+        may be written.
 
         :param scope: the session's scope: the current project, searched in its own collection.
         :param query: the query and how many merged hits to return.
         :param call: the settings (the bundled ``cross-repo`` declares its scan roots,
             ``PI_MEMSEARCH_SCAN_ROOTS``), and ``progress`` to tell ``(done, total)`` projects.
         """
-
-    @_hookspec(firstresult=True)
-    def pimem_expand_chunk(
-        self, scope: Scope, chunk_hash: str, call: BackendCall
-    ) -> Section | None:
-        """L2 recall: the whole section behind *chunk_hash*, with its session anchor."""
-
-    @_hookspec(firstresult=True)
-    def pimem_compact_memory(self, scope: Scope, call: BackendCall) -> CompactResult | None:
-        """Condense the whole memory store into a summary; the facade appends it to today's
-        daily memory file through :meth:`pimem_append_compaction`, so every writer of the store
-        is the store plugin and every change is announced."""
-
-    @_hookspec(firstresult=True)
-    def pimem_read_index_health(self, scope: Scope) -> IndexHealth | None:
-        """Report what is known about *scope*'s index without opening the database."""
 
     @_hookspec
     def pimem_collect_status(
@@ -255,7 +213,7 @@ class PimemSpecs:
         scope: Scope,
         settings: Settings,
         now: datetime,
-        read_day: Callable[[date], str | None],
+        store: MemoryStore,
     ) -> str | None:
         """Build the stable snapshot: the block appended to the agent's system prompt.
 
@@ -264,33 +222,36 @@ class PimemSpecs:
         provider prefix caches survive.
 
         :param now: the local time the snapshot is built for (its date picks "today").
-        :param read_day: reads one daily memory file of *scope* through the storage hooks.
+        :param store: *scope*'s opened store, to read its daily memory files.
         """
 
     @_hookspec
-    def pimem_collect_injections(self, context: PromptContext) -> Iterable[Injection] | None:
+    def pimem_collect_injections(
+        self, context: PromptContext, index: MemoryIndex | None
+    ) -> Iterable[Injection] | None:
         """Contribute per-prompt context (for example auto-context hits) for one prompt.
 
         Every implementation is called; results are placed after the cached prefix. The host
         waits on this hook, so an implementation must bound its own time.
+
+        :param index: the prompt scope's opened index; ``None`` when no plugin opens one.
         """
 
     # -- transcripts ---------------------------------------------------------------------------
 
     @_hookspec(firstresult=True)
-    def pimem_read_branch(self, path: Path, leaf: str | None) -> tuple[BranchEntry, ...] | None:
-        """The branch of the session in transcript *path* that ends at entry *leaf*, root first.
+    def pimem_open_transcript(self, path: Path, settings: Settings) -> TranscriptReader | None:
+        """Open the agent transcript *path*: a :class:`~pimem_core.services.TranscriptReader`.
 
-        With ``leaf=None`` (or a leaf not in the file yet), the branch ends at the last entry
-        of the file: the session's current leaf. Stops at the first non-``None`` result;
-        return ``None`` for a format you do not read. Capture reads the exchange from it.
-        """
+        Stops at the first non-``None`` result: return ``None`` for a format you do not read
+        (the bundled ``pi-transcript`` reads pi's session files). Capture reads each settled
+        exchange through it; ``memory_transcript`` (L3) reads the turns around an anchor.
 
-    @_hookspec(firstresult=True)
-    def pimem_read_transcript(self, request: TranscriptRequest) -> Transcript | None:
-        """L3 recall: the turns around an anchored entry, read from the agent's transcript.
+        Example::
 
-        Stops at the first non-``None`` result; return ``None`` for a format you do not read.
+            @hookimpl
+            def pimem_open_transcript(path, settings):
+                return CodexTranscript(path) if path.suffix == ".jsonl" else None
         """
 
     # -- maintenance ---------------------------------------------------------------------------
@@ -316,19 +277,12 @@ class PimemSpecs:
         """
 
     @_hookspec(firstresult=True)
-    def pimem_list_skill_candidates(self, scope: Scope) -> tuple[SkillCandidate, ...] | None:
-        """Every skill candidate drafted for *scope*, by name; an empty tuple when there are none.
+    def pimem_open_skills(
+        self, scope: Scope, settings: Settings, store: MemoryStore
+    ) -> SkillCatalog | None:
+        """Open the skill candidates drafted for *scope*: a
+        :class:`~pimem_core.services.SkillCatalog`.
 
-        Stops at the first non-``None`` result. Candidates are drafts: listing never installs.
-        """
-
-    @_hookspec(firstresult=True)
-    def pimem_install_skill_candidate(
-        self, scope: Scope, name: str, destination: Path
-    ) -> tuple[Path, ...] | None:
-        """Copy candidate *name* into the skills directory *destination* (as
-        ``<destination>/<name>/SKILL.md``) because someone asked for it; return what was written.
-
-        Stops at the first non-``None`` result. Raise :class:`~pimem_core.errors.StoreError`
-        when no candidate has that name.
+        Stops at the first non-``None`` result. Candidates are drafts: they are installed only
+        when someone asks (``pimem skills install``).
         """

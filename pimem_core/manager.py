@@ -250,6 +250,26 @@ class PimemPluginManager(pluggy.PluginManager):
         log.warning("%s; skipped (set PIMEM_STRICT_PLUGINS=1 to make this an error)", message)
         self._record(name, distribution, version, "failed", error=detail)
 
+    def name_the_plugin(self, error: BaseException, where: str) -> None:
+        """Note on *error*, raised by a service a plugin opened (a store, an index...), which
+        plugin's code raised it: the outermost traceback frame in a registered plugin's module.
+        A ``PimemError`` is deliberate and left as written; an existing note is kept."""
+        if isinstance(error, PimemError) or any(
+            note.startswith(NOTE_PREFIX) for note in getattr(error, "__notes__", ())
+        ):
+            return
+        modules: dict[str, str] = {}
+        for name, plugin in self.list_name_plugin():
+            module = plugin.__name__ if inspect.ismodule(plugin) else type(plugin).__module__
+            modules.setdefault(module, name)
+        frame = error.__traceback__
+        while frame is not None:
+            plugin_name = modules.get(frame.tb_frame.f_globals.get("__name__", ""))
+            if plugin_name is not None:
+                error.add_note(f"{NOTE_PREFIX}{plugin_name!r} raised this in {where}")
+                return
+            frame = frame.tb_next
+
     def answering_plugins(self) -> dict[str, str | None]:
         """For each single-answer hook, the plugin asked first (``None`` when none implements it)."""
         answers: dict[str, str | None] = {}

@@ -16,6 +16,11 @@ there in any test suite, with no import and no ``conftest.py`` line:
 ``fake_host_model``
     A host model that answers with scripted text and records what it was asked.
 
+:class:`InMemoryIndex` and :class:`InMemoryIndexPlugin`
+    A whole :class:`~pimem_core.services.MemoryIndex` with no database and no model: word
+    overlap over the store's day files, recording every operation. Give the plugin to
+    ``make_pimem`` to test a plugin that searches, or subclass the index to script one answer.
+
 Example, for a plugin module ``my_plugin`` with a ``pimem_resolve_scope`` hook::
 
     import my_plugin
@@ -36,8 +41,10 @@ pytest fails with an :class:`ImportError` saying what to install (``pip install
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Protocol
@@ -53,13 +60,30 @@ except ImportError as missing:  # pragma: no cover - exercised in a child proces
     ) from missing
 
 from pimem_core.api import Pimem
+from pimem_core.errors import NoMemoryYet, PimemError
+from pimem_core.hookspecs import hookimpl
 from pimem_core.manager import build_plugin_manager
 from pimem_core.scopes import project_scope
+from pimem_core.services import MemoryIndex, MemoryStore
 from pimem_core.settings import Settings
-from pimem_core.types import HostModel, Scope
+from pimem_core.types import (
+    Anchor,
+    BackendCall,
+    CompactResult,
+    HostModel,
+    IndexHealth,
+    IndexReport,
+    Scope,
+    SearchHit,
+    SearchQuery,
+    Section,
+    StatusSection,
+)
 
 __all__ = [
     "FakeHostModel",
+    "InMemoryIndex",
+    "InMemoryIndexPlugin",
     "MakePimem",
     "TempProject",
     "fake_host_model",
@@ -135,6 +159,130 @@ class FakeHostModel:
     def host_model(self) -> HostModel:
         """The model as pimem's hooks receive it (``DistillRequest.host_model``...)."""
         return HostModel(name=self.name, complete=self.complete)
+
+
+_WORD = re.compile(r"\w+")
+_HEADING = re.compile(r"^#{1,6} ")
+_ANCHOR = re.compile(r"<!-- session:(\S+) turn:(\S+) transcript:(\S+) -->")
+
+
+class InMemoryIndex:
+    """A :class:`~pimem_core.services.MemoryIndex` over one scope, held in memory.
+
+    Each section of a day file (from a heading to the next) is a chunk; a hit's score is the
+    share of the query's words the chunk holds. ``operations`` records each call by name.
+    It does not compact: :meth:`compact` refuses, as an index without a model would.
+    """
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self.chunks: dict[str, SearchHit] = {}
+        self.operations: list[str] = []
+
+    def index(self, reason: str, files: tuple[Path, ...], call: BackendCall) -> IndexReport:
+        self.operations.append("index")
+        days = sorted(self.scope.memory_dir.glob("*.md")) if self.scope.memory_dir.is_dir() else []
+        self.chunks = {hit.chunk_hash: hit for day in days for hit in self._chunk(day)}
+        return IndexReport(indexed_chunks=len(self.chunks), total_files=len(days))
+
+    def search(self, query: SearchQuery, call: BackendCall) -> tuple[SearchHit, ...]:
+        self.operations.append("search")
+        if not self.chunks:
+            raise NoMemoryYet(f"no memory yet in {self.scope.memory_dir}; write something first")
+        return tuple(hit for hit, _ in self._ranked(query.text, query.top_k))
+
+    def expand(self, chunk_hash: str, call: BackendCall) -> Section:
+        self.operations.append("expand")
+        hit = self.chunks.get(chunk_hash)
+        if hit is None:
+            raise PimemError(f"chunk {chunk_hash} is not in the in-memory index")
+        found = _ANCHOR.search(hit.content)
+        anchor = None
+        if found is not None:
+            session, turn, transcript = found.groups()
+            anchor = Anchor(session=session, turn=turn, transcript=transcript)
+        return Section(
+            chunk_hash=chunk_hash,
+            source=hit.source,
+            heading=hit.heading,
+            start_line=hit.start_line,
+            end_line=hit.end_line,
+            content=hit.content,
+            anchor=anchor,
+        )
+
+    def compact(self, call: BackendCall) -> CompactResult:
+        self.operations.append("compact")
+        raise PimemError("the in-memory index has no model to compact with")
+
+    def similar(self, text: str, top_k: int) -> Sequence[tuple[SearchHit, float]]:
+        self.operations.append("similar")
+        return self._ranked(text, top_k)
+
+    def warm(self) -> None:
+        self.operations.append("warm")
+
+    def pending_operations(self) -> int:
+        return 0
+
+    def health(self) -> IndexHealth:
+        return IndexHealth(state_path=None)
+
+    def status(self) -> tuple[StatusSection, ...]:
+        self.operations.append("status")
+        return (
+            StatusSection(
+                name="backend",
+                rank=10,
+                lines=(f"backend: in-memory index ({len(self.chunks)} chunks)",),
+                data={"available": True, "chunks": len(self.chunks)},
+            ),
+        )
+
+    def _ranked(self, text: str, top_k: int) -> tuple[tuple[SearchHit, float], ...]:
+        words = set(_WORD.findall(text.lower()))
+        scored = []
+        for hit in self.chunks.values():
+            share = len(words & set(_WORD.findall(hit.content.lower()))) / max(1, len(words))
+            if share > 0:
+                scored.append((attrs.evolve(hit, score=share, score_kind="similarity"), share))
+        scored.sort(key=lambda pair: (-pair[1], pair[0].source, pair[0].start_line))
+        return tuple(scored[:top_k])
+
+    def _chunk(self, day: Path) -> list[SearchHit]:
+        lines = day.read_text(encoding="utf-8").splitlines()
+        starts = [number for number, line in enumerate(lines) if _HEADING.match(line)]
+        hits = []
+        for first, end in zip(starts, [*starts[1:], len(lines)], strict=True):
+            body = "\n".join(lines[first:end]).strip()
+            if "\n" not in body:
+                continue  # a heading alone (the day's title, a session heading)
+            hits.append(
+                SearchHit(
+                    chunk_hash=hashlib.sha256(body.encode()).hexdigest()[:16],
+                    content=body,
+                    source=str(day),
+                    heading=lines[first].lstrip("#").strip(),
+                    heading_level=len(lines[first]) - len(lines[first].lstrip("#")),
+                    start_line=first + 1,
+                    end_line=first + body.count("\n") + 1,
+                    score=0.0,
+                    score_kind="similarity",
+                )
+            )
+        return hits
+
+
+class InMemoryIndexPlugin:
+    """Opens an :class:`InMemoryIndex` per scope, before any installed index; ``indexes``
+    keeps each one, by collection, for the test to look into."""
+
+    def __init__(self) -> None:
+        self.indexes: dict[str, InMemoryIndex] = {}
+
+    @hookimpl(tryfirst=True)
+    def pimem_open_index(self, scope: Scope, store: MemoryStore) -> MemoryIndex:
+        return self.indexes.setdefault(scope.collection, InMemoryIndex(scope))
 
 
 @pytest.fixture

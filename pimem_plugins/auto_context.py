@@ -1,8 +1,8 @@
 """The ``auto-context`` plugin: memory relevant to each prompt, as a hidden message, on a deadline.
 
 On with ``PI_MEMSEARCH_AUTO_CONTEXT=on``. For every prompt (its first 500 characters) the
-chunks most similar to it are looked up in the project's collection, with the embedder the
-process already keeps warm; the database is borrowed for the one search. Hits are injected
+chunks most similar to it are looked up in the session's opened index
+(:meth:`~pimem_core.services.MemoryIndex.similar`), whichever plugin provides it. Hits are injected
 only when they are *about* the prompt: memsearch's rank-fusion score says that both retrievers
 ranked a chunk high, which a shared stop-word achieves, so the filter is the cosine similarity
 between the prompt and the chunk (``PIMEM_AUTO_CONTEXT_MIN_SIMILARITY``; see ADR 0008). Chunks
@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Literal
@@ -26,8 +26,8 @@ from typing import Literal
 import attrs
 
 from pimem_core import hookimpl
-from pimem_core.backend import process_queue
 from pimem_core.render import render_hit_block
+from pimem_core.services import MemoryIndex
 from pimem_core.settings import Settings, SettingSpec, parse_fraction, parse_switch
 from pimem_core.types import Injection, PromptContext, Scope, SearchHit, StatusSection
 
@@ -71,9 +71,6 @@ PREAMBLE = (
 #: auto-context runs in an agent session's bridge).
 State = Literal["idle", "warming", "warm", "restarting", "gave-up"]
 
-#: Searches *scope* for *text*: hits, best first, each with its similarity to the text.
-Recall = Callable[[Scope, str, int], Sequence[tuple[SearchHit, float]]]
-
 
 @attrs.define
 class Counters:
@@ -111,29 +108,10 @@ def build_message(hits: Sequence[SearchHit]) -> str | None:
     return PREAMBLE + "\n\n" + "\n\n".join(blocks) if blocks else None
 
 
-def _default_recall(scope: Scope, text: str, top_k: int) -> Sequence[tuple[SearchHit, float]]:
-    from pimem_plugins.memsearch_engine import shared_engine
-
-    return shared_engine().recall(scope, text, top_k)
-
-
-def _default_warm(scope: Scope) -> None:
-    from pimem_plugins.memsearch_engine import shared_engine
-
-    shared_engine().warm(scope)
-
-
 class AutoContext:
     """Per-prompt recall for one session (a plugin instance lives as long as its manager)."""
 
-    def __init__(
-        self,
-        recall: Recall = _default_recall,
-        warm: Callable[[Scope], None] = _default_warm,
-        budget: float = BUDGET_SECONDS,
-    ) -> None:
-        self._recall = recall
-        self._warm = warm
+    def __init__(self, budget: float = BUDGET_SECONDS) -> None:
         self._budget = budget
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="pimem-auto-context")
@@ -152,16 +130,16 @@ class AutoContext:
     # -- lifecycle ----------------------------------------------------------------------
 
     @hookimpl
-    def pimem_start_session(self, scope: Scope, settings: Settings) -> None:
-        if ENABLED.read(settings) and self.state == "idle":
-            self._start_warming(scope)
+    def pimem_start_session(self, settings: Settings, index: MemoryIndex | None) -> None:
+        if ENABLED.read(settings) and index is not None and self.state == "idle":
+            self._start_warming(index)
 
-    def _start_warming(self, scope: Scope, state: State = "warming") -> None:
+    def _start_warming(self, index: MemoryIndex, state: State = "warming") -> None:
         self.state = state
 
         def warm() -> None:
             try:
-                process_queue().run("auto-context warm-up", lambda: self._warm(scope))
+                index.warm()
             except Exception as error:  # noqa: BLE001 - the prompts that follow report it
                 self.last_error = str(error)
                 log.warning("auto-context could not warm the embedder: %s", error)
@@ -174,18 +152,20 @@ class AutoContext:
     # -- per prompt ---------------------------------------------------------------------
 
     @hookimpl
-    def pimem_collect_injections(self, context: PromptContext) -> Iterator[Injection]:
+    def pimem_collect_injections(
+        self, context: PromptContext, index: MemoryIndex | None
+    ) -> Iterator[Injection]:
         settings = context.settings
-        if not ENABLED.read(settings):
-            return
+        if not ENABLED.read(settings) or index is None:
+            return  # off, or no index to search
         started = time.monotonic()
         self.counters.seen += 1
         if self.state == "idle":
-            self._start_warming(context.scope)
+            self._start_warming(index)
         if self.state == "gave-up":
             self.counters.skipped_error += 1
             return
-        if self.state != "warm" or self._busy():
+        if self.state != "warm" or self._busy(index):
             # Still warming, or the backend is busy with other memory work: answering would
             # mean waiting in line, and the prompt does not wait.
             self.counters.skipped_budget += 1
@@ -197,16 +177,14 @@ class AutoContext:
         # The pool has one thread: behind a previous prompt's late search, this one waits for
         # it within its own budget (it is usually about to finish) instead of giving up.
         previous = self._in_flight
-        future = self._pool.submit(
-            process_queue().run, SOURCE, lambda: self._recall(context.scope, query, TOP_K)
-        )
+        future = self._pool.submit(index.similar, query, TOP_K)
         self._in_flight = future
         try:
             hits = future.result(timeout=max(0.0, self._budget - (time.monotonic() - started)))
         except FutureTimeout:
             if future.cancel():
                 self._in_flight = previous  # never started: the late one is still the one to watch
-            self._missed(context.scope)
+            self._missed(index)
             return
         except Exception as error:  # noqa: BLE001 - a locked or broken database: no memory now
             self.last_error = str(error)
@@ -225,13 +203,13 @@ class AutoContext:
         self.counters.last_injection_ms = (time.monotonic() - started) * 1000
         yield Injection(text=message, placement="hidden-message", source=SOURCE)
 
-    def _busy(self) -> bool:
-        """Whether other memory work (a capture, an index run) holds the backend; a search of
+    def _busy(self, index: MemoryIndex) -> bool:
+        """Whether other memory work (a capture, an index run) holds the index; a search of
         ours still running is not other work."""
         own = self._in_flight is not None and not self._in_flight.done()
-        return process_queue().pending > int(own)
+        return index.pending_operations() > int(own)
 
-    def _missed(self, scope: Scope) -> None:
+    def _missed(self, index: MemoryIndex) -> None:
         self.counters.skipped_budget += 1
         self.misses_in_a_row += 1
         if self.misses_in_a_row < MISSES_FOR_A_CRASH:
@@ -241,7 +219,7 @@ class AutoContext:
             self.state = "gave-up"
             return
         self.restarts += 1
-        self._start_warming(scope, "restarting")
+        self._start_warming(index, "restarting")
 
     # -- status -------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import attrs
 from pimem_core import SettingSpec, hookimpl
 from pimem_core.errors import CollectionMissing, NoMemoryYet, SettingsError
 from pimem_core.types import BackendCall, CrossRepoResult, Scope, SearchHit, SearchQuery
-from pimem_plugins.layout import TREE
+from pimem_plugins.shared.layout import TREE
 
 
 def _roots(raw: str) -> tuple[Path, ...]:

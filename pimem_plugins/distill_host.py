@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pimem_core import PimemError, hookimpl
 from pimem_core.types import Distillation, DistillRequest
-from pimem_plugins.distill_prompt import NO_TEXT, SYSTEM_PROMPT, clean_bullets
+from pimem_plugins.shared.distill_prompt import NO_TEXT, SYSTEM_PROMPT, clean_bullets
 
 
 @hookimpl

@@ -19,8 +19,9 @@ from typing import Literal, TypeVar
 
 from pimem_core import hookimpl
 from pimem_core.errors import StoreError
+from pimem_core.services import MemoryStore
 from pimem_core.types import ChunkAddress, DayAddress, Entry, Redaction, Scope, Section
-from pimem_plugins.day_file import (
+from pimem_plugins.shared.day_file import (
     day_file_name,
     format_entry,
     list_compact_blocks,
@@ -35,16 +36,27 @@ _REWRITE_ATTEMPTS = 5
 
 
 class MarkdownStore:
-    """Daily memory files under the scope's memory directory."""
+    """The ``markdown-store`` plugin: opens a :class:`MarkdownMemoryStore` per scope."""
 
     def __init__(self) -> None:
         # (file, session id) pairs: this session has a ``## Session`` heading in that file.
         self._headed: set[tuple[str, str]] = set()
-        self._seeded: set[tuple[str, str]] = set()
 
     @hookimpl(trylast=True)
-    def pimem_append_entry(self, scope: Scope, entry: Entry) -> Path:
-        file = _day_file(scope, day_file_name(entry))
+    def pimem_open_store(self, scope: Scope) -> MemoryStore:
+        return MarkdownMemoryStore(scope, headed=self._headed)
+
+
+class MarkdownMemoryStore:
+    """Daily memory files under one scope's memory directory."""
+
+    def __init__(self, scope: Scope, *, headed: set[tuple[str, str]] | None = None) -> None:
+        self.scope = scope
+        self._headed = set() if headed is None else headed
+        self._seeded: set[tuple[str, str]] = set()
+
+    def append_entry(self, entry: Entry) -> Path:
+        file = _day_file(self.scope, day_file_name(entry))
         key = (str(file), entry.anchor.session)
         if key not in self._seeded:
             if f"session:{entry.anchor.session} " in _read_if_exists(file):
@@ -63,21 +75,20 @@ class MarkdownStore:
         self._headed.add(key)
         return file
 
-    @hookimpl(trylast=True)
-    def pimem_append_compaction(self, scope: Scope, summary: str, now: datetime) -> Path:
+    def append_compaction(self, summary: str, now: datetime) -> Path:
         name = f"{now.date().isoformat()}.md"
-        file = scope.memory_dir / name
+        file = self.scope.memory_dir / name
         new = not (file.is_file() and file.stat().st_size)
         title = f"# {now.date().isoformat()}\n" if new else ""
-        return append_block(scope, name, f"{title}\n\n## Memory Compact {now:%H:%M}\n\n{summary}\n")
+        block = f"{title}\n\n## Memory Compact {now:%H:%M}\n\n{summary}\n"
+        return append_block(self.scope, name, block)
 
-    @hookimpl(trylast=True)
-    def pimem_read_day(self, scope: Scope, day: date) -> str | None:
-        text = _read_if_exists(scope.memory_dir / f"{day.isoformat()}.md")
+    def read_day(self, day: date) -> str | None:
+        text = _read_if_exists(self.scope.memory_dir / f"{day.isoformat()}.md")
         return text or None
 
-    @hookimpl(trylast=True)
-    def pimem_forget_entry(self, scope: Scope, address: DayAddress | ChunkAddress) -> Redaction:
+    def forget_entry(self, address: DayAddress | ChunkAddress) -> Redaction:
+        scope = self.scope
         if isinstance(address, ChunkAddress):
             return _forget_chunk(scope, address.section)
         file = _day_file(scope, f"{address.day.isoformat()}.md")

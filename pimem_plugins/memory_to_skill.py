@@ -9,7 +9,7 @@ agents see the same drafts. memsearch writes a candidate's files in place; here 
 in a staging directory and moved into place one file at a time, so a crash never leaves half a
 file.
 
-Candidates are never installed on their own: :meth:`pimem_install_skill_candidate` runs only
+Candidates are never installed on their own: :meth:`DraftedSkills.install_candidate` runs only
 when someone asks (``pimem skills install``, the ``memory_skills`` tool), with memsearch's own
 ``install``.
 """
@@ -22,11 +22,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from pimem_core import hookimpl
 from pimem_core.budget import DistillBudget
 from pimem_core.errors import PimemError, StoreError
 from pimem_core.maintenance import maintenance_root, task_status, temp_path
 from pimem_core.memsearch_compat import distill_steps
+from pimem_core.services import SkillCatalog
 from pimem_core.settings import Settings
 from pimem_core.types import (
     MaintenanceOutcome,
@@ -36,7 +39,7 @@ from pimem_core.types import (
     SkillCandidate,
     StatusSection,
 )
-from pimem_plugins.maintenance_common import (
+from pimem_plugins.shared.maintenance import (
     SYSTEM_PROMPT,
     describe_task,
     memsearch_config,
@@ -90,23 +93,32 @@ class MemoryToSkill:
         )
 
     @hookimpl(trylast=True)
-    def pimem_list_skill_candidates(self, scope: Scope) -> tuple[SkillCandidate, ...]:
+    def pimem_open_skills(self, scope: Scope) -> SkillCatalog:
+        return DraftedSkills(scope)
+
+
+@attrs.frozen
+class DraftedSkills:
+    """The candidates memory-to-skill drafted for one scope, via memsearch's skills module."""
+
+    scope: Scope
+
+    def list_candidates(self) -> tuple[SkillCandidate, ...]:
         list_candidates, skills_root = _skills("list_candidates", "skills_root")
 
-        root = skills_root(maintenance_root(scope))
-        return tuple(_candidate(root, meta) for meta in list_candidates(maintenance_root(scope)))
+        root = skills_root(maintenance_root(self.scope))
+        return tuple(
+            _candidate(root, meta) for meta in list_candidates(maintenance_root(self.scope))
+        )
 
-    @hookimpl(trylast=True)
-    def pimem_install_skill_candidate(
-        self, scope: Scope, name: str, destination: Path
-    ) -> tuple[Path, ...]:
+    def install_candidate(self, name: str, destination: Path) -> tuple[Path, ...]:
         (install,) = _skills("install")
         try:
             written = install(
                 name,
                 [str(destination)],
-                project_dir=scope.repository_dir,
-                memsearch_dir=maintenance_root(scope),
+                project_dir=self.scope.repository_dir,
+                memsearch_dir=maintenance_root(self.scope),
             )
         except ValueError as error:
             raise StoreError(f"{error}; `pimem skills list` shows the candidates") from None

@@ -4,9 +4,10 @@ A pi session file (format version 3) is JSON lines: a ``session`` header, then o
 line, each with an ``id`` and the ``parentId`` of the entry it follows. The entries form a tree:
 going back to an earlier point and continuing there starts a new branch in the same file, so
 line order interleaves abandoned branches. The conversation an entry belongs to is the path
-from a tip back to the root, and that is what both hooks here read.
+from a tip back to the root, and that is what the reader here reads.
 
-Both implementations are ``trylast`` defaults: any plugin that answers replaces them.
+``pimem_open_transcript`` is a ``trylast`` default: a plugin that reads another agent's
+transcripts answers for its files first.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import attrs
 
 from pimem_core import hookimpl
 from pimem_core.errors import PimemError
+from pimem_core.services import TranscriptReader
 from pimem_core.types import BranchEntry, Transcript, TranscriptRequest, TranscriptTurn
 
 #: A rendered turn longer than this is cut, and the cut is marked.
@@ -392,14 +394,25 @@ def read_pi_branch(path: Path, leaf: str | None = None) -> tuple[BranchEntry, ..
     return tuple(_branch_entry(entry) for entry in tree.live_branch(leaf))
 
 
-# -- hooks ----------------------------------------------------------------------------------------
+# -- the reader -----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class PiTranscript:
+    """One pi session file, as a :class:`~pimem_core.services.TranscriptReader`."""
+
+    path: Path
+
+    def read_branch(self, leaf: str | None) -> tuple[BranchEntry, ...]:
+        branch = read_pi_branch(self.path, leaf)
+        if branch is None:
+            raise PimemError(f"{self.path} is not a pi session file (no session header)")
+        return branch
+
+    def read_transcript(self, request: TranscriptRequest) -> Transcript:
+        return read_pi_transcript(request)
 
 
 @hookimpl(trylast=True)
-def pimem_read_transcript(request: TranscriptRequest) -> Transcript:
-    return read_pi_transcript(request)
-
-
-@hookimpl(trylast=True)
-def pimem_read_branch(path: Path, leaf: str | None) -> tuple[BranchEntry, ...] | None:
-    return read_pi_branch(path, leaf)
+def pimem_open_transcript(path: Path) -> TranscriptReader:
+    return PiTranscript(path)

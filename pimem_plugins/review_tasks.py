@@ -22,7 +22,7 @@ from pimem_core.types import (
     Scope,
     StatusSection,
 )
-from pimem_plugins.maintenance_common import (
+from pimem_plugins.shared.maintenance import (
     SYSTEM_PROMPT,
     describe_task,
     memsearch_config,

@@ -8,8 +8,8 @@ from pathlib import Path
 from pimem_core import Settings, hookimpl
 from pimem_core.errors import IndexStateError
 from pimem_core.types import COLLECTION_NAME, Scope
-from pimem_plugins.index_state import read_index_state
-from pimem_plugins.layout import (
+from pimem_plugins.shared.index_state import read_index_state
+from pimem_plugins.shared.layout import (
     TREE,
     derive_collection,
     discovered_store,

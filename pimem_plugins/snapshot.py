@@ -7,10 +7,10 @@ byte-identical between checkpoints so provider prefix caches survive.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 
 from pimem_core import Settings, hookimpl
+from pimem_core.services import MemoryStore
 
 TODAY_BUDGET = 3000
 YESTERDAY_BUDGET = 2000
@@ -51,14 +51,14 @@ def tail(text: str, budget: int) -> tuple[str, bool]:
 
 
 @hookimpl(trylast=True)
-def pimem_build_snapshot(now: datetime, read_day: Callable[[date], str | None]) -> str:
+def pimem_build_snapshot(now: datetime, store: MemoryStore) -> str:
     today = now.date()
     sections = [INSTRUCTIONS]
     for label, day, budget in (
         ("Today", today, TODAY_BUDGET),
         ("Yesterday", today - timedelta(days=1), YESTERDAY_BUDGET),
     ):
-        body = (read_day(day) or "").strip()
+        body = (store.read_day(day) or "").strip()
         if not body:
             continue
         kept, truncated = tail(body, budget)

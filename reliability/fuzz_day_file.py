@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from pimem_core.errors import StoreError
 from pimem_core.types import Anchor, ChunkAddress, DayAddress, Scope, Section
-from pimem_plugins.markdown_store import MarkdownStore
+from pimem_plugins.markdown_store import MarkdownMemoryStore
 from reliability.fuzzing import run_property
 from reliability.outcome import Outcome
 from reliability.strategies import TEXT
@@ -152,7 +152,7 @@ def run(outcome: Outcome, examples: int, seed_value: int) -> None:
             collection="ms_fuzz_00000000",
             index_state_path=None,
         )
-        store = MarkdownStore()
+        store = MarkdownMemoryStore(scope)
         file = memory / f"{DAY.isoformat()}.md"
         tally = outcome.details.setdefault(
             "forgets", {"refused": 0, "entry": 0, "compact block": 0}
@@ -166,7 +166,7 @@ def run(outcome: Outcome, examples: int, seed_value: int) -> None:
                 source = str(file) if case.section.source == "DAYFILE" else case.section.source
                 address = ChunkAddress(section=attrs.evolve(case.section, source=source))
             try:
-                redaction = store.pimem_forget_entry(scope, address)
+                redaction = store.forget_entry(address)
             except StoreError:
                 assert file.read_bytes() == data, "a refused forget changed the file"
                 tally["refused"] += 1

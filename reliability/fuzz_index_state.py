@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from pimem_core.errors import IndexStateError
 from pimem_core.types import IndexState, Scope
-from pimem_plugins.index_state import (
+from pimem_plugins.shared.index_state import (
     describe_index_health,
     parse_index_state,
-    pimem_read_index_health,
+    read_index_health,
 )
 from reliability.fuzzing import run_property
 from reliability.outcome import Outcome
@@ -79,7 +79,7 @@ def run(outcome: Outcome, examples: int, seed_value: int) -> None:
                 assert isinstance(state, IndexState)
                 assert isinstance(state.status, str)
             state_file.write_text(text, encoding="utf-8", errors="surrogatepass")
-            health = pimem_read_index_health(scope)  # must never raise
+            health = read_index_health(scope)  # must never raise
             lines = describe_index_health(health)
             assert lines, health
             assert all(isinstance(line, str) for line in lines)

@@ -23,12 +23,13 @@ from typing import Any
 from hypothesis import strategies as st
 
 from pimem_core.api import Pimem
+from pimem_core.backend import BackendQueue
 from pimem_core.errors import PimemError, StoreError
 from pimem_core.serve import Server
 from pimem_core.session import SessionInfo
 from pimem_core.types import Anchor, ChunkAddress, DayAddress, Entry, Scope, Section
-from pimem_plugins.markdown_store import MarkdownStore, append_block
-from pimem_plugins.memsearch_engine import CHUNK_HASH, MemsearchEngine
+from pimem_plugins.markdown_store import MarkdownMemoryStore, append_block
+from pimem_plugins.memsearch.engine import CHUNK_HASH, MemsearchEngine
 from reliability.fuzzing import run_property
 from reliability.outcome import Outcome
 from reliability.strategies import TEXT
@@ -66,7 +67,7 @@ def _explicit(scope: Scope, base: Path) -> list[str]:
         written_at=datetime(2026, 8, 13, 22, 41),
     )
     writes: list[tuple[str, Callable[[], Path]]] = [
-        ("an append", lambda: MarkdownStore().pimem_append_entry(scope, entry)),
+        ("an append", lambda: MarkdownMemoryStore(scope).append_entry(entry)),
         ("a compaction block", lambda: append_block(scope, link.name, "## Memory Compact\n")),
     ]
     for name, write in writes:
@@ -149,7 +150,7 @@ def run(outcome: Outcome, examples: int, seed_value: int) -> None:
             collection="ms_paths_00000000",
             index_state_path=None,
         )
-        store = MarkdownStore()
+        store = MarkdownMemoryStore(scope)
         sentinel = _tree_digest(outside)
         outside_names = set(os.listdir(base))
         tally = outcome.details.setdefault("paths", {"refused": 0, "forgot_inside": 0})
@@ -166,7 +167,7 @@ def run(outcome: Outcome, examples: int, seed_value: int) -> None:
                 content="",
             )
             try:
-                redaction = store.pimem_forget_entry(scope, ChunkAddress(section=section))
+                redaction = store.forget_entry(ChunkAddress(section=section))
             except StoreError:
                 tally["refused"] += 1
             else:
@@ -201,7 +202,7 @@ def run(outcome: Outcome, examples: int, seed_value: int) -> None:
             assert len(parsed.day.isoformat()) == 10, parsed
             assert len(parsed.time) == 5, parsed
             with contextlib.suppress(StoreError):
-                store.pimem_forget_entry(scope, parsed)
+                store.forget_entry(parsed)
             assert _tree_digest(outside) == sentinel, "a file outside the store changed"
 
         dates = st.one_of(
@@ -228,7 +229,7 @@ def run(outcome: Outcome, examples: int, seed_value: int) -> None:
         outcome.inputs += len(LABELS) + 2
         outcome.expect(_tree_digest(outside) == sentinel, "a file outside the store changed")
 
-        engine = MemsearchEngine()
+        engine = MemsearchEngine(BackendQueue())
 
         def chunk_hash(text: Any) -> None:
             if CHUNK_HASH.fullmatch(text):

@@ -18,7 +18,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pimem_core import Pimem
+    from pimem_core.types import Scope
+    from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 
 #: memsearch's day-file shape, as its other agent plugins append it (one write per entry).
 RAW_ENTRY = (
@@ -146,20 +151,33 @@ def append_raw(args: dict[str, Any]) -> dict[str, Any]:
     return _paced(args, write)
 
 
+def _memsearch_index(pimem: Pimem, scope: Scope) -> MemsearchMemoryIndex:
+    """*scope*'s index as *pimem* opened it: memsearch's, with the engine and the backend queue
+    every call of *pimem* runs on."""
+    from pimem_plugins.memsearch.index import MemsearchMemoryIndex
+
+    index = pimem.index(scope)
+    if not isinstance(index, MemsearchMemoryIndex):
+        raise RuntimeError(
+            f"the scenario exercises memsearch's index, but {type(index).__name__} answered "
+            "pimem_open_index"
+        )
+    return index
+
+
 def backend(args: dict[str, Any]) -> dict[str, Any]:
     """Index the day file and search in a loop (``role`` index) or search and expand (search),
     counting every call's outcome: ok, ok after backoff, the lock message, anything else."""
     from pimem_core import Pimem
-    from pimem_core.backend import process_queue
     from pimem_core.errors import PimemError
     from pimem_core.types import SearchQuery
-    from pimem_plugins.memsearch_engine import DatabaseLocked
+    from pimem_plugins.memsearch.engine import DatabaseLocked
 
     pimem = Pimem.from_env()
     scope = pimem.resolve_scope(Path(args["project"]))
     rng = random.Random(args["seed"])
     retries = 0
-    queue = process_queue()
+    queue = _memsearch_index(pimem, scope).queue
     sleep = queue._sleep
 
     def counted_sleep(seconds: float) -> None:
@@ -214,13 +232,12 @@ def verify(args: dict[str, Any]) -> dict[str, Any]:
     """After the final index: every token in the collection's chunks, and a sample found by
     search. Reads the collection through pimem's engine (memsearch's own store)."""
     from pimem_core import Pimem
-    from pimem_core.backend import process_queue
     from pimem_core.types import SearchQuery
-    from pimem_plugins.memsearch_engine import shared_engine
 
     pimem = Pimem.from_env()
     scope = pimem.resolve_scope(Path(args["project"]))
-    engine = shared_engine()
+    index = _memsearch_index(pimem, scope)
+    engine = index.engine
 
     def chunks() -> list[dict[str, Any]]:
         config = engine.config(scope)
@@ -228,7 +245,7 @@ def verify(args: dict[str, Any]) -> dict[str, Any]:
             rows: list[dict[str, Any]] = memsearch.store.query()
         return rows
 
-    rows = process_queue().run("verify", chunks)
+    rows = index.queue.run("verify", chunks)
     contents = [str(row["content"]) for row in rows]
     tokens = args["tokens"]
     joined = "\n".join(contents)

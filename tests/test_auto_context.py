@@ -9,8 +9,20 @@ from pathlib import Path
 
 import pytest
 
+from pimem_core.errors import PimemError
 from pimem_core.settings import Settings
-from pimem_core.types import PromptContext, Scope, SearchHit
+from pimem_core.types import (
+    BackendCall,
+    CompactResult,
+    IndexHealth,
+    IndexReport,
+    PromptContext,
+    Scope,
+    SearchHit,
+    SearchQuery,
+    Section,
+    StatusSection,
+)
 from pimem_plugins.auto_context import (
     CHAR_BUDGET,
     PREAMBLE,
@@ -52,19 +64,61 @@ def context(scope: Scope, prompt: str = "why Redis?", snapshot: str | None = Non
     return PromptContext(scope=scope, prompt=prompt, snapshot=snapshot, settings=ON)
 
 
-def warm_plugin(
-    scope: Scope, recall: Callable[[Scope, str, int], Sequence[tuple[SearchHit, float]]]
-) -> AutoContext:
-    plugin = AutoContext(recall=recall, warm=lambda scope: None, budget=0.2)
-    plugin.pimem_start_session(scope=scope, settings=ON)
+Recall = Callable[[Scope, str, int], Sequence[tuple[SearchHit, float]]]
+
+
+class ScriptedIndex:
+    """A :class:`~pimem_core.services.MemoryIndex` whose similarity search is a script; the
+    rest of it is never reached by auto-context."""
+
+    def __init__(
+        self, scope: Scope, recall: Recall, warm: Callable[[Scope], None] = lambda scope: None
+    ) -> None:
+        self.scope = scope
+        self._recall = recall
+        self._warm = warm
+        self.pending = 0
+
+    def similar(self, text: str, top_k: int) -> Sequence[tuple[SearchHit, float]]:
+        return self._recall(self.scope, text, top_k)
+
+    def warm(self) -> None:
+        self._warm(self.scope)
+
+    def pending_operations(self) -> int:
+        return self.pending
+
+    def index(self, reason: str, files: tuple[Path, ...], call: BackendCall) -> IndexReport:
+        raise PimemError("not scripted")
+
+    def search(self, query: SearchQuery, call: BackendCall) -> tuple[SearchHit, ...]:
+        raise PimemError("not scripted")
+
+    def expand(self, chunk_hash: str, call: BackendCall) -> Section:
+        raise PimemError("not scripted")
+
+    def compact(self, call: BackendCall) -> CompactResult:
+        raise PimemError("not scripted")
+
+    def health(self) -> IndexHealth:
+        return IndexHealth(state_path=None)
+
+    def status(self) -> tuple[StatusSection, ...]:
+        return ()
+
+
+def warm_plugin(scope: Scope, recall: Recall) -> tuple[AutoContext, ScriptedIndex]:
+    plugin = AutoContext(budget=0.2)
+    index = ScriptedIndex(scope, recall)
+    plugin.pimem_start_session(settings=ON, index=index)
     wait_for(lambda: plugin.state == "warm")
-    return plugin
+    return plugin, index
 
 
-def settled(plugin: AutoContext) -> bool:
+def settled(plugin: AutoContext, index: ScriptedIndex) -> bool:
     """No search of the plugin's running or queued, and no other memory work."""
     late = plugin._in_flight
-    return not plugin._busy() and (late is None or late.done())
+    return not plugin._busy(index) and (late is None or late.done())
 
 
 def wait_for(condition: Callable[[], bool]) -> None:
@@ -115,10 +169,10 @@ def test_off_by_default_it_never_searches(scope: Scope) -> None:
         calls.append(text)
         return []
 
-    plugin = AutoContext(recall=recall, warm=lambda s: None)
-    plugin.pimem_start_session(scope=scope, settings=OFF)
+    plugin, index = AutoContext(), ScriptedIndex(scope, recall)
+    plugin.pimem_start_session(settings=OFF, index=index)
     off = PromptContext(scope=scope, prompt="why Redis?", snapshot=None, settings=OFF)
-    assert list(plugin.pimem_collect_injections(context=off)) == []
+    assert list(plugin.pimem_collect_injections(context=off, index=index)) == []
     assert calls == []
     (status,) = plugin.pimem_collect_status(scope=scope, settings=OFF)
     assert status.lines == ("auto-context: off (set PI_MEMSEARCH_AUTO_CONTEXT=on to enable)",)
@@ -131,8 +185,8 @@ def test_a_relevant_hit_becomes_a_hidden_message(scope: Scope) -> None:
         queries.append(text)
         return [(hit(1, "- chose Redis for the hot cache"), 0.71)]
 
-    plugin = warm_plugin(scope, recall)
-    (injection,) = plugin.pimem_collect_injections(context=context(scope, "x" * 600))
+    plugin, index = warm_plugin(scope, recall)
+    (injection,) = plugin.pimem_collect_injections(context=context(scope, "x" * 600), index=index)
     assert injection.placement == "hidden-message"
     assert "- chose Redis for the hot cache" in injection.text
     assert queries == ["x" * 500]  # the prompt's first 500 characters
@@ -141,8 +195,8 @@ def test_a_relevant_hit_becomes_a_hidden_message(scope: Scope) -> None:
 
 
 def test_nothing_relevant_counts_as_empty(scope: Scope) -> None:
-    plugin = warm_plugin(scope, lambda s, q, k: [(hit(1), 0.2)])
-    assert list(plugin.pimem_collect_injections(context=context(scope))) == []
+    plugin, index = warm_plugin(scope, lambda s, q, k: [(hit(1), 0.2)])
+    assert list(plugin.pimem_collect_injections(context=context(scope), index=index)) == []
     assert plugin.counters.skipped_empty == 1
 
 
@@ -150,8 +204,8 @@ def test_a_failing_search_counts_as_an_error_and_the_prompt_goes_on(scope: Scope
     def recall(scope: Scope, text: str, top_k: int) -> list[tuple[SearchHit, float]]:
         raise RuntimeError("database locked")
 
-    plugin = warm_plugin(scope, recall)
-    assert list(plugin.pimem_collect_injections(context=context(scope))) == []
+    plugin, index = warm_plugin(scope, recall)
+    assert list(plugin.pimem_collect_injections(context=context(scope), index=index)) == []
     assert plugin.counters.skipped_error == 1
 
 
@@ -161,9 +215,9 @@ def test_prompts_while_warming_are_skipped_for_the_deadline(scope: Scope) -> Non
     def warm(scope: Scope) -> None:
         release.wait(10)
 
-    plugin = AutoContext(recall=lambda s, q, k: [], warm=warm)
-    plugin.pimem_start_session(scope=scope, settings=ON)
-    assert list(plugin.pimem_collect_injections(context=context(scope))) == []
+    plugin, index = AutoContext(), ScriptedIndex(scope, lambda s, q, k: [], warm)
+    plugin.pimem_start_session(settings=ON, index=index)
+    assert list(plugin.pimem_collect_injections(context=context(scope), index=index)) == []
     assert plugin.counters.skipped_budget == 1
     release.set()
     wait_for(lambda: plugin.state == "warm")
@@ -176,18 +230,18 @@ def test_three_misses_in_a_row_restart_it_and_the_third_crash_turns_it_off(scope
         hang.wait(0.5)
         return []
 
-    plugin = warm_plugin(scope, slow)
+    plugin, index = warm_plugin(scope, slow)
     for crash in range(3):
         for _ in range(3):
-            wait_for(lambda: settled(plugin))
+            wait_for(lambda: settled(plugin, index))
             assert plugin.state == "warm"
-            assert list(plugin.pimem_collect_injections(context=context(scope))) == []
+            assert list(plugin.pimem_collect_injections(context=context(scope), index=index)) == []
         if crash < 2:
             wait_for(lambda: plugin.state == "warm")
     assert plugin.state == "gave-up"
     assert plugin.restarts == 2
     assert plugin.counters.skipped_budget == 9
-    assert list(plugin.pimem_collect_injections(context=context(scope))) == []
+    assert list(plugin.pimem_collect_injections(context=context(scope), index=index)) == []
     assert plugin.counters.skipped_error == 1
     (status,) = plugin.pimem_collect_status(scope=scope, settings=ON)
     assert status.lines[0].startswith("auto-context: on (gave-up")
@@ -202,10 +256,10 @@ def test_a_served_prompt_resets_the_streak(scope: Scope) -> None:
             slow.wait(0.5)
         return [(hit(1), 0.9)]
 
-    plugin = warm_plugin(scope, recall)
+    plugin, index = warm_plugin(scope, recall)
     for prompt in ("slow", "slow", "fast", "slow", "slow"):
-        wait_for(lambda: settled(plugin))
-        list(plugin.pimem_collect_injections(context=context(scope, prompt)))
+        wait_for(lambda: settled(plugin, index))
+        list(plugin.pimem_collect_injections(context=context(scope, prompt), index=index))
     assert plugin.restarts == 0
     assert plugin.misses_in_a_row == 2
 
@@ -220,14 +274,14 @@ def test_a_prompt_behind_a_late_search_waits_for_it_and_is_served(scope: Scope) 
             first.wait(10)
         return [(hit(len(searched)), 0.9)]
 
-    plugin = warm_plugin(scope, recall)
-    assert list(plugin.pimem_collect_injections(context=context(scope, "late"))) == []
+    plugin, index = warm_plugin(scope, recall)
+    assert list(plugin.pimem_collect_injections(context=context(scope, "late"), index=index)) == []
     assert plugin.counters.skipped_budget == 1
     # The late search ends while the next prompt waits (with a budget long enough for any
     # machine): that prompt is searched, not skipped.
     plugin._budget = 10.0
     threading.Timer(0.05, first.set).start()
-    (injection,) = plugin.pimem_collect_injections(context=context(scope, "next"))
+    (injection,) = plugin.pimem_collect_injections(context=context(scope, "next"), index=index)
     assert searched == ["late", "next"]
     assert "fact number 2" in injection.text
     assert plugin.counters.skipped_budget == 1
@@ -243,11 +297,13 @@ def test_a_prompt_still_queued_at_its_deadline_is_dropped_not_run_later(scope: S
         stuck.wait(10)
         return []
 
-    plugin = warm_plugin(scope, recall)
+    plugin, index = warm_plugin(scope, recall)
     for prompt in ("stuck", "queued"):
-        assert list(plugin.pimem_collect_injections(context=context(scope, prompt))) == []
+        assert (
+            list(plugin.pimem_collect_injections(context=context(scope, prompt), index=index)) == []
+        )
     stuck.set()
-    wait_for(lambda: settled(plugin))
+    wait_for(lambda: settled(plugin, index))
     assert searched == ["stuck"]
     assert plugin.counters.skipped_budget == 2
     assert plugin.misses_in_a_row == 2

@@ -12,7 +12,7 @@ from memsearch.chunker import chunk_markdown
 from bench.corpus import generate_corpus
 from bench.latency import _identity, prepare_store, summarize
 from pimem_core.offline_model import OfflineModel
-from pimem_plugins.day_file import list_entries
+from pimem_plugins.shared.day_file import list_entries
 
 
 def test_the_same_seed_gives_the_same_bytes() -> None:

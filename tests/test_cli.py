@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pimem_core.cli import build_parser
-from pimem_plugins.layout import derive_collection
+from pimem_plugins.shared.layout import derive_collection
 
 from conftest import run_cli, write_script
 

@@ -21,9 +21,11 @@ from pimem_core.errors import (
     SettingsError,
 )
 from pimem_core.render import cross_repo_to_json, render_cross_repo
+from pimem_core.services import MemoryIndex
+from pimem_core.testing import InMemoryIndex
 from pimem_core.types import BackendCall, CrossRepoResult, Scope, SearchHit, SearchQuery
 from pimem_plugins.cross_repo import discover_projects
-from pimem_plugins.layout import derive_collection
+from pimem_plugins.shared.layout import derive_collection
 
 from conftest import make_pimem, run_cli, write_script
 
@@ -39,10 +41,17 @@ class FakeSearch:
         #: (collection, top_k, read_only) per search, in order.
         self.calls: list[tuple[str, int, bool]] = []
 
-    @hookimpl
-    def pimem_search_memory(
-        self, scope: Scope, query: SearchQuery, call: BackendCall
-    ) -> tuple[SearchHit, ...]:
+    @hookimpl(tryfirst=True)
+    def pimem_open_index(self, scope: Scope) -> MemoryIndex:
+        fake = self
+
+        class Scripted(InMemoryIndex):
+            def search(self, query: SearchQuery, call: BackendCall) -> tuple[SearchHit, ...]:
+                return fake.search(self.scope, query, call)
+
+        return Scripted(scope)
+
+    def search(self, scope: Scope, query: SearchQuery, call: BackendCall) -> tuple[SearchHit, ...]:
         self.calls.append((scope.collection, query.top_k, call.read_only))
         if call.on_wait is not None:
             call.on_wait("an index run")

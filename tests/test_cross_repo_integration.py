@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from test_serve import Bridge
 
+from pimem_core.backend import BackendQueue
 from pimem_core.memsearch_config import global_config_path
 from pimem_core.offline_model import OfflineModel
 from pimem_core.types import Anchor, Entry
-from pimem_plugins.layout import derive_collection
-from pimem_plugins.memsearch_engine import MemsearchEngine
+from pimem_plugins.memsearch.engine import MemsearchEngine
+from pimem_plugins.shared.layout import derive_collection
 
 from conftest import Result, make_pimem, run_cli
 
@@ -220,7 +221,7 @@ def test_a_read_only_configuration_never_bootstraps(
     project = tmp_path / "foreign"
     (project / ".memsearch" / "memory").mkdir(parents=True)
     scope = make_pimem().resolve_project(project)
-    engine = MemsearchEngine()
+    engine = MemsearchEngine(BackendQueue())
     embedding = engine.config(scope, bootstrap=False).embedding
     assert (embedding.provider, embedding.model) == ("onnx", "local/all-MiniLM-L6-v2")
     assert not global_config_path().exists()

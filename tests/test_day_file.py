@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pimem_core.types import Anchor, DayAddress, Entry, Redaction
-from pimem_plugins.day_file import (
+from pimem_plugins.shared.day_file import (
     format_entry,
     list_compact_blocks,
     list_entries,

@@ -26,7 +26,7 @@ from pimem_core.types import (
     HostModel,
 )
 from pimem_plugins.distill_extractive import extract, shorten
-from pimem_plugins.distill_prompt import SYSTEM_PROMPT, clean_bullets
+from pimem_plugins.shared.distill_prompt import SYSTEM_PROMPT, clean_bullets
 
 from conftest import make_pimem
 

@@ -10,11 +10,16 @@ import pytest
 from huggingface_hub import constants
 
 from pimem_core import Pimem
+from pimem_core.backend import BackendQueue
 from pimem_core.offline_model import MODEL_ID, OfflineModel
 from pimem_core.types import Scope
-from pimem_plugins import embedding_model
-from pimem_plugins.embedding_model import EmbeddingModelMissing, check_model, load_embedder
-from pimem_plugins.memsearch_engine import MemsearchEngine
+from pimem_plugins.memsearch import embedding_model
+from pimem_plugins.memsearch.embedding_model import (
+    EmbeddingModelMissing,
+    check_model,
+    load_embedder,
+)
+from pimem_plugins.memsearch.engine import MemsearchEngine
 
 from conftest import make_pimem
 
@@ -119,7 +124,7 @@ def test_the_offline_model_loads_from_pimems_directory_with_no_variable(
 def test_status_loads_no_embedder(memsearch_home: Path, repo: Path) -> None:
     pimem: Pimem = make_pimem()
     scope: Scope = pimem.resolve_scope(repo)
-    engine = MemsearchEngine()
+    engine = MemsearchEngine(BackendQueue())
     assert engine.count(scope) is None
     described = engine.describe(scope)
     assert described["model"].startswith("local/all-MiniLM-L6-v2 (on this machine: ")

@@ -12,17 +12,19 @@ from pathlib import Path
 import pytest
 
 from pimem_core import Pimem
+from pimem_core.backend import BackendQueue
 from pimem_core.errors import NoMemoryYet
 from pimem_core.indexer import Indexer
 from pimem_core.types import Anchor, DayAddress, Entry, Scope, SearchQuery
-from pimem_plugins.memsearch_engine import (
+from pimem_plugins.memsearch.engine import (
+    MemsearchEngine,
     _hit,
     database_failure,
     extract_section,
     is_contention,
     rebuild_instructions,
-    shared_engine,
 )
+from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 
 from conftest import make_pimem
 
@@ -38,6 +40,13 @@ def add(pimem: Pimem, scope: Scope, turn: str, content: str, minute: int) -> Pat
 
 def texts(pimem: Pimem, scope: Scope, query: str) -> list[str]:
     return [hit.content for hit in pimem.search_memory(scope, SearchQuery(text=query, top_k=5))]
+
+
+def engine_of(pimem: Pimem, scope: Scope) -> MemsearchEngine:
+    """The engine behind *pimem*'s index of *scope*: its plugin instance's own."""
+    index = pimem.index(scope)
+    assert isinstance(index, MemsearchMemoryIndex)
+    return index.engine
 
 
 def database_locked(home: Path) -> bool:
@@ -65,10 +74,10 @@ def indexed(memsearch_home: Path, repo: Path) -> tuple[Pimem, Scope]:
 def test_the_embedder_stays_warm_across_calls(indexed: tuple[Pimem, Scope]) -> None:
     pimem, scope = indexed
     texts(pimem, scope, "cache")
-    embedders = dict(shared_engine()._embedders)
+    embedders = dict(engine_of(pimem, scope)._embedders)
     texts(pimem, scope, "flaky test")
     pimem.expand_chunk(scope, pimem.search_memory(scope, SearchQuery(text="cache"))[0].chunk_hash)
-    assert shared_engine()._embedders == embedders
+    assert engine_of(pimem, scope)._embedders == embedders
     assert len(embedders) >= 1
 
 
@@ -116,7 +125,7 @@ def test_a_deleted_day_file_loses_its_chunks(indexed: tuple[Pimem, Scope]) -> No
     day = scope.memory_dir / "2026-08-13.md"
     day.unlink()
     pimem.index_memory(scope, "forget", files=(day,))
-    assert shared_engine().search(scope, "cache", 5) == ()  # the collection, asked directly
+    assert engine_of(pimem, scope).search(scope, "cache", 5) == ()  # the collection, asked directly
     # With no file left the store holds no memory: search says so instead of asking the index.
     with pytest.raises(NoMemoryYet, match="no memory yet in "):
         texts(pimem, scope, "cache")
@@ -236,9 +245,7 @@ def test_rebuild_instructions_name_the_collection_and_the_command() -> None:
 def test_an_unavailable_backend_is_checked_again_after_30_seconds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from pimem_plugins import memsearch_engine
-
-    engine = memsearch_engine.MemsearchEngine()
+    engine = MemsearchEngine(BackendQueue())
     clock = [1000.0]
     monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     real_version = importlib.metadata.version

@@ -9,8 +9,8 @@ import pytest
 
 from pimem_core.errors import IndexStateError
 from pimem_core.types import IndexHealth, Scope
-from pimem_plugins.index_state import describe_index_health, parse_index_state
-from pimem_plugins.layout import index_state_path
+from pimem_plugins.shared.index_state import describe_index_health, parse_index_state
+from pimem_plugins.shared.layout import index_state_path
 
 from conftest import make_pimem, write_script
 

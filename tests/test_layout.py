@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pimem_plugins.layout import (
+from pimem_plugins.shared.layout import (
     derive_collection,
     discovered_store,
     find_repository_dir,

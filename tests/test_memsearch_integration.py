@@ -18,8 +18,10 @@ import pytest
 
 from pimem_core import hookimpl
 from pimem_core.offline_model import OfflineModel
-from pimem_core.types import CompactResult, IndexReport, Scope, StoreChange
-from pimem_plugins.layout import derive_collection
+from pimem_core.services import MemoryIndex
+from pimem_core.testing import InMemoryIndex
+from pimem_core.types import BackendCall, CompactResult, IndexReport, Scope, StoreChange
+from pimem_plugins.shared.layout import derive_collection
 
 from conftest import CLOCK, Result, make_pimem, run_cli
 
@@ -582,13 +584,18 @@ class _CompactingIndex:
         self.changes: list[StoreChange] = []
 
     @hookimpl
-    def pimem_compact_memory(self, scope: Scope) -> CompactResult:
-        return CompactResult(summary="- the team settled on Redis")
+    def pimem_open_index(self, scope: Scope) -> MemoryIndex:
+        indexed = self.indexed
 
-    @hookimpl
-    def pimem_index_memory(self, files: tuple[Path, ...]) -> IndexReport:
-        self.indexed.append(files)
-        return IndexReport(indexed_chunks=1)
+        class Compacting(InMemoryIndex):
+            def compact(self, call: BackendCall) -> CompactResult:
+                return CompactResult(summary="- the team settled on Redis")
+
+            def index(self, reason: str, files: tuple[Path, ...], call: BackendCall) -> IndexReport:
+                indexed.append(files)
+                return IndexReport(indexed_chunks=1)
+
+        return Compacting(scope)
 
     @hookimpl
     def pimem_observe_change(self, change: StoreChange) -> None:

@@ -44,7 +44,7 @@ from bench.pi_host import (
     text_of,
     wait_for,
 )
-from pimem_plugins.maintenance_common import SYSTEM_PROMPT as MAINTENANCE_SYSTEM
+from pimem_plugins.shared.maintenance import SYSTEM_PROMPT as MAINTENANCE_SYSTEM
 from pimem_plugins.snapshot import INSTRUCTIONS
 
 MISSING = missing_pi()

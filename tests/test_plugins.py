@@ -26,6 +26,9 @@ from pimem_core.errors import (
 )
 from pimem_core.hookspecs import PimemSpecs
 from pimem_core.manager import PimemPluginManager, build_plugin_manager
+from pimem_core.services import MemoryStore
+from pimem_core.types import Scope
+from pimem_plugins.markdown_store import MarkdownMemoryStore
 
 from conftest import make_distribution, make_pimem, run_cli
 
@@ -35,7 +38,6 @@ BUNDLED = {
     "store-command",
     "markdown-store",
     "stable-snapshot",
-    "index-state",
     "memsearch-index",
     "pi-transcript",
     "distill-host",
@@ -84,22 +86,19 @@ def test_bundled_plugins_are_loaded_from_the_entry_point_group() -> None:
     assert {record.distribution for record in records.values()} == {"pimem"}
     assert {name for name in BUNDLED if records[name].status == "inactive-by-setting"} == INACTIVE
     assert all(records[name].status == "active" for name in BUNDLED - INACTIVE)
-    assert records["markdown-store"].hooks == (
-        "pimem_append_compaction",
-        "pimem_append_entry",
-        "pimem_forget_entry",
-        "pimem_read_day",
-    )
+    assert records["markdown-store"].hooks == ("pimem_open_store",)
+    assert records["memsearch-index"].hooks == ("pimem_declare_settings", "pimem_open_index")
 
 
 def test_defaults_answer_every_implemented_single_answer_hook() -> None:
     answers = make_pimem().pm.answering_plugins()
     assert answers["pimem_resolve_scope"] == "scope-default"
-    assert answers["pimem_append_entry"] == "markdown-store"
+    assert answers["pimem_open_store"] == "markdown-store"
     assert answers["pimem_build_snapshot"] == "stable-snapshot"
-    assert answers["pimem_search_memory"] == "memsearch-index"
+    assert answers["pimem_open_index"] == "memsearch-index"
     assert answers["pimem_distill_exchange"] == "distill-host"
-    assert answers["pimem_read_transcript"] == "pi-transcript"
+    assert answers["pimem_open_transcript"] == "pi-transcript"
+    assert answers["pimem_open_skills"] == "memory-to-skill"
     assert "pimem_observe_change" not in answers  # a collecting hook
 
 
@@ -243,10 +242,15 @@ def test_pimem_plugins_names_the_setting_that_deactivated_a_plugin() -> None:
     assert settings["markdown-store"] is None
 
 
-class Buggy:
-    @hookimpl
-    def pimem_read_day(self) -> None:
+class BuggyStore(MarkdownMemoryStore):
+    def read_day(self, day: date) -> str | None:
         raise ZeroDivisionError("a bug in the plugin")
+
+
+class Buggy:
+    @hookimpl(tryfirst=True)
+    def pimem_open_store(self, scope: Scope) -> MemoryStore:
+        return BuggyStore(scope)
 
 
 def test_an_exception_inside_a_plugin_names_the_plugin(repo: Path) -> None:
@@ -254,14 +258,32 @@ def test_an_exception_inside_a_plugin_names_the_plugin(repo: Path) -> None:
     pimem.pm.add_plugin(Buggy(), "buggy")
     with pytest.raises(ZeroDivisionError) as raised:
         pimem.read_day(pimem.resolve_scope(repo), date(2026, 8, 13))
-    assert raised.value.__notes__ == ["pimem plugin 'buggy' raised this in pimem_read_day"]
+    assert raised.value.__notes__ == ["pimem plugin 'buggy' raised this in MemoryStore.read_day"]
+
+
+def test_an_exception_inside_a_hook_names_the_plugin(repo: Path) -> None:
+    class BuggyOpener:
+        @hookimpl(tryfirst=True)
+        def pimem_open_store(self) -> None:
+            raise ZeroDivisionError("a bug in the plugin")
+
+    pimem = make_pimem()
+    pimem.pm.add_plugin(BuggyOpener(), "buggy-opener")
+    with pytest.raises(ZeroDivisionError) as raised:
+        pimem.read_day(pimem.resolve_scope(repo), date(2026, 8, 13))
+    assert raised.value.__notes__ == ["pimem plugin 'buggy-opener' raised this in pimem_open_store"]
+
+
+class RefusingStore(MarkdownMemoryStore):
+    def read_day(self, day: date) -> str | None:
+        raise StoreError("the store is read-only: remount it")
 
 
 def test_a_deliberate_pimem_error_is_left_as_the_plugin_wrote_it(repo: Path) -> None:
     class Refusing:
-        @hookimpl
-        def pimem_read_day(self) -> None:
-            raise StoreError("the store is read-only: remount it")
+        @hookimpl(tryfirst=True)
+        def pimem_open_store(self, scope: Scope) -> MemoryStore:
+            return RefusingStore(scope)
 
     pimem = make_pimem()
     pimem.pm.add_plugin(Refusing(), "refusing")
@@ -287,7 +309,7 @@ def test_the_cli_shows_which_plugin_raised(tmp_path: Path, repo: Path) -> None:
 def test_a_rejected_plugin_is_not_left_half_registered() -> None:
     plugin = types.ModuleType("broken")
     exec(
-        "from pimem_core import hookimpl\n@hookimpl\ndef pimem_read_day(nonsense):\n    pass\n",
+        "from pimem_core import hookimpl\n@hookimpl\ndef pimem_open_store(nonsense):\n    pass\n",
         plugin.__dict__,
     )
     pm = PimemPluginManager()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pimem_plugins.layout import derive_collection
+from pimem_plugins.shared.layout import derive_collection
 
 from conftest import make_pimem
 

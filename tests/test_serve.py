@@ -16,7 +16,9 @@ import pytest
 from pimem_core import hookimpl, protocol
 from pimem_core.errors import QueryError
 from pimem_core.serve import Server
+from pimem_core.services import MemoryIndex
 from pimem_core.session import SessionInfo
+from pimem_core.testing import InMemoryIndex
 from pimem_core.types import BackendCall, Scope, SearchHit, SearchQuery
 
 from conftest import CLOCK, make_pimem
@@ -276,12 +278,14 @@ class _QueuedSearch:
     """A search that has to wait behind another memory operation."""
 
     @hookimpl
-    def pimem_search_memory(
-        self, scope: Scope, query: SearchQuery, call: BackendCall
-    ) -> tuple[SearchHit, ...]:
-        if call.on_wait is not None:
-            call.on_wait("index (catch-up)")
-        return ()
+    def pimem_open_index(self, scope: Scope) -> MemoryIndex:
+        class Queued(InMemoryIndex):
+            def search(self, query: SearchQuery, call: BackendCall) -> tuple[SearchHit, ...]:
+                if call.on_wait is not None:
+                    call.on_wait("index (catch-up)")
+                return ()
+
+        return Queued(scope)
 
 
 def test_a_queued_request_tells_the_host_what_it_waits_for(repo: Path) -> None:
@@ -407,10 +411,15 @@ def test_an_exchange_whose_bridge_was_killed_mid_capture_is_captured_by_the_next
     assert day.read_text().count("turn:a1 ") == 1
 
 
+class _BuggyIndex(InMemoryIndex):
+    def search(self, query: SearchQuery, call: BackendCall) -> tuple[SearchHit, ...]:
+        raise ZeroDivisionError("a bug in the plugin")
+
+
 class _BuggySearch:
     @hookimpl(tryfirst=True)
-    def pimem_search_memory(self) -> None:
-        raise ZeroDivisionError("a bug in the plugin")
+    def pimem_open_index(self, scope: Scope) -> MemoryIndex:
+        return _BuggyIndex(scope)
 
 
 def test_an_internal_error_names_the_plugin_that_raised_it(repo: Path) -> None:
@@ -425,5 +434,5 @@ def test_an_internal_error_names_the_plugin_that_raised_it(repo: Path) -> None:
     assert answer["error"]["type"] == "internal"
     assert answer["error"]["message"] == (
         "ZeroDivisionError: a bug in the plugin "
-        "(pimem plugin 'buggy-search' raised this in pimem_search_memory)"
+        "(pimem plugin 'buggy-search' raised this in MemoryIndex.search)"
     )

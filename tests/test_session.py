@@ -15,9 +15,12 @@ from pimem_core.capture import exchange_window, passes_gates
 from pimem_core.journal import CaptureJournal, Pending
 from pimem_core.paths import PimemPaths
 from pimem_core.render import render_status, status_to_json
+from pimem_core.services import MemoryIndex
 from pimem_core.session import Session, SessionInfo
+from pimem_core.testing import InMemoryIndex
 from pimem_core.types import (
     Anchor,
+    BackendCall,
     BranchEntry,
     Distillation,
     DistillRequest,
@@ -53,13 +56,21 @@ class ScriptedDistiller:
 
 
 class CountingIndex:
+    """An index plugin that records each index run: (reason, files)."""
+
     def __init__(self) -> None:
         self.runs: list[tuple[str, tuple[Path, ...]]] = []
 
     @hookimpl(tryfirst=True)
-    def pimem_index_memory(self, reason: str, files: tuple[Path, ...]) -> IndexReport:
-        self.runs.append((reason, files))
-        return IndexReport(indexed_chunks=len(files))
+    def pimem_open_index(self, scope: Scope) -> MemoryIndex:
+        runs = self.runs
+
+        class Counting(InMemoryIndex):
+            def index(self, reason: str, files: tuple[Path, ...], call: BackendCall) -> IndexReport:
+                runs.append((reason, files))
+                return IndexReport(indexed_chunks=len(files))
+
+        return Counting(scope)
 
 
 class Host:

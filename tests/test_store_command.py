@@ -11,7 +11,7 @@ import pytest
 from pimem_core import Pimem
 from pimem_core.errors import ScopeError
 from pimem_plugins import store_command
-from pimem_plugins.layout import derive_collection
+from pimem_plugins.shared.layout import derive_collection
 from pimem_plugins.store_command import Mode, StoreCommand
 
 from conftest import make_pimem, write_script

@@ -119,7 +119,7 @@ def test_pimem_project_is_a_git_root_with_the_default_scope(pimem_project: TempP
 
 
 def test_the_scope_helpers_are_the_ones_the_bundled_plugins_use() -> None:
-    from pimem_plugins import layout
+    from pimem_plugins.shared import layout
 
     assert layout.derive_collection is derive_collection
     assert layout.find_repository_dir is find_repository_dir

@@ -316,8 +316,7 @@ def test_json_output_carries_every_turn(tmp_path: Path) -> None:
 
 
 def test_the_facade_answers_with_the_pi_reader(pimem: Pimem, tmp_path: Path) -> None:
-    assert pimem.pm.answering_plugins()["pimem_read_transcript"] == "pi-transcript"
-    assert pimem.pm.answering_plugins()["pimem_read_branch"] == "pi-transcript"
+    assert pimem.pm.answering_plugins()["pimem_open_transcript"] == "pi-transcript"
     transcript = pimem.read_transcript(
         TranscriptRequest(path=linear(tmp_path / "s.jsonl"), turn="a1", context=0)
     )

@@ -8,8 +8,8 @@ database inside the world). The three rankings of a query come from the same col
 * **dense** and **bm25** are the two halves of that hybrid search run alone on the collection
   through the engine's own leased client, with the request shapes memsearch uses.
 
-Database work goes through the process's backend queue, as pimem's own calls do; nothing here
-writes to a collection after indexing.
+Database work goes through the backend queue of the index pimem opened, as pimem's own calls
+do; nothing here writes to a collection after indexing.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.latency import environment, memsearch_index
 from bench.quality.corpus import MemoryEntry, World, generate_world
 from bench.quality.metrics import lexical_overlap, rank_of
 from bench.quality.queries import Query, build_queries
@@ -33,7 +34,8 @@ from pimem_core import Pimem
 from pimem_core.offline_model import OfflineModel
 from pimem_core.types import Anchor, Scope, SearchHit, SearchQuery, Transcript, TranscriptRequest
 from pimem_plugins.auto_context import DEFAULT_MIN_SIMILARITY as DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY
-from pimem_plugins.memsearch_engine import parse_anchor
+from pimem_plugins.memsearch.engine import parse_anchor
+from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 
 #: The store's identity: a kept world is reused only when all of it matches.
 STORE_FORMAT = 1
@@ -123,6 +125,11 @@ class Rig:
     def primary(self) -> Scope:
         return self.scopes[self.world.primary.project.name]
 
+    @property
+    def index(self) -> MemsearchMemoryIndex:
+        """The primary project's index: its engine is the one every search here runs on."""
+        return memsearch_index(self.pimem, self.primary)
+
 
 def index_world(rig: Rig, model: OfflineModel, log: Log) -> dict[str, Any]:
     """Index every project in-process and remember the report beside the world."""
@@ -163,17 +170,9 @@ def gold_id(anchor: Anchor) -> str:
     return f"{anchor.session}:{anchor.turn}"
 
 
-def _queued(label: str, operation: Callable[[], Any]) -> Any:
-    from pimem_core.backend import process_queue
-
-    return process_queue().run(label, operation)
-
-
-def single_retrievers(scope: Scope, text: str) -> dict[str, list[str]]:
+def single_retrievers(index: MemsearchMemoryIndex, text: str) -> dict[str, list[str]]:
     """The dense half and the BM25 half of memsearch's hybrid search, each alone, top 10."""
-    from pimem_plugins.memsearch_engine import shared_engine
-
-    engine = shared_engine()
+    engine, scope = index.engine, index.scope
 
     def search() -> dict[str, list[str]]:
         config = engine.config(scope, bootstrap=False)
@@ -198,18 +197,13 @@ def single_retrievers(scope: Scope, text: str) -> dict[str, list[str]]:
                 found[name] = [str(hit["entity"]["content"]) for hit in results[0]]
         return found
 
-    result: dict[str, list[str]] = _queued("bench-single", search)
-    return result
+    return index.queue.run("bench-single", search)
 
 
-def recall(scope: Scope, text: str) -> tuple[tuple[SearchHit, float], ...]:
+def recall(index: MemsearchMemoryIndex, text: str) -> tuple[tuple[SearchHit, float], ...]:
     """What auto-context sees: the 3 chunks most similar to the query, with their similarity."""
-    from pimem_plugins.memsearch_engine import shared_engine
-
-    hits: tuple[tuple[SearchHit, float], ...] = _queued(
-        "bench-recall", lambda: shared_engine().recall(scope, text, RECALL_K)
-    )
-    return hits
+    engine, scope = index.engine, index.scope
+    return index.queue.run("bench-recall", lambda: engine.recall(scope, text, RECALL_K))
 
 
 def _ids(contents: Iterable[str]) -> list[str]:
@@ -260,12 +254,12 @@ def ask(rig: Rig, query: Query, seen: Seen) -> dict[str, Any]:
     ranks["pimem"] = rank_of(_ids(seen.add(hit.content for hit in hybrid)), gold or "")
     top5 = rig.pimem.search_memory(scope, SearchQuery(text=query.text, top_k=5))
     ranks["pimem_k5"] = rank_of(_ids(seen.add(hit.content for hit in top5)), gold or "")
-    for name, contents in single_retrievers(scope, query.text).items():
+    for name, contents in single_retrievers(rig.index, query.text).items():
         ranks[name] = rank_of(_ids(seen.add(contents)), gold or "")
     record["ranks"] = ranks
     position = ranks["pimem"]
     record["hash"] = None if position is None else hybrid[position - 1].chunk_hash
-    recalled = recall(scope, query.text)
+    recalled = recall(rig.index, query.text)
     seen.add(hit.content for hit, _ in recalled)
     record["recall"] = [
         {"similarity": similarity, "gold": hit_id(hit.content) == gold}
@@ -410,8 +404,6 @@ def measure_size(
     plan: Plan, size: int, workdir: Path, model: OfflineModel, log: Log
 ) -> dict[str, Any]:
     """Everything measured on the world of *size* entries: raw records and timings."""
-    from bench.latency import environment
-
     started = time.perf_counter()
     world = generate_world(size, seed=plan.seed, root=world_root(workdir, size))
     queries = build_queries(world, per_style=plan.per_style, cross=plan.cross, seed=plan.seed)
@@ -448,7 +440,7 @@ def measure_size(
         began = time.perf_counter()
         checks = anchors_and_turns(rig, records, log)
         timings["l2_l3_s"] = time.perf_counter() - began
-        _queued("release", _release)
+        rig.index.queue.run("release", rig.index.engine.release)
     timings["total_s"] = time.perf_counter() - started
     return {
         "size": size,
@@ -469,9 +461,3 @@ def measure_size(
             "memsearch_score": MEMSEARCH_FLOOR,
         },
     }
-
-
-def _release() -> None:
-    from pimem_plugins.memsearch_engine import shared_engine
-
-    shared_engine().release()

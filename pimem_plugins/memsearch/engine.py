@@ -3,11 +3,11 @@
 Every agent of the mesh runs memsearch with the configuration memsearch resolves (the global
 ``~/.memsearch/config.toml``, then the project's ``.memsearch.toml`` at the repository
 directory), so pimem resolves it the same way and embeds with the same provider and model.
-Loading an embedder costs about a second, so each one is kept for the life of the process.
+Loading an embedder costs about a second, so each one is kept for the life of the engine.
 The Milvus Lite database, by contrast, is opened for one operation and closed right after: its
 file lock is machine-wide, and holding it while idle would block every other agent.
 
-Everything here runs on the backend queue's single worker thread.
+Everything here runs on its queue's single worker thread.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import errno
 import fcntl
-import functools
 import importlib.metadata
 import logging
 import os
@@ -29,6 +28,7 @@ from typing import Any
 
 import attrs
 
+from pimem_core.backend import BackendQueue
 from pimem_core.errors import CollectionMissing, IndexStateError, NoMemoryYet, PimemError
 from pimem_core.memsearch_compat import (
     dense_search,
@@ -47,9 +47,13 @@ from pimem_core.types import (
     SearchHit,
     Section,
 )
-from pimem_plugins.embedding_model import EmbeddingModelMissing, check_model, load_embedder
-from pimem_plugins.index_state import read_index_state
-from pimem_plugins.layout import has_memory_files
+from pimem_plugins.memsearch.embedding_model import (
+    EmbeddingModelMissing,
+    check_model,
+    load_embedder,
+)
+from pimem_plugins.shared.index_state import read_index_state
+from pimem_plugins.shared.layout import has_memory_files
 
 REQUIREMENT = "memsearch[onnx]>=0.4.23,<0.5"
 NEGATIVE_PROBE_SECONDS = 30.0
@@ -218,9 +222,11 @@ def parse_anchor(text: str) -> Anchor | None:
 
 
 class MemsearchEngine:
-    """The process's memsearch: configuration per project, embedders kept warm."""
+    """memsearch for one plugin manager: configuration per project, embedders kept warm."""
 
-    def __init__(self) -> None:
+    def __init__(self, queue: BackendQueue) -> None:
+        #: The queue every operation of this engine runs on (the lease's release too).
+        self.queue = queue
         # One BLAS thread: idle OpenBLAS threads spin on the two cores the search needs. It
         # takes effect only if numpy is not loaded yet, which is when memsearch first runs.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -430,14 +436,12 @@ class MemsearchEngine:
         self._release_timer.start()
 
     def _release_when_idle(self) -> None:
-        from pimem_core.backend import process_queue
-
         def release_if_idle() -> None:
             lease = self._lease
             if lease is not None and time.monotonic() - lease.last_used >= self.linger:
                 self.release()
 
-        process_queue().run("release", release_if_idle)
+        self.queue.run("release", release_if_idle)
 
     def release(self) -> None:
         """Close the database now (its lock goes back to the other agents)."""
@@ -755,9 +759,3 @@ async def _index_files(memsearch: Any, files: tuple[Path, ...]) -> Any:
         indexed_files=len(files) - len(failed),
         failed_files=tuple(failed),
     )
-
-
-@functools.cache
-def shared_engine() -> MemsearchEngine:
-    """The process's engine, created on first use: one warm embedder per configuration."""
-    return MemsearchEngine()

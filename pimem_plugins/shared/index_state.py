@@ -1,19 +1,17 @@
 """Index health from memsearch's ``.index-state.json``: read without opening the database.
 
-The default ``pimem_read_index_health`` plugin, plus the parser cross-repo recall uses to read
-the collection a foreign store was last indexed as.
+The memsearch index reports its health from it, and the default scope resolver reads the
+collection a foreign store was last indexed as.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
-from pimem_core import hookimpl
 from pimem_core.errors import IndexStateError
 from pimem_core.types import FailedFile, IndexHealth, IndexState, Scope, StatusSection
-from pimem_plugins.layout import has_memory_files
+from pimem_plugins.shared.layout import has_memory_files
 
 SCHEMA_VERSION = 1
 
@@ -75,8 +73,8 @@ def read_index_state(path: Path) -> IndexState | None:
     return parse_index_state(text)
 
 
-@hookimpl(trylast=True)
-def pimem_read_index_health(scope: Scope) -> IndexHealth:
+def read_index_health(scope: Scope) -> IndexHealth:
+    """What *scope*'s state file says; an unreadable file is reported, never raised."""
     path = scope.index_state_path
     if path is None:
         return IndexHealth(state_path=None)
@@ -120,11 +118,11 @@ def describe_index_health(health: IndexHealth, *, has_memory: bool = True) -> li
     return lines
 
 
-@hookimpl
-def pimem_collect_status(scope: Scope) -> Iterator[StatusSection]:
-    health = pimem_read_index_health(scope)
+def index_status_section(scope: Scope) -> StatusSection:
+    """``pimem status``'s index-health section for *scope*."""
+    health = read_index_health(scope)
     state = health.state
-    yield StatusSection(
+    return StatusSection(
         name="index",
         rank=40,
         lines=describe_index_health(health, has_memory=has_memory_files(scope.memory_dir)),

@@ -14,7 +14,7 @@ from pimem_core import hookimpl
 from pimem_core.errors import PimemError
 from pimem_core.settings import Settings
 from pimem_core.types import HostModel, Scope
-from pimem_plugins.maintenance_common import memsearch_config
+from pimem_plugins.shared.maintenance import memsearch_config
 
 
 @hookimpl(trylast=True)

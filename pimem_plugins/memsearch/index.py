@@ -1,0 +1,249 @@
+"""The default index: memsearch's collection, opened as a :class:`~pimem_core.services.MemoryIndex`.
+
+The ``memsearch-index`` plugin owns one engine and one backend queue, for its plugin manager
+(one host or session): every index it opens, for any scope, runs on that queue, so operations
+never overlap (Milvus Lite lets one client at a time use a database) and a database held by
+another process is waited out with backoff. Without a usable memsearch the store still takes
+writes; search, expand and compact answer with install instructions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from pimem_core import SettingSpec, hookimpl
+from pimem_core.backend import BackendQueue
+from pimem_core.errors import PimemError
+from pimem_core.services import MemoryIndex
+from pimem_core.settings import Settings, parse_milliseconds
+from pimem_core.types import (
+    BackendCall,
+    CompactResult,
+    IndexHealth,
+    IndexReport,
+    Scope,
+    SearchHit,
+    SearchQuery,
+    Section,
+    StatusSection,
+)
+from pimem_plugins.memsearch.engine import (
+    CHUNK_HASH,
+    DatabaseFailed,
+    DatabaseLocked,
+    MemsearchEngine,
+    database_failure,
+    install_instructions,
+    is_contention,
+    no_memory_yet,
+    rebuild_instructions,
+)
+from pimem_plugins.shared.index_state import index_status_section, read_index_health
+from pimem_plugins.shared.layout import has_memory_files
+
+T = TypeVar("T")
+
+
+DEFAULT_DB_LINGER_MS = 1_000
+#: How long the memory database stays open after a call (0 closes it after every call); other
+#: processes wait for it at most this long (ADR 0006).
+DB_LINGER_MS = SettingSpec(
+    plugin="memsearch-index",
+    name="db_linger_ms",
+    env="PIMEM_DB_LINGER_MS",
+    parse=parse_milliseconds("PIMEM_DB_LINGER_MS", DEFAULT_DB_LINGER_MS, allow_zero=True),
+    default=DEFAULT_DB_LINGER_MS,
+    help="milliseconds the memory database stays open after a call (0: close at once)",
+)
+
+
+class MemsearchIndex:
+    """The ``memsearch-index`` plugin: one engine and one queue, an index opened per scope."""
+
+    def __init__(self) -> None:
+        self.queue = BackendQueue()
+        self.engine = MemsearchEngine(self.queue)
+
+    @staticmethod
+    @hookimpl
+    def pimem_declare_settings() -> tuple[SettingSpec[int]]:
+        return (DB_LINGER_MS,)
+
+    @hookimpl(trylast=True)
+    def pimem_open_index(self, scope: Scope, settings: Settings) -> MemoryIndex:
+        self.engine.linger = DB_LINGER_MS.read(settings) / 1000
+        return MemsearchMemoryIndex(scope, self.engine)
+
+
+class MemsearchMemoryIndex:
+    """*scope*'s memsearch collection."""
+
+    def __init__(self, scope: Scope, engine: MemsearchEngine) -> None:
+        self.scope = scope
+        self.engine = engine
+
+    @property
+    def queue(self) -> BackendQueue:
+        return self.engine.queue
+
+    def _rebuild(self) -> str:
+        try:
+            uri = self.engine.describe(self.scope)["milvus_uri"]
+        except PimemError:
+            uri = "the database named by milvus.uri in memsearch's configuration"
+        return rebuild_instructions(uri, self.scope.collection)
+
+    def _run(
+        self, label: str, operation: Callable[[], T], call: BackendCall, timeout_ms: int | None
+    ) -> T:
+        try:
+            return self.queue.run(
+                label,
+                operation,
+                is_contention=is_contention,
+                on_wait=call.on_wait,
+                timeout=None if timeout_ms is None else timeout_ms / 1000,
+            )
+        except Exception as error:
+            if is_contention(error):
+                raise DatabaseLocked(
+                    f"memory {label} failed: another process kept the Milvus Lite database open "
+                    "through every retry (about 4 s). Another agent is probably indexing; retry "
+                    "in a moment, or point memsearch at a Milvus server (milvus.uri) to share it."
+                ) from None
+            said = database_failure(error)
+            if said is not None:  # memsearch lets the database's own exception through
+                raise DatabaseFailed(
+                    f"memory {label} failed: the memory database could not be used ({said}). "
+                    + self._rebuild()
+                ) from None
+            raise
+
+    def index(self, reason: str, files: tuple[Path, ...], call: BackendCall) -> IndexReport:
+        scope, engine = self.scope, self.engine
+        if not scope.memory_dir.is_dir() or (not files and not has_memory_files(scope.memory_dir)):
+            # Nothing to index: no collection is created for an empty store (a forget that
+            # deleted the last file names it in *files*, and its chunks are dropped).
+            return IndexReport(indexed_chunks=0, total_files=0)
+        return self._run("index", lambda: engine.index(scope, files, call.progress), call, None)
+
+    def search(self, query: SearchQuery, call: BackendCall) -> tuple[SearchHit, ...]:
+        scope, engine = self.scope, self.engine
+        if not has_memory_files(scope.memory_dir):
+            raise no_memory_yet(scope)  # before the embedder loads: there is nothing to search
+        return self._run(
+            "search",
+            lambda: engine.search(scope, query.text, query.top_k, bootstrap=not call.read_only),
+            call,
+            call.settings.search_timeout_ms,
+        )
+
+    def expand(self, chunk_hash: str, call: BackendCall) -> Section:
+        scope, engine = self.scope, self.engine
+        if CHUNK_HASH.fullmatch(chunk_hash) and not has_memory_files(scope.memory_dir):
+            raise no_memory_yet(scope)  # a malformed hash is refused first, by the engine
+        return self._run(
+            "expand",
+            lambda: engine.expand(scope, chunk_hash, bootstrap=not call.read_only),
+            call,
+            call.settings.search_timeout_ms,
+        )
+
+    def compact(self, call: BackendCall) -> CompactResult:
+        scope, engine = self.scope, self.engine
+        if scope.memory_dir.name != "memory":
+            # memsearch appends the summary to <output dir>/memory/<date>.md.
+            raise PimemError(
+                f'memory compaction needs a store directory named "memory": the summary would '
+                f"land in {scope.memory_dir.parent / 'memory'}, outside the store "
+                f"{scope.memory_dir} it summarizes, shared with its siblings"
+            )
+        summary = self._run(
+            "memory compaction",
+            lambda: engine.compact(scope, call.scrub),
+            call,
+            call.settings.compact_timeout_ms,
+        )
+        return CompactResult(summary=summary.strip() or None)
+
+    def similar(self, text: str, top_k: int) -> Sequence[tuple[SearchHit, float]]:
+        return self.queue.run(
+            "similar",
+            lambda: self.engine.recall(self.scope, text, top_k),
+            is_contention=is_contention,
+        )
+
+    def warm(self) -> None:
+        self.queue.run("warm-up", lambda: self.engine.warm(self.scope), is_contention=is_contention)
+
+    def pending_operations(self) -> int:
+        return self.queue.pending
+
+    def health(self) -> IndexHealth:
+        return read_index_health(self.scope)
+
+    def status(self) -> Iterator[StatusSection]:
+        scope, engine = self.scope, self.engine
+        availability = engine.availability()
+        if availability.reason is not None:
+            yield StatusSection(
+                name="backend",
+                rank=10,
+                lines=(
+                    f"backend: unavailable ({availability.reason})",
+                    install_instructions(availability.reason),
+                ),
+                data={"available": False, "reason": availability.reason},
+            )
+            yield index_status_section(scope)  # the state file is read without memsearch
+            return
+        try:
+            described = self.queue.run(
+                "status", lambda: engine.describe(scope), is_contention=is_contention
+            )
+        except PimemError as error:
+            described = {"error": str(error)}
+        yield StatusSection(
+            name="backend",
+            rank=10,
+            lines=(
+                f"backend: available (memsearch {availability.version}, in-process)",
+                *(f"{key}: {value}" for key, value in described.items()),
+            ),
+            data={"available": True, "version": availability.version, **described},
+        )
+        yield StatusSection(
+            name="bootstrap",
+            rank=30,
+            lines=(f"bootstrap: {engine.bootstrap_note}",),
+            data={"note": engine.bootstrap_note},
+        )
+        yield index_status_section(scope)
+        yield self._chunks_section()
+
+    def _chunks_section(self) -> StatusSection:
+        scope, engine = self.scope, self.engine
+        try:
+            count = self.queue.run(
+                "stats", lambda: engine.count(scope), is_contention=is_contention
+            )
+        except Exception as error:  # noqa: BLE001 - reported: status must always answer
+            said = database_failure(error)
+            lines: tuple[str, ...] = (f"indexed chunks: unavailable ({said or error})",)
+            if said is not None and not is_contention(error):
+                lines += (f"the memory database could not be used. {self._rebuild()}",)
+            return StatusSection(
+                name="chunks",
+                rank=60,
+                lines=lines,
+                data={"indexed_chunks": None, "error": str(error)},
+            )
+        if count is not None:
+            line = f"indexed chunks: {count}"
+        elif has_memory_files(scope.memory_dir):
+            line = "indexed chunks: 0 (collection not created yet; `pimem index` builds it)"
+        else:
+            line = "indexed chunks: 0 (no memory yet; write or capture something first)"
+        return StatusSection(name="chunks", rank=60, lines=(line,), data={"indexed_chunks": count})
