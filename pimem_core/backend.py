@@ -1,4 +1,4 @@
-"""One serialized queue for every backend operation of the process.
+"""A serialized queue for backend operations: one worker thread, first in, first out.
 
 Milvus Lite lets one client at a time open a database, and closing a client releases it for
 the whole process, so backend operations never overlap: they run one after another, first in,
@@ -9,7 +9,6 @@ after 200, 500, 1000 and 2000 ms; any other failure is returned at once.
 
 from __future__ import annotations
 
-import functools
 import queue
 import threading
 import time
@@ -130,9 +129,3 @@ class BackendQueue:
                     raise
                 self._sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")
-
-
-@functools.cache
-def process_queue() -> BackendQueue:
-    """The process's queue, created on first use (Milvus Lite's lock is per process)."""
-    return BackendQueue()

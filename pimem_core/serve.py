@@ -21,7 +21,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -293,20 +292,7 @@ class Server:
         except PimemError as error:  # surfaces as a marker entry when an exchange is captured
             self._capture_model = error
         self.session.start(info)
-        scope = self._scope()
-        self._work_in(scope)
-        return {"scope": scope.to_json()}
-
-    @staticmethod
-    def _work_in(scope: Scope) -> None:
-        """Run where memsearch would for this store: one process serves one session, so the
-        working directory and environment are the session's (a project ``.memsearch.toml``
-        and the store command's state directory apply to everything memsearch does here)."""
-        os.environ.update(scope.memsearch_environment({}))
-        try:
-            os.chdir(scope.repository_dir)
-        except OSError as error:  # memsearch then runs where the host started the bridge
-            log.warning("cannot work in %s: %s", scope.repository_dir, error)
+        return {"scope": self._scope().to_json()}
 
     def _before_prompt(self, params: Params) -> object:
         self._scope()  # a request error before session.start, not a crash

@@ -220,13 +220,24 @@ def test_a_second_session_shows_the_first_ones_capture_beside_its_own_zero(
     assert status["store-today"]["entries"] == 1
 
 
-def test_the_bridge_works_at_the_repository_directory(
-    bridge: Bridge, repo: Path, tmp_path: Path
-) -> None:
+def test_a_session_leaves_the_process_where_it_was(tmp_path: Path, repo: Path) -> None:
+    """No working-directory or environment change per session: memsearch's configuration is
+    found from the session's scope and the user's home, call by call."""
+    (tmp_path / "home" / ".memsearch").mkdir(parents=True)
+    (tmp_path / "home" / ".memsearch" / "config.toml").write_text(
+        '[embedding]\nprovider = "onnx"\nmodel = "team/model"\n'
+    )
     subdirectory = repo / "src" / "deep"
     subdirectory.mkdir(parents=True)
-    bridge.call("session.start", session_id="s1", cwd=str(subdirectory), transcript=None)
-    assert Path(f"/proc/{bridge.process.pid}/cwd").resolve() == repo.resolve()
+    bridge = Bridge({"HOME": str(tmp_path / "home")})
+    try:
+        started_in = Path(f"/proc/{bridge.process.pid}/cwd").resolve()
+        bridge.call("session.start", session_id="s1", cwd=str(subdirectory), transcript=None)
+        status = bridge.call("memory.status")["result"]
+        assert status["backend"]["model"].startswith("team/model ")
+        assert Path(f"/proc/{bridge.process.pid}/cwd").resolve() == started_in
+    finally:
+        bridge.close()
 
 
 def test_a_malformed_model_catalog_is_a_request_error(

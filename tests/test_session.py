@@ -354,11 +354,13 @@ def test_a_new_session_shows_what_another_captured_today_beside_its_own_zero(
         assert second.scope is not None
         sections = second.status()
         text = render_status(second.scope, sections)
-        assert (
+        own = text.index(
             "capture (this session): 0 captured (0 distilled, 0 extractive, 0 failed, "
             "0 skipped by the gates)\n"
-            "today in this store (all sessions): 2 entries from 2 sessions\n"
-        ) in text
+        )
+        # Beside each other, but for a line of this session's own catch-up index run, which
+        # may have failed by now (this home has no embedding model).
+        assert own < text.index("today in this store (all sessions): 2 entries from 2 sessions\n")
         data = status_to_json(second.scope, sections)
         assert data["capture"]["counters"]["captured"] == 0  # type: ignore[index]
         assert data["capture"]["counters_of"] == "this session"  # type: ignore[index]

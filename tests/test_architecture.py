@@ -1,0 +1,140 @@
+"""The layout holds: core never imports a plugin, plugins never import each other, no module
+imports itself back through others, and no process-wide state is kept.
+
+Read from the source with :mod:`ast`, so the rules hold for every module, imported by a test or
+not. Imports under ``if TYPE_CHECKING:`` are types only and do not count.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("pimem_core", "pimem_plugins")
+#: The package whose modules every plugin may import: helpers, no hook implementations.
+SHARED = "pimem_plugins.shared"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {
+    module_name(path): path
+    for package in PACKAGES
+    for path in sorted((ROOT / package).rglob("*.py"))
+}
+
+
+def runtime_imports(path: Path) -> Iterator[str]:
+    """The pimem modules *path* imports at run time (not under ``TYPE_CHECKING``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {
+        id(node)
+        for branch in ast.walk(tree)
+        if isinstance(branch, ast.If) and ast.unparse(branch.test).endswith("TYPE_CHECKING")
+        for node in ast.walk(branch)
+    }
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        yield from (name for name in names if name in MODULES)
+
+
+GRAPH = {name: set(runtime_imports(path)) - {name} for name, path in MODULES.items()}
+
+
+def plugin_modules() -> set[str]:
+    """The module of every bundled plugin entry point."""
+    distribution = importlib.metadata.distribution("pimem")
+    return {
+        entry_point.value.partition(":")[0]
+        for entry_point in distribution.entry_points
+        if entry_point.group == "pimem"
+    }
+
+
+def package_of(module: str) -> str:
+    """A plugin's own package: ``pimem_plugins.memsearch`` for its modules, else the module."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 else module
+
+
+def test_core_never_imports_a_plugin() -> None:
+    wrong = {
+        (name, imported)
+        for name, imports in GRAPH.items()
+        if name.startswith("pimem_core")
+        for imported in imports
+        if imported.startswith("pimem_plugins")
+    }
+    assert wrong == set()
+
+
+@pytest.mark.parametrize("plugin", sorted(plugin_modules()))
+def test_a_plugin_imports_only_shared_helpers_and_its_own_package(plugin: str) -> None:
+    own = package_of(plugin)
+    seen, todo = set(), [plugin]
+    while todo:  # the plugin and every plugins module it brings in
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo += [
+            i for i in GRAPH[name] if i.startswith("pimem_plugins") and not i.startswith(SHARED)
+        ]
+    others = {name for name in seen if name != "pimem_plugins" and package_of(name) != own}
+    assert others == set(), f"{plugin} imports another plugin's modules"
+
+
+def test_shared_helpers_implement_no_hook() -> None:
+    for name, path in MODULES.items():
+        if name.startswith(SHARED):
+            assert "hookimpl" not in path.read_text(encoding="utf-8"), name
+
+
+def test_no_import_cycle() -> None:
+    def cycle_from(start: str) -> list[str] | None:
+        stack: list[tuple[str, list[str]]] = [(start, [start])]
+        while stack:
+            name, path = stack.pop()
+            for imported in GRAPH[name]:
+                if imported == start:
+                    return [*path, start]
+                if imported not in path and len(path) < len(GRAPH):
+                    stack.append((imported, [*path, imported]))
+        return None
+
+    cycles = [cycle for name in sorted(GRAPH) if (cycle := cycle_from(name)) is not None]
+    assert cycles == []
+
+
+def test_no_process_wide_state() -> None:
+    """No ``global`` statement, and no cache on a module-level function but the one pure memo
+    of the offline model's recipe hash (installed files, unchanged while pimem runs)."""
+    allowed = {("pimem_core.offline_model", "revision")}
+    found = set()
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Global):
+                found.add((name, "global " + ", ".join(node.names)))
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and any(
+                ast.unparse(decorator).endswith(("cache", "lru_cache"))
+                for decorator in node.decorator_list
+            ):
+                found.add((name, node.name))
+    assert found == allowed
