@@ -9,6 +9,7 @@ the bullets, or a diagnostic marker carrying the same anchor.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import queue
 import threading
@@ -24,6 +25,7 @@ from pimem_core.api import Pimem
 from pimem_core.budget import DistillBudget
 from pimem_core.errors import PimemError
 from pimem_core.journal import CaptureJournal, Pending
+from pimem_core.scheduler import Scheduler
 from pimem_core.types import (
     Anchor,
     BranchEntry,
@@ -137,6 +139,7 @@ class Capture:
         host_model: HostModel | None,
         budget: DistillBudget,
         journal: CaptureJournal | None = None,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self._pimem = pimem
         self._scope = scope
@@ -155,8 +158,8 @@ class Capture:
         self.last_write_error: str | None = None
         self.counters = CaptureCounters()
         self._journal = journal
-        self._worker = threading.Thread(target=self._work, name="pimem-capture", daemon=True)
-        self._worker.start()
+        self._scheduler = scheduler or Scheduler("pimem-capture")
+        self._worker = self._scheduler.run("capture", self._work)
         for item in journal.pending() if journal is not None else ():
             # A process before this one stopped while capturing these: capture them first.
             with self._lock:
@@ -264,7 +267,7 @@ class Capture:
         timeout = settings.distill_timeout_ms / 1000
         try:
             distillation = _call_with_deadline(
-                lambda: self._pimem.distill_exchange(request), timeout, self._abort
+                self._scheduler, lambda: self._pimem.distill_exchange(request), timeout, self._abort
             )
         except _Aborted:
             self.counters.failed += 1
@@ -346,31 +349,21 @@ class _Aborted(Exception):
     pass
 
 
-def _call_with_deadline(call: Callable[[], T], timeout: float, abort: threading.Event) -> T:
-    """Run *call* on a helper thread; give up at *timeout* or when *abort* is set.
+def _call_with_deadline(
+    scheduler: Scheduler, call: Callable[[], T], timeout: float, abort: threading.Event
+) -> T:
+    """Run *call* as a task of *scheduler*; give up at *timeout* or when *abort* is set.
 
     A distiller cannot be interrupted mid-request, so a late one finishes in the background
     and its answer is dropped.
     """
-    box: list[T] = []
-    failure: list[BaseException] = []
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            box.append(call())
-        except BaseException as error:  # noqa: BLE001 - handed to the waiting caller
-            failure.append(error)
-        finally:
-            done.set()
-
-    threading.Thread(target=run, name="pimem-distill", daemon=True).start()
+    future = scheduler.run("distill", call)
     deadline = time.monotonic() + timeout
-    while not done.wait(0.05):
-        if abort.is_set():
-            raise _Aborted
-        if time.monotonic() >= deadline:
-            raise TimeoutError
-    if failure:
-        raise failure[0]
-    return box[0]
+    while True:
+        try:
+            return future.result(timeout=0.05)
+        except concurrent.futures.TimeoutError:
+            if abort.is_set():
+                raise _Aborted from None
+            if time.monotonic() >= deadline:
+                raise TimeoutError from None

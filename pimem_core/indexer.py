@@ -1,6 +1,6 @@
 """When a session's memory store gets indexed: caught up at start, soon after writes, at shutdown.
 
-Indexing never runs on the agent's path: every run happens on a background thread. A write
+Indexing never runs on the agent's path: every run is a task of the session's scheduler. A write
 schedules a run five seconds later, and every further write during the wait restarts it, so a
 burst of captures costs one run. Shutdown starts a pending run at once and waits for it up to a
 cap; what is not indexed by then is caught up at the next session start. memsearch's watcher is
@@ -9,10 +9,14 @@ never used: it would hold the database lock for the whole session.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
+
+from pimem_core.scheduler import Delayed, Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +36,14 @@ class Indexer:
         run: Callable[[str, tuple[Path, ...]], object],
         *,
         debounce: float = DEBOUNCE_SECONDS,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self._run = run
         self._debounce = debounce
+        self._scheduler = scheduler or Scheduler("pimem-indexer")
         self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
-        self._worker: threading.Thread | None = None
+        self._timer: Delayed | None = None
+        self._worker: Future[None] | None = None
         self._again: str | None = None
         self._due = False
         self._changed: set[Path] = set()
@@ -62,9 +68,9 @@ class Indexer:
             if self._timer is not None:
                 self._timer.cancel()
             self._due = True
-            self._timer = threading.Timer(self._debounce, self._start, args=("write",))
-            self._timer.daemon = True
-            self._timer.start()
+            self._timer = self._scheduler.call_later(
+                self._debounce, "index-debounce", lambda: self._start("write")
+            )
 
     def shutdown(self, cap: float = SHUTDOWN_CAP_SECONDS) -> bool:
         """Run a pending index now and wait for it at most *cap* seconds; ``True`` if settled."""
@@ -76,20 +82,17 @@ class Indexer:
             self._start("shutdown")
         worker = self._worker
         if worker is not None:
-            worker.join(cap)
-            return not worker.is_alive()
+            concurrent.futures.wait([worker], timeout=cap)
+            return worker.done()
         return True
 
     def _start(self, reason: str) -> None:
         with self._lock:
             self._due = False
-            if self._worker is not None and self._worker.is_alive():
+            if self._worker is not None and not self._worker.done():
                 self._again = reason  # the running pass may have missed this write
                 return
-            self._worker = threading.Thread(
-                target=self._work, args=(reason,), name="pimem-indexer", daemon=True
-            )
-            self._worker.start()
+            self._worker = self._scheduler.run("index", lambda: self._work(reason))
 
     def _take_files(self) -> tuple[Path, ...]:
         with self._lock:

@@ -38,6 +38,7 @@ import attrs
 from pimem_core.api import Pimem
 from pimem_core.budget import DistillBudget
 from pimem_core.errors import PimemError
+from pimem_core.scheduler import Scheduler
 from pimem_core.settings import Settings
 from pimem_core.types import (
     HostModel,
@@ -267,8 +268,10 @@ class MaintenanceRunner:
         budget: DistillBudget,
         host_model: HostModel | None = None,
         timeout: float = MODEL_TIMEOUT_SECONDS,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self._pimem = pimem
+        self._scheduler = scheduler or Scheduler("pimem-maintenance")
         self._scope = scope
         self._budget = budget
         self._host_model = host_model
@@ -291,7 +294,7 @@ class MaintenanceRunner:
                 return
             self._running = True
         log.debug("maintenance woken (%s) for %s", reason, self._scope.scope_dir)
-        threading.Thread(target=self._loop, name="pimem-maintenance", daemon=True).start()
+        self._scheduler.run("maintenance", self._loop)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no pass runs or is asked for; ``True`` if that happened in time."""

@@ -29,6 +29,7 @@ from pimem_core.indexer import SHUTDOWN_CAP_SECONDS, Indexer
 from pimem_core.journal import CaptureJournal
 from pimem_core.maintenance import MaintenanceRunner
 from pimem_core.paths import PimemPaths
+from pimem_core.scheduler import Scheduler
 from pimem_core.snapshot_cache import StableSnapshot
 from pimem_core.status import status_sections
 from pimem_core.types import (
@@ -108,6 +109,8 @@ class Session:
         self.indexer: Indexer | None = None
         self.capture: Capture | None = None
         self.maintenance: MaintenanceRunner | None = None
+        #: Every background task of this session: capture, index runs, maintenance.
+        self.scheduler = Scheduler("pimem-session")
         pimem.pm.add_plugin(_SessionPlugin(self), "session")
 
     # -- the host's events --------------------------------------------------------------
@@ -121,14 +124,18 @@ class Session:
             self._settle_previous()
         self.info = info
         self.scope = self.pimem.resolve_scope(info.cwd)
-        indexer = Indexer(self._index, **self._debounce_kwargs())
+        indexer = Indexer(self._index, scheduler=self.scheduler, **self._debounce_kwargs())
         self.indexer = indexer
         indexer.catch_up()
         self.snapshot = StableSnapshot(self.pimem, self.scope)
         self.snapshot.refresh()
         self.pimem.start_session(self.scope)
         self.maintenance = MaintenanceRunner(
-            self.pimem, self.scope, budget=self.budget, host_model=self.host_model
+            self.pimem,
+            self.scope,
+            budget=self.budget,
+            host_model=self.host_model,
+            scheduler=self.scheduler,
         )
         self.maintenance.wake("session start")
         if info.transcript is not None:
@@ -140,6 +147,7 @@ class Session:
                 host_model=self.host_model,
                 budget=self.budget,
                 journal=CaptureJournal(self._state_dir / "capture-journal", info.session_id),
+                scheduler=self.scheduler,
             )
 
     def before_prompt(self, prompt: str) -> PromptAdditions:
