@@ -1,7 +1,7 @@
 """The backends pimem runs on, as typed services.
 
 A plugin provides a backend whole: a factory hook (``pimem_open_store``, ``pimem_open_index``,
-``pimem_open_transcripts``, ``pimem_open_skills``) returns an object with every method of one
+``pimem_open_transcript``, ``pimem_open_skills``) returns an object with every method of one
 of these protocols, bound to the scope (or transcript) it was opened for. mypy checks the
 returned object against the protocol where the factory is annotated with it, so a backend is
 never half replaced and its methods are typed.

@@ -5,7 +5,7 @@ session that just started shows zeros even when another one captured a minute ag
 says what the store holds today, so the two together never contradict what just happened.
 
 The figures are read from the memory store itself (today's daily memory file, through
-``pimem_read_day``), not from a counter pimem keeps. The store is the one thing every writer
+``MemoryStore.read_day``), not from a counter pimem keeps. The store is the one thing every writer
 shares, so the count is true across processes and agents without any bookkeeping: it includes
 captures, ``memory_write`` and ``pimem write`` entries and entries other memsearch agents of the
 mesh append, and an entry that is forgotten stops being counted. A persisted counter would only
