@@ -18,8 +18,8 @@ from typing import Any
 from bench.latency import memsearch_index, summarize
 from pimem_core import Pimem, hookimpl
 from pimem_core.paths import PimemPaths
+from pimem_core.runtime.session import Session, SessionInfo
 from pimem_core.services import MemoryIndex
-from pimem_core.session import Session, SessionInfo
 from pimem_core.types import (
     BackendCall,
     BranchEntry,

@@ -6,7 +6,8 @@ in-process, then measured in this order, all in this one process:
 
 1. warm L1 search through ``Pimem.search_memory`` with the database leased (default linger);
 2. where the time of one warm search goes (configuration, query embedding, database);
-3. the same searches with ``PIMEM_DB_LINGER_MS=0``: the database opened and closed per call;
+3. the same searches with a linger of 0 (what ``PIMEM_DB_LINGER_MS=0`` sets), on the same
+   engine and warm embedder: the database opened and closed per call;
 4. ``memsearch search`` in a child process on the same store (the baseline);
 5. one appended entry indexed while warm, until a search finds it: pimem, then the CLI.
 """
@@ -323,6 +324,19 @@ def release_database(index: MemsearchMemoryIndex) -> None:
     time.sleep(engine.linger + 0.2)
 
 
+@contextlib.contextmanager
+def linger(index: MemsearchMemoryIndex, seconds: float) -> Iterator[None]:
+    """Keep *index*'s database open *seconds* after each call while this block runs: what
+    ``PIMEM_DB_LINGER_MS`` sets when an index is opened, here on the engine already warm (a
+    pimem of its own would load a second embedder into this process, and into its RSS)."""
+    engine = index.engine
+    saved, engine.linger = engine.linger, seconds
+    try:
+        yield
+    finally:
+        engine.linger = saved
+
+
 def search_samples(pimem: Pimem, scope: Scope, queries: Sequence[str]) -> list[float]:
     samples = []
     for text in queries:
@@ -559,9 +573,8 @@ class Rig:
     corpus: Corpus
     store: Store
     env: dict[str, str]
-    #: pimem with the default linger, and with ``PIMEM_DB_LINGER_MS=0`` (an engine of its own).
+    #: pimem with the default linger (its engine's is set to 0 for the cold searches).
     leased: Pimem
-    cold: Pimem
     scope: Scope
     warmup: list[str]
     queries: list[str]
@@ -621,8 +634,9 @@ def _search_phase(rig: Rig) -> SearchRun:
     threads["wall"] = time.perf_counter() - start
     breakdown = breakdown_samples(rig.index, queries[: plan.breakdown_queries])
     open_close = open_close_samples(rig.index, queries[: max(3, plan.cold_queries // 3)])
-    search_samples(rig.cold, scope, rig.warmup[:1])
-    cold_ms = search_samples(rig.cold, scope, queries[: plan.cold_queries])
+    with linger(rig.index, 0):
+        search_samples(rig.leased, scope, rig.warmup[:1])
+        cold_ms = search_samples(rig.leased, scope, queries[: plan.cold_queries])
     return SearchRun(warmup_ms, leased_ms, threads, breakdown, open_close, cold_ms)
 
 
@@ -682,7 +696,6 @@ def measure_size(
             store=store,
             env=env,
             leased=leased,
-            cold=Pimem.from_env({**env, "PIMEM_DB_LINGER_MS": "0"}),
             scope=leased.resolve_scope(store.project),
             warmup=queries[: plan.warmup],
             queries=queries[plan.warmup :],

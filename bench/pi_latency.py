@@ -64,7 +64,7 @@ STEPS = ("before_agent_start", "agent_settled", "bridge_ready")
 #: The bridge counts as idle below this many CPU ticks (of 10 ms) per quiet window.
 IDLE_TICKS = 2
 IDLE_TIMEOUT_S = 90.0
-#: pimem indexes a capture once no write came for this long (``pimem_core.indexer``).
+#: pimem indexes a capture once no write came for this long (``pimem_core.runtime.indexer``).
 INDEX_DEBOUNCE_S = 5.0
 
 

@@ -28,7 +28,7 @@ _HOMES = {
 
 def __getattr__(name: str) -> Any:
     """The package's names, imported on first use: importing a light module of the package
-    (``pimem_core.launcher``) must not import all of pimem."""
+    (``pimem_core.doors.launcher``) must not import all of pimem."""
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'pimem_core' has no attribute {name!r}")

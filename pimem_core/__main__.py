@@ -1,5 +1,5 @@
 import sys
 
-from pimem_core.launcher import main
+from pimem_core.doors.launcher import main
 
 sys.exit(main())

@@ -1,6 +1,6 @@
 """The ``distill-host`` distiller: the model the host lends (pi: the cheapest model of the session).
 
-Which of the host's models distils is decided in :mod:`pimem_core.host_model`; this distiller
+Which of the host's models distils is decided in :mod:`pimem_core.runtime.host_model`; this distiller
 answers when a host model is present, models are allowed and ``PIMEM_DISTILLER`` is ``auto`` or
 ``host``.
 """

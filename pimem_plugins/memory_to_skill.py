@@ -25,10 +25,10 @@ from typing import Any
 import attrs
 
 from pimem_core import hookimpl
-from pimem_core.budget import DistillBudget
 from pimem_core.errors import PimemError, StoreError
-from pimem_core.maintenance import maintenance_root, task_status, temp_path
 from pimem_core.memsearch_compat import distill_steps
+from pimem_core.runtime.budget import DistillBudget
+from pimem_core.runtime.maintenance import maintenance_root, task_status, temp_path
 from pimem_core.services import SkillCatalog
 from pimem_core.settings import Settings
 from pimem_core.types import (

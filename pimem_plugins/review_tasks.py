@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pimem_core import hookimpl
-from pimem_core.budget import DistillBudget
-from pimem_core.maintenance import task_status, write_atomically
+from pimem_core.runtime.budget import DistillBudget
+from pimem_core.runtime.maintenance import task_status, write_atomically
 from pimem_core.settings import Settings
 from pimem_core.types import (
     MaintenanceOutcome,

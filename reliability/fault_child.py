@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
     args = json.loads(raw)
     from pimem_core import Pimem
     from pimem_core.errors import PimemError
-    from pimem_core.session import Session, SessionInfo
+    from pimem_core.runtime.session import Session, SessionInfo
     from pimem_core.types import Anchor, BranchEntry, Entry, HostModel
 
     pimem = Pimem.from_env()

@@ -18,7 +18,7 @@ from typing import Any
 
 from pimem_core import Pimem
 from pimem_core.paths import PimemPaths
-from pimem_core.session import Session, SessionInfo
+from pimem_core.runtime.session import Session, SessionInfo
 from pimem_core.types import BranchEntry
 from reliability.host import Bridge, SessionFile, start_params
 from reliability.integrity import parse

@@ -113,7 +113,7 @@ def _hung_store_command(root: Path, quick: bool) -> Outcome:
     # The quick run shortens the 30 s limit in the child; the full run keeps pimem's own.
     prelude = (
         f"import pimem_plugins.store_command as s; s.TIMEOUT_SECONDS = {timeout}; "
-        "from pimem_core.cli import main; import sys; sys.exit(main(sys.argv[1:]))"
+        "from pimem_core.doors.cli import main; import sys; sys.exit(main(sys.argv[1:]))"
     )
     started = time.perf_counter()
     done = subprocess.run(

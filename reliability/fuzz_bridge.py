@@ -22,7 +22,7 @@ from typing import IO, Any, cast
 from hypothesis import strategies as st
 
 from pimem_core.api import Pimem
-from pimem_core.serve import MAX_LINE, Server
+from pimem_core.doors.serve import MAX_LINE, Server
 from reliability.fuzzing import run_property
 from reliability.outcome import Outcome
 from reliability.sandbox import Sandbox, environment

@@ -107,7 +107,7 @@ def append_cli(args: dict[str, Any]) -> dict[str, Any]:
         if args.get("in_process"):
             # The CLI's own entry point, a fresh Pimem per entry, without the interpreter
             # start-up a quick run cannot afford.
-            from pimem_core.cli import main
+            from pimem_core.doors.cli import main
 
             with contextlib.redirect_stdout(io.StringIO()):  # "Saved the memory entry to ..."
                 return main(argv) == 0

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pimem_core.backend import BackendQueue, BackendTimeout
-from pimem_core.indexer import Indexer
+from pimem_core.runtime.indexer import Indexer
 
 
 class Contention(Exception):

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from pimem_core.cli import build_parser
+from pimem_core.doors.cli import build_parser
 from pimem_plugins.shared.layout import derive_collection
 
 from conftest import run_cli, write_script
@@ -308,3 +310,19 @@ def test_snapshot_ends_with_a_newline(repo: Path) -> None:
         assert result.stdout.endswith("\n")
         assert not result.stdout.endswith("\n\n")
     assert "- a fact\n" in written.stdout
+
+
+def test_a_reader_that_stops_early_gets_no_traceback() -> None:
+    """``pimem plugins | head -1``: the reader closes the pipe before pimem has written."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pimem_core", "plugins"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    process.stdout.close()
+    with process.stderr:
+        stderr = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 0
+    assert "Traceback" not in stderr

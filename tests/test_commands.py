@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from test_serve import Bridge
 
-from pimem_core import protocol
-from pimem_core.cli import COMMANDS, build_parser
-from pimem_core.commands import SHARED, served
+from pimem_core.doors import protocol
+from pimem_core.doors.cli import COMMANDS, build_parser
+from pimem_core.doors.commands import SHARED, served
 from pimem_core.offline_model import OfflineModel
 
 from conftest import run_cli

@@ -15,7 +15,7 @@ import attrs
 import pytest
 
 from pimem_core import Pimem, PimemError
-from pimem_core.host_model import ModelRef, resolve_capture_model
+from pimem_core.runtime.host_model import ModelRef, resolve_capture_model
 from pimem_core.types import (
     Anchor,
     Distillation,

@@ -14,7 +14,7 @@ import pytest
 from pimem_core import Pimem
 from pimem_core.backend import BackendQueue
 from pimem_core.errors import NoMemoryYet
-from pimem_core.indexer import Indexer
+from pimem_core.runtime.indexer import Indexer
 from pimem_core.types import Anchor, DayAddress, Entry, Scope, SearchQuery
 from pimem_plugins.memsearch.engine import (
     MemsearchEngine,

@@ -23,9 +23,9 @@ import pytest
 
 from bench.pi_host import ModelServer, Rule, Text
 from pimem_core import Settings
-from pimem_core.budget import DistillBudget
 from pimem_core.errors import SettingsError
-from pimem_core.maintenance import (
+from pimem_core.runtime.budget import DistillBudget
+from pimem_core.runtime.maintenance import (
     LOCK_FILE,
     STATE_FILE,
     TEMP_MARK,

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pimem_core.scheduler import Scheduler
+from pimem_core.runtime.scheduler import Scheduler
 
 
 def test_a_task_hands_its_result_and_its_exception_to_the_future() -> None:

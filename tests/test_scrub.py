@@ -22,8 +22,8 @@ from typing import NamedTuple
 import pytest
 
 from pimem_core import hookimpl
-from pimem_core.budget import DistillBudget
-from pimem_core.capture import Capture
+from pimem_core.runtime.budget import DistillBudget
+from pimem_core.runtime.capture import Capture
 from pimem_core.scrub import Scrubber, placeholder
 from pimem_core.types import (
     Anchor,

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from pimem_core import hookimpl, protocol
+from pimem_core import hookimpl
+from pimem_core.doors import protocol
+from pimem_core.doors.serve import Server
 from pimem_core.errors import QueryError
-from pimem_core.serve import Server
+from pimem_core.runtime.session import SessionInfo
 from pimem_core.services import MemoryIndex
-from pimem_core.session import SessionInfo
 from pimem_core.testing import InMemoryIndex
 from pimem_core.types import BackendCall, Scope, SearchHit, SearchQuery
 
@@ -124,7 +125,7 @@ def test_the_ready_line_comes_before_any_of_pimem_is_imported() -> None:
     """The host waits for it: importing pimem and its plugins comes after."""
     probe = (
         "import json, sys\n"
-        "from pimem_core import launcher\n"
+        "from pimem_core.doors import launcher\n"
         "launcher.announce_ready(sys.stdout)\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('pimem_core', 'pimem_plugins', 'memsearch', 'pluggy', 'attrs'))))\n"
@@ -135,7 +136,12 @@ def test_the_ready_line_comes_before_any_of_pimem_is_imported() -> None:
     ready, imported = done.stdout.splitlines()
     assert json.loads(ready)["event"] == "ready"
     # protocol.py holds the method names and imports nothing of pimem.
-    assert json.loads(imported) == ["pimem_core", "pimem_core.launcher", "pimem_core.protocol"]
+    assert json.loads(imported) == [
+        "pimem_core",
+        "pimem_core.doors",
+        "pimem_core.doors.launcher",
+        "pimem_core.doors.protocol",
+    ]
 
 
 def test_the_early_ready_line_lists_exactly_the_methods_served() -> None:

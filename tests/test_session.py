@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from pimem_core import Pimem, hookimpl
-from pimem_core.capture import exchange_window, passes_gates
-from pimem_core.journal import CaptureJournal, Pending
+from pimem_core.doors.render import render_status, status_to_json
 from pimem_core.paths import PimemPaths
-from pimem_core.render import render_status, status_to_json
+from pimem_core.runtime.capture import exchange_window, passes_gates
+from pimem_core.runtime.journal import CaptureJournal, Pending
+from pimem_core.runtime.session import Session, SessionInfo
 from pimem_core.services import MemoryIndex
-from pimem_core.session import Session, SessionInfo
 from pimem_core.testing import InMemoryIndex
 from pimem_core.types import (
     Anchor,

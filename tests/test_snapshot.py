@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pimem_core import Pimem
-from pimem_core.snapshot_cache import StableSnapshot
+from pimem_core.runtime.snapshot_cache import StableSnapshot
 from pimem_core.types import Anchor, Entry
 from pimem_plugins.snapshot import INSTRUCTIONS, TODAY_BUDGET, TRUNCATED, YESTERDAY_BUDGET, tail
 

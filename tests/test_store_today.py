@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from pimem_core.capture import marker
-from pimem_core.store_today import DayCount, count_entries, store_today_status
+from pimem_core.runtime.capture import marker
+from pimem_core.runtime.store_today import DayCount, count_entries, store_today_status
 from pimem_core.types import Anchor, DayAddress, Entry
 
 from conftest import make_pimem

@@ -127,7 +127,7 @@ def test_the_scope_helpers_are_the_ones_the_bundled_plugins_use() -> None:
 
 def test_runtime_imports_do_not_import_pytest() -> None:
     probe = (
-        "import sys, pimem_core.api, pimem_core.cli, pimem_core.scopes, pimem_core.manager\n"
+        "import sys, pimem_core.api, pimem_core.doors.cli, pimem_core.scopes, pimem_core.manager\n"
         "print('pytest' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

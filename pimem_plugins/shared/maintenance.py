@@ -12,9 +12,9 @@ from datetime import timedelta
 from typing import Any
 
 from pimem_core.errors import PimemError
-from pimem_core.maintenance import PLATFORM, maintenance_root
 from pimem_core.memsearch_compat import merged_config
 from pimem_core.memsearch_config import global_config_path, project_config_path
+from pimem_core.runtime.maintenance import PLATFORM, maintenance_root
 from pimem_core.settings import Settings
 from pimem_core.types import MaintenanceOutcome, MaintenanceRun, MaintenanceTask, Scope
 

@@ -8,11 +8,11 @@ not a request gets an error reply and the server keeps serving. End of stdin end
 after the session's shutdown.
 
 The ``memory.*`` methods are the served commands of the command table
-(:mod:`pimem_core.commands`), run by the handlers the CLI runs; the ``session.*`` methods are
+(:mod:`pimem_core.doors.commands`), run by the handlers the CLI runs; the ``session.*`` methods are
 this module's own.
 
 The first line the server writes is ``{"event": "ready", ...}``; ``pimem serve`` writes it
-before importing any of pimem (:mod:`pimem_core.launcher`), so the host is never kept waiting by
+before importing any of pimem (:mod:`pimem_core.doors.launcher`), so the host is never kept waiting by
 start-up.
 """
 
@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from pimem_core.api import Pimem
-from pimem_core.budget import DistillBudget
-from pimem_core.commands import SHARED, Command, Door, UsageError, served
+from pimem_core.doors.commands import SHARED, Command, Door, UsageError, served
 from pimem_core.errors import PimemError
-from pimem_core.host_model import ModelRef, model_ref_from_json, resolve_capture_model
-from pimem_core.session import Session, SessionInfo
+from pimem_core.runtime.budget import DistillBudget
+from pimem_core.runtime.host_model import ModelRef, model_ref_from_json, resolve_capture_model
+from pimem_core.runtime.session import Session, SessionInfo
 from pimem_core.types import BranchEntry, HostModel, Scope
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The ``pimem`` command line: a stable contract for scripts, agents and other tools.
 
 The parser is built from the command table: the operations ``pimem serve`` offers too
-(:data:`pimem_core.commands.SHARED`) and the commands only the command line has (:data:`OWN`).
+(:data:`pimem_core.doors.commands.SHARED`) and the commands only the command line has (:data:`OWN`).
 
 Exit codes: 0 success, 1 a user-facing error (one line on stderr, no traceback), 2 usage.
 """
@@ -12,12 +12,13 @@ import argparse
 import importlib.metadata
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from pimem_core.api import Pimem
-from pimem_core.commands import (
+from pimem_core.doors.commands import (
     SHARED,
     Args,
     Command,
@@ -110,7 +111,7 @@ def _index(door: Door, a: Args) -> Outcome:
 
 
 def _serve(door: Door, a: Args) -> Outcome:
-    from pimem_core.serve import serve
+    from pimem_core.doors.serve import serve
 
     serve(door.pimem, announce=not door.ready_written)
     return Outcome(text=None)
@@ -131,7 +132,7 @@ def _use_offline_model(door: Door, a: Args) -> Outcome:
 
 
 def _maintenance(door: Door, a: Args) -> Outcome:
-    from pimem_core.maintenance import MaintenanceRunner
+    from pimem_core.runtime.maintenance import MaintenanceRunner
 
     runner = MaintenanceRunner(door.pimem, door.scope(), budget=door.budget())
     reports = runner.run_due(force=a["force"])
@@ -416,10 +417,15 @@ def main(argv: Sequence[str] | None = None, *, ready_written: bool = False) -> i
         return 1
     except KeyboardInterrupt:
         return 130
-    if args.json:
-        print(json.dumps(outcome.data, indent=2))
-    elif outcome.text is not None:
-        print(outcome.text)
+    try:
+        if args.json:
+            print(json.dumps(outcome.data, indent=2))
+        elif outcome.text is not None:
+            print(outcome.text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader stopped early (`pimem search ... | head`): what it read is what it wanted.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -1,9 +1,9 @@
 """The host protocol's method names and ready line, light on purpose.
 
 ``pimem serve`` writes its ready line before importing the rest of pimem
-(:mod:`pimem_core.launcher`), so the names live here, with nothing imported but :mod:`json`.
+(:mod:`pimem_core.doors.launcher`), so the names live here, with nothing imported but :mod:`json`.
 The server serves exactly these: the memory methods are the served commands of the command
-table (:mod:`pimem_core.commands`), the session methods are the server's own, and a test keeps
+table (:mod:`pimem_core.doors.commands`), the session methods are the server's own, and a test keeps
 the table and this list equal.
 """
 
@@ -23,7 +23,7 @@ MEMORY_METHODS = (
     "memory.write",
 )
 
-#: The session's lifecycle, served by :class:`pimem_core.serve.Server` itself.
+#: The session's lifecycle, served by :class:`pimem_core.doors.serve.Server` itself.
 SESSION_METHODS = (
     "session.before_prompt",
     "session.compacted",

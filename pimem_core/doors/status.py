@@ -9,8 +9,8 @@ shows none.
 from __future__ import annotations
 
 from pimem_core.api import Pimem
-from pimem_core.budget import DistillBudget
-from pimem_core.store_today import store_today_status
+from pimem_core.runtime.budget import DistillBudget
+from pimem_core.runtime.store_today import store_today_status
 from pimem_core.types import Scope, StatusSection
 
 

@@ -36,9 +36,9 @@ from typing import Any
 import attrs
 
 from pimem_core.api import Pimem
-from pimem_core.budget import DistillBudget
 from pimem_core.errors import PimemError
-from pimem_core.scheduler import Scheduler
+from pimem_core.runtime.budget import DistillBudget
+from pimem_core.runtime.scheduler import Scheduler
 from pimem_core.settings import Settings
 from pimem_core.types import (
     HostModel,

@@ -24,8 +24,8 @@ import re
 import attrs
 
 from pimem_core.api import Pimem
-from pimem_core.capture import MARKER_PREFIX
 from pimem_core.errors import PimemError
+from pimem_core.runtime.capture import MARKER_PREFIX
 from pimem_core.types import Scope, StatusSection
 
 LABEL = "today in this store (all sessions)"

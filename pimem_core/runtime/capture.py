@@ -22,10 +22,10 @@ from typing import TypeVar
 import attrs
 
 from pimem_core.api import Pimem
-from pimem_core.budget import DistillBudget
 from pimem_core.errors import PimemError
-from pimem_core.journal import CaptureJournal, Pending
-from pimem_core.scheduler import Scheduler
+from pimem_core.runtime.budget import DistillBudget
+from pimem_core.runtime.journal import CaptureJournal, Pending
+from pimem_core.runtime.scheduler import Scheduler
 from pimem_core.types import (
     Anchor,
     BranchEntry,
@@ -106,7 +106,7 @@ def to_messages(window: Sequence[BranchEntry]) -> tuple[ExchangeMessage, ...]:
 @attrs.define
 class CaptureCounters:
     """What capture did in this session (this process), for status; what the store holds today,
-    from every session, is :mod:`pimem_core.store_today`'s line."""
+    from every session, is :mod:`pimem_core.runtime.store_today`'s line."""
 
     captured: int = 0
     distilled: int = 0

@@ -23,15 +23,15 @@ import attrs
 
 from pimem_core import hookimpl
 from pimem_core.api import Pimem
-from pimem_core.budget import DistillBudget
-from pimem_core.capture import Capture
-from pimem_core.indexer import SHUTDOWN_CAP_SECONDS, Indexer
-from pimem_core.journal import CaptureJournal
-from pimem_core.maintenance import MaintenanceRunner
+from pimem_core.doors.status import status_sections
 from pimem_core.paths import PimemPaths
-from pimem_core.scheduler import Scheduler
-from pimem_core.snapshot_cache import StableSnapshot
-from pimem_core.status import status_sections
+from pimem_core.runtime.budget import DistillBudget
+from pimem_core.runtime.capture import Capture
+from pimem_core.runtime.indexer import SHUTDOWN_CAP_SECONDS, Indexer
+from pimem_core.runtime.journal import CaptureJournal
+from pimem_core.runtime.maintenance import MaintenanceRunner
+from pimem_core.runtime.scheduler import Scheduler
+from pimem_core.runtime.snapshot_cache import StableSnapshot
 from pimem_core.types import (
     BranchEntry,
     HostModel,

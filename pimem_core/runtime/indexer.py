@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
-from pimem_core.scheduler import Delayed, Scheduler
+from pimem_core.runtime.scheduler import Delayed, Scheduler
 
 log = logging.getLogger(__name__)
 

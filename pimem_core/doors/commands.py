@@ -3,8 +3,8 @@
 Each :class:`Command` says its name, its parameters (how each is read from a command-line word
 and from a JSON value, and what is wrong with a bad one), its handler and what it returns: an
 :class:`Outcome`, a text for a person or an agent and the JSON beside it. The CLI
-(:mod:`pimem_core.cli`) builds its parser from the table and prints the text or the JSON;
-``pimem serve`` (:mod:`pimem_core.serve`) answers each served command's method with the text
+(:mod:`pimem_core.doors.cli`) builds its parser from the table and prints the text or the JSON;
+``pimem serve`` (:mod:`pimem_core.doors.serve`) answers each served command's method with the text
 and the same JSON. A handler sees its door only through :class:`Door`: where the scope comes
 from, where waiting and notes go.
 """
@@ -20,9 +20,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from pimem_core.api import Pimem
-from pimem_core.budget import DistillBudget
-from pimem_core.errors import NoMemoryYet, PimemError
-from pimem_core.render import (
+from pimem_core.doors.render import (
     cross_repo_to_json,
     hit_to_json,
     redaction_to_json,
@@ -36,17 +34,19 @@ from pimem_core.render import (
     status_to_json,
     transcript_to_json,
 )
-from pimem_core.skills import (
+from pimem_core.doors.skills import (
     candidate_to_json,
     render_candidate,
     render_candidates,
     render_installed,
 )
-from pimem_core.status import status_sections
+from pimem_core.doors.status import status_sections
+from pimem_core.errors import NoMemoryYet, PimemError
+from pimem_core.runtime.budget import DistillBudget
 from pimem_core.types import Anchor, DayAddress, Entry, Scope, SearchQuery, TranscriptRequest
 
 if TYPE_CHECKING:
-    from pimem_core.session import SessionInfo
+    from pimem_core.runtime.session import SessionInfo
 
 #: A command's parameters, read and checked, by name.
 Args = Mapping[str, Any]
