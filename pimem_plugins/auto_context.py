@@ -26,7 +26,7 @@ from typing import Literal
 import attrs
 
 from pimem_core import hookimpl
-from pimem_core.doors.render import render_hit_block
+from pimem_core.render import render_hit_block
 from pimem_core.services import MemoryIndex
 from pimem_core.settings import Settings, SettingSpec, parse_fraction, parse_switch
 from pimem_core.types import Injection, PromptContext, Scope, SearchHit, StatusSection

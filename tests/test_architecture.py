@@ -1,5 +1,6 @@
-"""The layout holds: core never imports a plugin, plugins never import each other, no module
-imports itself back through others, and no process-wide state is kept.
+"""The layout holds: the contract, the runtime and the front doors build on each other in that
+order, core never imports a plugin, plugins never import each other, no module imports itself
+back through others, and no process-wide state is kept.
 
 Read from the source with :mod:`ast`, so the rules hold for every module, imported by a test or
 not. Imports under ``if TYPE_CHECKING:`` are types only and do not count.
@@ -79,6 +80,39 @@ def test_core_never_imports_a_plugin() -> None:
         if name.startswith("pimem_core")
         for imported in imports
         if imported.startswith("pimem_plugins")
+    }
+    assert wrong == set()
+
+
+def layer(module: str) -> str:
+    """``doors``, ``runtime``, ``plugins`` or ``contract`` (the rest of ``pimem_core``)."""
+    for prefix, name in (
+        ("pimem_core.doors", "doors"),
+        ("pimem_core.runtime", "runtime"),
+        ("pimem_plugins", "plugins"),
+    ):
+        if module.startswith(prefix):
+            return name
+    return "contract"
+
+
+#: Which layer may import which: the contract stands alone, the runtime builds on it, the
+#: front doors on both; plugins build on the contract and the runtime's helpers.
+MAY_IMPORT = {
+    "contract": {"contract"},
+    "runtime": {"contract", "runtime"},
+    "doors": {"contract", "runtime", "doors"},
+    "plugins": {"contract", "runtime", "plugins"},
+}
+
+
+def test_each_layer_imports_only_the_layers_below() -> None:
+    wrong = {
+        (name, imported)
+        for name, imports in GRAPH.items()
+        if name != "pimem_core.__main__"  # ``python -m pimem_core`` is the launcher
+        for imported in imports
+        if layer(imported) not in MAY_IMPORT[layer(name)]
     }
     assert wrong == set()
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from pimem_core import Pimem, hookimpl
-from pimem_core.doors.render import cross_repo_to_json, render_cross_repo
 from pimem_core.errors import (
     CollectionMissing,
     NoMemoryYet,
@@ -21,6 +20,7 @@ from pimem_core.errors import (
     PimemError,
     SettingsError,
 )
+from pimem_core.render import cross_repo_to_json, render_cross_repo
 from pimem_core.services import MemoryIndex
 from pimem_core.testing import InMemoryIndex
 from pimem_core.types import BackendCall, CrossRepoResult, Scope, SearchHit, SearchQuery

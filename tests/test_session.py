@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from pimem_core import Pimem, hookimpl
-from pimem_core.doors.render import render_status, status_to_json
 from pimem_core.paths import PimemPaths
+from pimem_core.render import render_status, status_to_json
 from pimem_core.runtime.capture import exchange_window, passes_gates
 from pimem_core.runtime.journal import CaptureJournal, Pending
 from pimem_core.runtime.session import Session, SessionInfo

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pimem_core import Pimem, PimemError
-from pimem_core.doors.render import render_transcript, transcript_to_json
+from pimem_core.render import render_transcript, transcript_to_json
 from pimem_core.types import BranchEntry, Transcript, TranscriptRequest
 from pimem_plugins.pi_transcript import read_pi_branch, read_pi_transcript
 
@@ -363,7 +363,7 @@ def test_l3_needs_no_backend(tmp_path: Path) -> None:
         "import sys\n"
         "from pathlib import Path\n"
         "from pimem_core import Pimem\n"
-        "from pimem_core.doors.render import render_transcript\n"
+        "from pimem_core.render import render_transcript\n"
         "from pimem_core.types import TranscriptRequest\n"
         "pimem = Pimem.from_env()\n"
         f"request = TranscriptRequest(path=Path({str(path)!r}), turn='b3', context=0)\n"

@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from pimem_core.api import Pimem
-from pimem_core.doors.render import (
+from pimem_core.doors.skills import (
+    candidate_to_json,
+    render_candidate,
+    render_candidates,
+    render_installed,
+)
+from pimem_core.errors import NoMemoryYet, PimemError
+from pimem_core.render import (
     cross_repo_to_json,
     hit_to_json,
     redaction_to_json,
@@ -34,15 +41,8 @@ from pimem_core.doors.render import (
     status_to_json,
     transcript_to_json,
 )
-from pimem_core.doors.skills import (
-    candidate_to_json,
-    render_candidate,
-    render_candidates,
-    render_installed,
-)
-from pimem_core.doors.status import status_sections
-from pimem_core.errors import NoMemoryYet, PimemError
 from pimem_core.runtime.budget import DistillBudget
+from pimem_core.runtime.status import status_sections
 from pimem_core.types import Anchor, DayAddress, Entry, Scope, SearchQuery, TranscriptRequest
 
 if TYPE_CHECKING:

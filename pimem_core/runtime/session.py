@@ -23,7 +23,6 @@ import attrs
 
 from pimem_core import hookimpl
 from pimem_core.api import Pimem
-from pimem_core.doors.status import status_sections
 from pimem_core.paths import PimemPaths
 from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.capture import Capture
@@ -32,6 +31,7 @@ from pimem_core.runtime.journal import CaptureJournal
 from pimem_core.runtime.maintenance import MaintenanceRunner
 from pimem_core.runtime.scheduler import Scheduler
 from pimem_core.runtime.snapshot_cache import StableSnapshot
+from pimem_core.runtime.status import status_sections
 from pimem_core.types import (
     BranchEntry,
     HostModel,
