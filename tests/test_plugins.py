@@ -510,3 +510,24 @@ def test_a_declaration_that_is_not_a_setting_spec_does_not_fit() -> None:
 
     with pytest.raises(PluginLoadError, match=r"gave a str, not a pimem_core\.SettingSpec"):
         PimemPluginManager().add_plugin(Wrong(), "wrong")
+
+
+def test_a_service_that_is_not_whole_is_refused_with_what_it_lacks(repo: Path) -> None:
+    class SearchOnly:
+        def search(self) -> tuple[()]:
+            return ()
+
+    class HalfAnIndex:
+        @hookimpl(tryfirst=True)
+        def pimem_open_index(self) -> SearchOnly:
+            return SearchOnly()
+
+    pimem = make_pimem()
+    pimem.pm.add_plugin(HalfAnIndex(), "half-an-index")
+    with pytest.raises(PluginError) as refused:
+        pimem.index(pimem.resolve_scope(repo))
+    assert str(refused.value) == (
+        "pimem_open_index answered with a SearchOnly, which is not a whole MemoryIndex: it lacks "
+        "compact, expand, health, index, pending_operations, similar, status, warm; the plugin "
+        "that answers it (see `pimem plugins`) is broken"
+    )
