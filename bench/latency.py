@@ -250,16 +250,9 @@ def prepare_store(root: Path, corpus: Corpus, model: OfflineModel) -> tuple[Stor
 
 
 def memsearch_index(pimem: Pimem, scope: Scope) -> MemsearchMemoryIndex:
-    """*scope*'s index as *pimem* opened it: memsearch's, whose engine (the warm embedder, the
-    leased database) and queue the measurements below reach into, so they measure the very
-    engine *pimem*'s own calls use."""
-    index = pimem.index(scope)
-    if not isinstance(index, MemsearchMemoryIndex):
-        raise RuntimeError(
-            f"the benchmark measures memsearch's index, but {type(index).__name__} answered "
-            "pimem_open_index"
-        )
-    return index
+    """*scope*'s index as *pimem* opened it: the measurements below reach into its engine (the
+    warm embedder, the leased database) and queue, the very ones *pimem*'s own calls use."""
+    return MemsearchMemoryIndex.opened_by(pimem, scope)
 
 
 @contextlib.contextmanager

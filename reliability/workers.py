@@ -21,9 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pimem_core import Pimem
-    from pimem_core.types import Scope
-    from pimem_plugins.memsearch.index import MemsearchMemoryIndex
+    pass
 
 #: memsearch's day-file shape, as its other agent plugins append it (one write per entry).
 RAW_ENTRY = (
@@ -151,20 +149,6 @@ def append_raw(args: dict[str, Any]) -> dict[str, Any]:
     return _paced(args, write)
 
 
-def _memsearch_index(pimem: Pimem, scope: Scope) -> MemsearchMemoryIndex:
-    """*scope*'s index as *pimem* opened it: memsearch's, with the engine and the backend queue
-    every call of *pimem* runs on."""
-    from pimem_plugins.memsearch.index import MemsearchMemoryIndex
-
-    index = pimem.index(scope)
-    if not isinstance(index, MemsearchMemoryIndex):
-        raise RuntimeError(
-            f"the scenario exercises memsearch's index, but {type(index).__name__} answered "
-            "pimem_open_index"
-        )
-    return index
-
-
 def backend(args: dict[str, Any]) -> dict[str, Any]:
     """Index the day file and search in a loop (``role`` index) or search and expand (search),
     counting every call's outcome: ok, ok after backoff, the lock message, anything else."""
@@ -172,12 +156,13 @@ def backend(args: dict[str, Any]) -> dict[str, Any]:
     from pimem_core.errors import PimemError
     from pimem_core.types import SearchQuery
     from pimem_plugins.memsearch.engine import DatabaseLocked
+    from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 
     pimem = Pimem.from_env()
     scope = pimem.resolve_scope(Path(args["project"]))
     rng = random.Random(args["seed"])
     retries = 0
-    queue = _memsearch_index(pimem, scope).queue
+    queue = MemsearchMemoryIndex.opened_by(pimem, scope).queue
     sleep = queue._sleep
 
     def counted_sleep(seconds: float) -> None:
@@ -233,10 +218,11 @@ def verify(args: dict[str, Any]) -> dict[str, Any]:
     search. Reads the collection through pimem's engine (memsearch's own store)."""
     from pimem_core import Pimem
     from pimem_core.types import SearchQuery
+    from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 
     pimem = Pimem.from_env()
     scope = pimem.resolve_scope(Path(args["project"]))
-    index = _memsearch_index(pimem, scope)
+    index = MemsearchMemoryIndex.opened_by(pimem, scope)
     engine = index.engine
 
     def chunks() -> list[dict[str, Any]]:

@@ -42,13 +42,6 @@ def texts(pimem: Pimem, scope: Scope, query: str) -> list[str]:
     return [hit.content for hit in pimem.search_memory(scope, SearchQuery(text=query, top_k=5))]
 
 
-def engine_of(pimem: Pimem, scope: Scope) -> MemsearchEngine:
-    """The engine behind *pimem*'s index of *scope*: its plugin instance's own."""
-    index = pimem.index(scope)
-    assert isinstance(index, MemsearchMemoryIndex)
-    return index.engine
-
-
 def database_locked(home: Path) -> bool:
     """Whether some client holds the Milvus Lite database of the test's memsearch home."""
     fd = os.open(home.parent / "milvus.db" / "LOCK", os.O_RDWR)
@@ -74,10 +67,10 @@ def indexed(memsearch_home: Path, repo: Path) -> tuple[Pimem, Scope]:
 def test_the_embedder_stays_warm_across_calls(indexed: tuple[Pimem, Scope]) -> None:
     pimem, scope = indexed
     texts(pimem, scope, "cache")
-    embedders = dict(engine_of(pimem, scope)._embedders)
+    embedders = dict(MemsearchMemoryIndex.opened_by(pimem, scope).engine._embedders)
     texts(pimem, scope, "flaky test")
     pimem.expand_chunk(scope, pimem.search_memory(scope, SearchQuery(text="cache"))[0].chunk_hash)
-    assert engine_of(pimem, scope)._embedders == embedders
+    assert MemsearchMemoryIndex.opened_by(pimem, scope).engine._embedders == embedders
     assert len(embedders) >= 1
 
 
@@ -125,7 +118,9 @@ def test_a_deleted_day_file_loses_its_chunks(indexed: tuple[Pimem, Scope]) -> No
     day = scope.memory_dir / "2026-08-13.md"
     day.unlink()
     pimem.index_memory(scope, "forget", files=(day,))
-    assert engine_of(pimem, scope).search(scope, "cache", 5) == ()  # the collection, asked directly
+    assert (
+        MemsearchMemoryIndex.opened_by(pimem, scope).engine.search(scope, "cache", 5) == ()
+    )  # the collection, asked directly
     # With no file left the store holds no memory: search says so instead of asking the index.
     with pytest.raises(NoMemoryYet, match="no memory yet in "):
         texts(pimem, scope, "cache")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pimem_core import SettingSpec, hookimpl
 from pimem_core.backend import BackendQueue
@@ -42,6 +42,9 @@ from pimem_plugins.memsearch.engine import (
 )
 from pimem_plugins.shared.index_state import index_status_section, read_index_health
 from pimem_plugins.shared.layout import has_memory_files
+
+if TYPE_CHECKING:
+    from pimem_core.api import Pimem
 
 T = TypeVar("T")
 
@@ -79,6 +82,18 @@ class MemsearchIndex:
 
 class MemsearchMemoryIndex:
     """*scope*'s memsearch collection."""
+
+    @classmethod
+    def opened_by(cls, pimem: Pimem, scope: Scope) -> MemsearchMemoryIndex:
+        """*scope*'s index as *pimem* opened it, for code that reaches into its engine and queue
+        (benchmarks, reliability runs); a ``PimemError`` when another plugin's index answered."""
+        index = pimem.index(scope)
+        if not isinstance(index, cls):
+            raise PimemError(
+                f"memsearch's index was expected, but {type(index).__name__} answered "
+                "pimem_open_index"
+            )
+        return index
 
     def __init__(self, scope: Scope, engine: MemsearchEngine) -> None:
         self.scope = scope
@@ -170,7 +185,7 @@ class MemsearchMemoryIndex:
 
     def similar(self, text: str, top_k: int) -> Sequence[tuple[SearchHit, float]]:
         return self.queue.run(
-            "similar",
+            "similarity search",
             lambda: self.engine.recall(self.scope, text, top_k),
             is_contention=is_contention,
         )
