@@ -343,7 +343,7 @@ def measure_bridge(rig: Rig, plan: ScalingPlan) -> dict[str, Any]:
 def measure_size(
     plan: ScalingPlan, size: int, workdir: Path, model: OfflineModel, log: Log
 ) -> dict[str, Any]:
-    world = generate_world(size, seed=plan.seed, root=quality.world_root(workdir, size))
+    world = generate_world(size, seed=plan.seed, root=quality.world_root(workdir, size, plan.seed))
     queries = build_queries(world, per_style=plan.searches, cross=0, seed=plan.seed)
     asked = [q.text for q in queries if q.group == "project" and q.gold is not None]
     unanswered = [q.text for q in queries if q.group == "project" and q.gold is None]

@@ -321,8 +321,22 @@ class SearchQuery:
 #: more than 0.5 means in both lists' top k; it depends only on ranks, and says how a chunk
 #: ranked against the others, not how relevant it is. ``reranker``: the score of memsearch's
 #: reranker, when one is configured (``reranker.model``). ``similarity``: the cosine similarity
-#: of the query's and the chunk's embeddings (auto-context).
-ScoreKind = Literal["rank_fusion", "reranker", "similarity"]
+#: of the query's and the chunk's embeddings (auto-context). ``relevance``: pimem's ranker's
+#: estimate in [0, 1] that the chunk answers the query, from the best fact's similarity and
+#: the share of the query's rare words the chunk holds; comparable across queries and
+#: collections, low for unrelated text (``RELEVANCE_THRESHOLD`` in ``docs/recall.md``).
+ScoreKind = Literal["rank_fusion", "reranker", "similarity", "relevance"]
+
+
+@attrs.frozen(kw_only=True)
+class LegScore:
+    """How one retriever (``dense``, ``lexical``, ``fused``, a reranker) placed a hit:
+    its rank among that retriever's candidates (1 is best; ``None``: not among them) and
+    its raw score there. ``pimem search --explain`` shows them."""
+
+    name: str
+    rank: int | None
+    score: float | None
 
 
 @attrs.frozen(kw_only=True)
@@ -343,6 +357,8 @@ class SearchHit:
     score: float
     score_kind: ScoreKind = "rank_fusion"
     project: Path | None = None
+    #: Each retriever's rank and score for this hit, when the ranker reports them.
+    legs: tuple[LegScore, ...] = ()
 
 
 @attrs.frozen(kw_only=True)

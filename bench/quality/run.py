@@ -65,8 +65,8 @@ FULL = Plan(sizes=(1_000, 10_000))
 # -- the store ---------------------------------------------------------------------------------
 
 
-def world_root(workdir: Path, size: int) -> Path:
-    return workdir / f"size-{size}"
+def world_root(workdir: Path, size: int, seed: int = 0) -> Path:
+    return workdir / (f"size-{size}" if seed == 0 else f"size-{size}-seed-{seed}")
 
 
 def identity(world: World, model: OfflineModel) -> dict[str, object]:
@@ -405,7 +405,7 @@ def measure_size(
 ) -> dict[str, Any]:
     """Everything measured on the world of *size* entries: raw records and timings."""
     started = time.perf_counter()
-    world = generate_world(size, seed=plan.seed, root=world_root(workdir, size))
+    world = generate_world(size, seed=plan.seed, root=world_root(workdir, size, plan.seed))
     queries = build_queries(world, per_style=plan.per_style, cross=plan.cross, seed=plan.seed)
     timings = {"generate_s": time.perf_counter() - started}
     log(

@@ -22,7 +22,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -550,26 +550,7 @@ class MemsearchEngine:
                 f"chunk {chunk_hash} is not in collection {scope.collection}; "
                 "it may have been re-indexed under a new hash: search again"
             )
-        chunk = chunks[0]
-        source = Path(str(chunk["source"]))
-        try:
-            text = source.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            raise PimemError(
-                f"chunk {chunk_hash} points at {source}, which no longer exists (reindex pending)"
-            ) from None
-        content, start, end = extract_section(
-            text.splitlines(), int(chunk["start_line"]), int(chunk.get("heading_level", 0))
-        )
-        return Section(
-            chunk_hash=chunk_hash,
-            source=str(source),
-            heading=str(chunk.get("heading", "")),
-            start_line=start,
-            end_line=end,
-            content=content,
-            anchor=parse_anchor(content),
-        )
+        return section_of(chunk_hash, chunks[0])
 
     def compact(self, scope: Scope, scrub: Callable[[str], str]) -> str:
         """memsearch's compaction summary, with secrets kept out of it: the chunks are scrubbed
@@ -640,6 +621,53 @@ class MemsearchEngine:
             for hit in found
         )
 
+    def event_loop(self) -> asyncio.AbstractEventLoop:
+        """The engine's one event loop (for providers whose ``embed`` is async only)."""
+        return self._loop
+
+    def embedder(self, scope: Scope) -> Any:
+        """*scope*'s warm memsearch embedder (loaded on first use)."""
+        return self._embedder(self.config(scope))
+
+    def chunking(self, scope: Scope) -> tuple[int, int]:
+        """memsearch's ``max_chunk_size`` and ``overlap_lines`` for *scope*."""
+        chunking = self.config(scope).chunking
+        return int(chunking.max_chunk_size), int(chunking.overlap_lines)
+
+    def rows(self, scope: Scope, filter_expr: str = "") -> list[dict[str, Any]]:
+        """*scope*'s chunks as the collection holds them, vectors included, for the read
+        model. Read in batches: a collection is read whole once, when no cache has it."""
+        config = self.config(scope)
+        from memsearch.store import CollectionNotFoundError
+
+        fields = [
+            "chunk_hash",
+            "embedding",
+            "content",
+            "source",
+            "heading",
+            "heading_level",
+            "start_line",
+            "end_line",
+        ]
+        try:
+            with self._database(scope, config) as memsearch:
+                store = memsearch.store
+                store._require_collection()
+                client = store._connected_client()
+                batches = client.query_iterator(
+                    store._collection, batch_size=2_000, filter=filter_expr, output_fields=fields
+                )
+                rows: list[dict[str, Any]] = []
+                try:
+                    while batch := batches.next():
+                        rows.extend(dict(row) for row in batch)
+                finally:
+                    batches.close()
+        except CollectionNotFoundError:
+            raise self._missing(scope) from None
+        return rows
+
     def count(self, scope: Scope) -> int | None:
         """Chunks in *scope*'s collection; ``None`` when it was never created.
 
@@ -687,6 +715,29 @@ class MemsearchEngine:
             "model": check.describe(),
             "milvus_uri": str(config.milvus.uri),
         }
+
+
+def section_of(chunk_hash: str, chunk: Mapping[str, Any]) -> Section:
+    """The L2 section around *chunk* (memsearch's fields), read from its file now."""
+    source = Path(str(chunk["source"]))
+    try:
+        text = source.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        raise PimemError(
+            f"chunk {chunk_hash} points at {source}, which no longer exists (reindex pending)"
+        ) from None
+    content, start, end = extract_section(
+        text.splitlines(), int(chunk["start_line"]), int(chunk.get("heading_level", 0))
+    )
+    return Section(
+        chunk_hash=chunk_hash,
+        source=str(source),
+        heading=str(chunk.get("heading", "")),
+        start_line=start,
+        end_line=end,
+        content=content,
+        anchor=parse_anchor(content),
+    )
 
 
 def _quiet_pymilvus() -> None:

@@ -9,13 +9,17 @@ writes; search, expand and compact answer with install instructions.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+
+import attrs
 
 from pimem_core import SettingSpec, hookimpl
 from pimem_core.backend import BackendQueue
-from pimem_core.errors import PimemError
+from pimem_core.errors import CollectionMissing, PimemError
+from pimem_core.paths import PimemPaths
 from pimem_core.services import MemoryIndex
 from pimem_core.settings import Settings, parse_milliseconds
 from pimem_core.types import (
@@ -28,6 +32,7 @@ from pimem_core.types import (
     SearchQuery,
     Section,
     StatusSection,
+    StoreChange,
 )
 from pimem_plugins.memsearch.engine import (
     CHUNK_HASH,
@@ -39,7 +44,10 @@ from pimem_plugins.memsearch.engine import (
     is_contention,
     no_memory_yet,
     rebuild_instructions,
+    section_of,
 )
+from pimem_plugins.memsearch.recall.cache import cache_dir
+from pimem_plugins.memsearch.recall.service import Recall, encoder_for
 from pimem_plugins.shared.index_state import index_status_section, read_index_health
 from pimem_plugins.shared.layout import has_memory_files
 
@@ -62,22 +70,62 @@ DB_LINGER_MS = SettingSpec(
 )
 
 
+Ranker = Literal["pimem", "memsearch"]
+
+
+def _parse_ranker(raw: str) -> Ranker:
+    value = raw.strip().lower()
+    if value not in ("pimem", "memsearch"):
+        raise ValueError(raw)
+    return cast(Ranker, value)
+
+
+#: Who ranks search hits: pimem's read model (default) or memsearch's own hybrid search, the
+#: baseline every benchmark compares against (ADR 0013).
+RANKER = SettingSpec[Ranker](
+    plugin="memsearch-index",
+    name="ranker",
+    env="PIMEM_RANKER",
+    parse=_parse_ranker,
+    default="pimem",
+    help="who ranks search hits: pimem (its read model) or memsearch (its hybrid search)",
+    invalid='"pimem" or "memsearch"',
+)
+
+
 class MemsearchIndex:
-    """The ``memsearch-index`` plugin: one engine and one queue, an index opened per scope."""
+    """The ``memsearch-index`` plugin: one engine and one queue, an index opened per scope,
+    and one read model per collection for pimem's ranker."""
 
     def __init__(self) -> None:
         self.queue = BackendQueue()
         self.engine = MemsearchEngine(self.queue)
+        self._recalls: dict[tuple[str, str], Recall] = {}
 
     @staticmethod
     @hookimpl
-    def pimem_declare_settings() -> tuple[SettingSpec[int]]:
-        return (DB_LINGER_MS,)
+    def pimem_declare_settings() -> tuple[SettingSpec[int], SettingSpec[Ranker]]:
+        return (DB_LINGER_MS, RANKER)
 
     @hookimpl(trylast=True)
     def pimem_open_index(self, scope: Scope, settings: Settings) -> MemoryIndex:
         self.engine.linger = DB_LINGER_MS.read(settings) / 1000
-        return MemsearchMemoryIndex(scope, self.engine)
+        recall = self._recall(scope) if RANKER.read(settings) == "pimem" else None
+        return MemsearchMemoryIndex(scope, self.engine, recall)
+
+    @hookimpl
+    def pimem_observe_change(self, scope: Scope, change: StoreChange) -> None:
+        # A session's own write is searchable by its next search, without waiting for the
+        # index run: the read model takes the file's new chunks now.
+        recall = self._recalls.get((str(scope.memory_dir), scope.collection))
+        if recall is not None and recall.loaded:
+            recall.refresh([str(change.file.resolve())])
+
+    def _recall(self, scope: Scope) -> Recall:
+        key = (str(scope.memory_dir), scope.collection)
+        if key not in self._recalls:
+            self._recalls[key] = open_recall(scope, self.engine)
+        return self._recalls[key]
 
 
 class MemsearchMemoryIndex:
@@ -95,9 +143,11 @@ class MemsearchMemoryIndex:
             )
         return index
 
-    def __init__(self, scope: Scope, engine: MemsearchEngine) -> None:
+    def __init__(self, scope: Scope, engine: MemsearchEngine, recall: Recall | None = None) -> None:
         self.scope = scope
         self.engine = engine
+        #: pimem's ranker on the collection's read model; ``None``: memsearch ranks.
+        self.recall = recall
 
     @property
     def queue(self) -> BackendQueue:
@@ -148,6 +198,11 @@ class MemsearchMemoryIndex:
         scope, engine = self.scope, self.engine
         if not has_memory_files(scope.memory_dir):
             raise no_memory_yet(scope)  # before the embedder loads: there is nothing to search
+        recall = self.recall
+        if recall is not None:
+            if not recall.loaded:  # reads the collection (or the cache): once per process
+                self._run("read model load", recall.load, call, None)
+            return recall.search(query.text, query.top_k)
         return self._run(
             "search",
             lambda: engine.search(scope, query.text, query.top_k, bootstrap=not call.read_only),
@@ -157,6 +212,13 @@ class MemsearchMemoryIndex:
 
     def expand(self, chunk_hash: str, call: BackendCall) -> Section:
         scope, engine = self.scope, self.engine
+        recall = self.recall
+        if recall is not None and recall.loaded:
+            # A chunk written since the last index run is in the read model, not yet in the
+            # collection; the section is read from the file either way.
+            record = recall.record(chunk_hash)
+            if record is not None:
+                return section_of(chunk_hash, attrs.asdict(record))
         if CHUNK_HASH.fullmatch(chunk_hash) and not has_memory_files(scope.memory_dir):
             raise no_memory_yet(scope)  # a malformed hash is refused first, by the engine
         return self._run(
@@ -184,6 +246,13 @@ class MemsearchMemoryIndex:
         return CompactResult(summary=summary.strip() or None)
 
     def similar(self, text: str, top_k: int) -> Sequence[tuple[SearchHit, float]]:
+        recall = self.recall
+        if recall is not None:
+            if not has_memory_files(self.scope.memory_dir):
+                return ()
+            if not recall.loaded:
+                self.queue.run("read model load", recall.load, is_contention=is_contention)
+            return recall.similar(text, top_k)
         return self.queue.run(
             "similarity search",
             lambda: self.engine.recall(self.scope, text, top_k),
@@ -191,6 +260,13 @@ class MemsearchMemoryIndex:
         )
 
     def warm(self) -> None:
+        recall = self.recall
+        if recall is not None:
+            if has_memory_files(self.scope.memory_dir):
+                with contextlib.suppress(CollectionMissing):
+                    self.queue.run("read model load", recall.load, is_contention=is_contention)
+                    recall.search("warm-up", 1)
+            return
         self.queue.run("warm-up", lambda: self.engine.warm(self.scope), is_contention=is_contention)
 
     def pending_operations(self) -> int:
@@ -262,3 +338,36 @@ class MemsearchMemoryIndex:
         else:
             line = "indexed chunks: 0 (no memory yet; write or capture something first)"
         return StatusSection(name="chunks", rank=60, lines=(line,), data={"indexed_chunks": count})
+
+
+class _EngineCollection:
+    """*scope*'s collection as the read model sees it, through the plugin's engine."""
+
+    def __init__(self, scope: Scope, engine: MemsearchEngine) -> None:
+        self.scope = scope
+        self.engine = engine
+        self._encoder: Callable[[list[str]], Any] | None = None
+
+    def encode(self, texts: list[str]) -> Any:
+        if self._encoder is None:
+            self._encoder = encoder_for(self.engine.embedder(self.scope), self.engine.event_loop)
+        return self._encoder(texts)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return self.engine.rows(self.scope)
+
+    def chunking(self) -> tuple[int, int]:
+        return self.engine.chunking(self.scope)
+
+    def model_name(self) -> str:
+        return str(self.engine.embedder(self.scope).model_name)
+
+    def cache_dir(self) -> Path | None:
+        uri = str(self.engine.config(self.scope, bootstrap=False).milvus.uri)
+        root = PimemPaths.from_env().cache_dir
+        return cache_dir(root, uri, self.scope.collection, self.model_name())
+
+
+def open_recall(scope: Scope, engine: MemsearchEngine) -> Recall:
+    """A read model of *scope*'s collection on *engine*; nothing is loaded until a search."""
+    return Recall(scope, _EngineCollection(scope, engine))

@@ -1,0 +1,155 @@
+"""The read model on disk, so a restart loads it instead of reading the collection again.
+
+One directory per collection (and database and model): a *base* (a generation) written whole
+into a new directory and renamed into place, so a reader never sees half of it, and an
+*overlay* file beside it with the changes since, rewritten (milliseconds) after each change so
+a short-lived process (``pimem search`` from the shell) leaves what it embedded for the next.
+The overlay names its base and is ignored on any other. Anything unreadable is ignored, and
+the read model is rebuilt from the collection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from pimem_plugins.memsearch.recall.dense import FactIndex
+from pimem_plugins.memsearch.recall.lexical import LexicalIndex
+from pimem_plugins.memsearch.recall.read_model import ChunkRecord, Generation
+
+FORMAT = 1
+
+#: A store file's stat: (mtime in ns, size), what the read model last saw of it.
+Stamp = tuple[int, int]
+
+
+@attrs.frozen(kw_only=True)
+class Saved:
+    generation: Generation
+    #: Sources whose chunks the read model has as the file was at that stamp.
+    stamps: dict[str, Stamp]
+    #: The base's name, which an overlay must carry to apply to it.
+    base: str
+    added: list[tuple[ChunkRecord, npt.NDArray[np.float32]]] = attrs.field(factory=list)
+    removed: list[str] = attrs.field(factory=list)
+
+
+def cache_dir(root: Path, uri: str, collection: str, model: str) -> Path:
+    key = hashlib.sha256(f"{uri}\0{collection}\0{model}".encode()).hexdigest()[:12]
+    return root / "read-model" / f"{collection}-{key}"
+
+
+def save(directory: Path, generation: Generation, stamps: dict[str, Stamp]) -> str:
+    """Write *generation* as the base; return its name (the overlay of another is void)."""
+    base = uuid.uuid4().hex
+    staging = directory.with_name(f"{directory.name}.{os.getpid()}.new")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    generation.dense.save(staging)
+    generation.lexical.save(staging)
+    (staging / "chunks.json").write_text(
+        json.dumps([attrs.asdict(record) for record in generation.records]), encoding="utf-8"
+    )
+    (staging / "manifest.json").write_text(
+        json.dumps({"format": FORMAT, "stamps": stamps, "base": base}), encoding="utf-8"
+    )
+    retired = directory.with_name(f"{directory.name}.{os.getpid()}.old")
+    with contextlib.suppress(FileNotFoundError):
+        directory.rename(retired)
+    staging.rename(directory)
+    shutil.rmtree(retired, ignore_errors=True)
+    return base
+
+
+def save_overlay(
+    directory: Path,
+    base: str,
+    added: list[tuple[ChunkRecord, npt.NDArray[np.float32]]],
+    removed: list[str],
+    stamps: dict[str, Stamp],
+) -> None:
+    """Write the changes since *base* (replacing the last overlay)."""
+    if not directory.is_dir():
+        return
+    vectors = [vectors for _, vectors in added]
+    counts = [len(v) for v in vectors]
+    staging = directory / f"overlay.{os.getpid()}.new"
+    with staging.open("wb") as stream:
+        np.save(stream, np.concatenate(vectors).astype(np.float32) if vectors else np.zeros(0))
+    meta = {
+        "base": base,
+        "added": [attrs.asdict(record) for record, _ in added],
+        "counts": counts,
+        "removed": removed,
+        "stamps": stamps,
+    }
+    (staging.with_suffix(".json")).write_text(json.dumps(meta), encoding="utf-8")
+    os.replace(staging, directory / "overlay.npy")
+    os.replace(staging.with_suffix(".json"), directory / "overlay.json")
+
+
+@attrs.frozen
+class _Overlay:
+    added: list[tuple[ChunkRecord, npt.NDArray[np.float32]]]
+    removed: list[str]
+    stamps: dict[str, Stamp]
+
+
+def _overlay(directory: Path, base: str) -> _Overlay | None:
+    try:
+        meta = json.loads((directory / "overlay.json").read_text(encoding="utf-8"))
+        if meta.get("base") != base:
+            return None
+        vectors = np.load(directory / "overlay.npy")
+        counts = [int(count) for count in meta["counts"]]
+        if sum(counts) != (len(vectors) if vectors.ndim == 2 else 0):
+            return None  # the two files of different writes
+        added, start = [], 0
+        for item, count in zip(meta["added"], counts, strict=True):
+            added.append((ChunkRecord(**item), vectors[start : start + count]))
+            start += count
+        return _Overlay(
+            added=added,
+            removed=[str(key) for key in meta["removed"]],
+            stamps={key: (int(v[0]), int(v[1])) for key, v in meta["stamps"].items()},
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def load(directory: Path) -> Saved | None:
+    """The saved read model, or ``None`` when there is none or it cannot be read."""
+    try:
+        manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+        if manifest.get("format") != FORMAT:
+            return None
+        records = [
+            ChunkRecord(**item)
+            for item in json.loads((directory / "chunks.json").read_text(encoding="utf-8"))
+        ]
+        dense = FactIndex.load(directory)
+        lexical = LexicalIndex.load(directory)
+        stamps = {key: (int(value[0]), int(value[1])) for key, value in manifest["stamps"].items()}
+        base = str(manifest["base"])
+        overlay = _overlay(directory, base) or _Overlay([], [], {})
+        stamps.update(overlay.stamps)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if lexical.size != len(records) or (len(dense.owners) and dense.owners.max() >= len(records)):
+        return None
+    return Saved(
+        generation=Generation(records, dense, lexical),
+        stamps=stamps,
+        base=base,
+        added=overlay.added,
+        removed=overlay.removed,
+    )

@@ -1,0 +1,383 @@
+"""pimem's recall for one collection: the read model kept in step with the store, and searched.
+
+Where the read model's chunks come from (ADR 0013):
+
+* **the collection**, once, when no cache has them: memsearch's rows with the vectors it
+  stored (nothing is embedded again), one vector per chunk until the chunk's facts are
+  embedded in the background;
+* **the store's files**, for every change after that: a daily file whose stat changed is cut
+  into chunks by memsearch's own chunker, and its chunk hashes computed as memsearch computes
+  them, so the read model holds what the collection will hold once memsearch indexed the file.
+  New chunks are embedded here, a fact at a time. That is what makes a session's own write
+  searchable at once, a forgotten entry unsearchable at once, and another agent's write
+  searchable before its indexer ran.
+
+Nothing is written to the collection: it stays memsearch's, the same for every agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from pimem_core.types import Scope, SearchHit
+from pimem_plugins.memsearch.recall import cache
+from pimem_plugins.memsearch.recall.cache import Stamp
+from pimem_plugins.memsearch.recall.ranking import DEPTH, rank
+from pimem_plugins.memsearch.recall.read_model import ChunkRecord, Generation, ReadModel
+from pimem_plugins.memsearch.recall.text import facts, tokens
+
+log = logging.getLogger(__name__)
+
+#: Facts embedded per batch by the background backfill (sorted by length: little padding).
+BACKFILL_BATCH = 32
+#: Chunks a search embeds itself when it finds a changed file; more go to the background.
+INLINE_CHUNKS = 16
+#: Seconds between saves of the read model while changes keep coming.
+SAVE_EVERY_SECONDS = 30.0
+
+
+class Collection(Protocol):
+    """What the read model needs of the collection it caches, looked up only when needed."""
+
+    def encode(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        """Unit vectors of *texts* by the collection's embedding model."""
+        ...
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every chunk of the collection with memsearch's fields and its stored vector."""
+        ...
+
+    def chunking(self) -> tuple[int, int]:
+        """memsearch's ``max_chunk_size`` and ``overlap_lines``."""
+        ...
+
+    def model_name(self) -> str:
+        """The embedding model's name as memsearch puts it into chunk hashes."""
+        ...
+
+    def cache_dir(self) -> Path | None:
+        """Where the read model is saved (``None``: nowhere)."""
+        ...
+
+
+class Recall:
+    """The read model of *scope*'s collection and the operations on it."""
+
+    def __init__(self, scope: Scope, collection: Collection) -> None:
+        self.scope = scope
+        self._collection = collection
+        self.model = ReadModel()
+        self._stamps: dict[str, Stamp] = {}
+        self._loaded = False
+        self._load_lock = threading.Lock()
+        self._refresh_lock = threading.Lock()
+        self._worker: threading.Thread | None = None
+        self._worker_lock = threading.Lock()
+        self._dirty_since: float | None = None
+        self._resolved_dir: str | None = None
+        #: The saved base the overlay file belongs to (``None``: nothing saved yet).
+        self._base: str | None = None
+        #: Where the read model came from, for ``pimem status``.
+        self.origin = "not loaded"
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Load the read model: from its cache, else from the collection (seconds at 20k)."""
+        with self._load_lock:
+            if self._loaded:
+                return
+            directory = self._collection.cache_dir()
+            saved = cache.load(directory) if directory is not None else None
+            if saved is not None:
+                self.model.replace(saved.generation)
+                self.model.apply(saved.added, saved.removed)
+                self._stamps = dict(saved.stamps)
+                self._base = saved.base
+                self.origin = "cache"
+            else:
+                rows = self._collection.rows()
+                entries = [(_record(row, facts_ready=False), _vector(row)) for row in rows]
+                self.model.replace(Generation.build(entries))
+                # Unknown stats: each file is compared with the collection's chunks once.
+                store = self._store_dir()
+                self._stamps = {
+                    record.source: (-1, -1)
+                    for record, _ in entries
+                    if os.path.dirname(record.source) == store
+                }
+                self.origin = "collection"
+                self._dirty_since = time.monotonic()
+            self._loaded = True
+        self.refresh(inline=INLINE_CHUNKS)
+        self._start_worker()
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    # -- keeping in step -------------------------------------------------------------------
+
+    def _files(self) -> dict[str, Stamp]:
+        """The store's daily files and their stats: one directory read, no path objects (a
+        search pays for it)."""
+        found: dict[str, Stamp] = {}
+        directory = self._store_dir()
+        with contextlib.suppress(OSError), os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name.endswith(".md"):
+                    with contextlib.suppress(OSError):
+                        stat = entry.stat()
+                        found[os.path.join(directory, entry.name)] = (
+                            stat.st_mtime_ns,
+                            stat.st_size,
+                        )
+        return found
+
+    def _store_dir(self) -> str:
+        if self._resolved_dir is None:
+            self._resolved_dir = str(self.scope.memory_dir.resolve())
+        return self._resolved_dir
+
+    def changed_sources(self) -> list[str]:
+        """Store files whose stat differs from what the read model saw (gone ones included)."""
+        files = self._files()
+        if files == self._stamps:
+            return []
+        return sorted(
+            source
+            for source in set(files) | set(self._stamps)
+            if files.get(source) != self._stamps.get(source)
+        )
+
+    def refresh(self, sources: Sequence[str] | None = None, *, inline: int | None = None) -> bool:
+        """Bring the read model to the files' current chunks; ``False`` when more than
+        *inline* chunks need embedding (they are left to the background worker), or when
+        *inline* is given and another thread is refreshing (the search serves what it has)."""
+        if not self._refresh_lock.acquire(blocking=inline is None):
+            return False
+        try:
+            return self._refresh(sources, inline)
+        finally:
+            self._refresh_lock.release()
+
+    def _refresh(self, sources: Sequence[str] | None, inline: int | None) -> bool:
+        todo = self.changed_sources() if sources is None else list(sources)
+        if not todo:
+            return True
+        records = self.model.records()
+        by_source: dict[str, set[str]] = {}
+        for key, record in records.items():
+            by_source.setdefault(record.source, set()).add(key)
+        planned: list[tuple[str, Stamp | None, list[ChunkRecord], set[str]]] = []
+        to_embed = 0
+        for source in todo:
+            stamp, chunks = self._chunks(Path(source))
+            expected = {chunk.chunk_hash for chunk in chunks}
+            new = [chunk for chunk in chunks if chunk.chunk_hash not in records]
+            to_embed += len(new)
+            planned.append((source, stamp, new, by_source.get(source, set()) - expected))
+        if inline is not None and to_embed > inline:
+            self._wake_worker()
+            return False
+        for source, stamp, new, gone in planned:
+            vectors = self._embed_facts(new)
+            self.model.apply(zip(new, vectors, strict=True), gone)
+            if stamp is None:
+                self._stamps.pop(source, None)
+            else:
+                self._stamps[source] = stamp
+        self._dirty_since = self._dirty_since or time.monotonic()
+        self._save_overlay()
+        if self.model.needs_folding() or self._base is None:
+            self._wake_worker()
+        return True
+
+    def _save_overlay(self) -> None:
+        directory = self._collection.cache_dir()
+        if directory is None or self._base is None:
+            return
+        added, removed = self.model.overlay()
+        try:
+            cache.save_overlay(directory, self._base, added, removed, dict(self._stamps))
+        except OSError:
+            log.warning("the read model's changes could not be saved in %s", directory)
+
+    def _chunks(self, path: Path) -> tuple[Stamp | None, list[ChunkRecord]]:
+        """memsearch's chunks of *path* with memsearch's chunk hashes (none when it is gone)."""
+        from memsearch.chunker import chunk_markdown, compute_chunk_id
+
+        try:
+            stat = path.stat()
+            text = path.read_bytes().decode("utf-8", errors="replace")
+        except OSError:
+            return None, []
+        size, overlap = self._collection.chunking()
+        model = self._collection.model_name()
+        chunks = chunk_markdown(text, source=str(path), max_chunk_size=size, overlap_lines=overlap)
+        return (stat.st_mtime_ns, stat.st_size), [
+            ChunkRecord(
+                chunk_hash=compute_chunk_id(
+                    chunk.source, chunk.start_line, chunk.end_line, chunk.content_hash, model
+                ),
+                content=chunk.content,
+                source=chunk.source,
+                heading=chunk.heading,
+                heading_level=chunk.heading_level,
+                start_line=chunk.start_line,
+                end_line=chunk.end_line,
+                facts_ready=True,
+            )
+            for chunk in chunks
+        ]
+
+    def _embed_facts(self, records: Sequence[ChunkRecord]) -> list[npt.NDArray[np.float32]]:
+        texts = [facts(record.content) for record in records]
+        flat = [fact for group in texts for fact in group]
+        if not flat:
+            return []
+        vectors = self._collection.encode(flat)
+        found, start = [], 0
+        for group in texts:
+            found.append(vectors[start : start + len(group)])
+            start += len(group)
+        return found
+
+    # -- the background worker -------------------------------------------------------------
+
+    def _start_worker(self) -> None:
+        self._wake_worker()
+
+    def _wake_worker(self) -> None:
+        with self._worker_lock:
+            if self._worker is not None and self._worker.is_alive():
+                return
+            self._worker = threading.Thread(
+                target=self._work, name=f"pimem-read-model-{self.scope.collection}", daemon=True
+            )
+            self._worker.start()
+
+    def _work(self) -> None:
+        """Changed files too big to embed inline, then facts for chunks read from the
+        collection, then folding and saving; exits when there is nothing left."""
+        try:
+            self.refresh()
+            while self._backfill_some():
+                if self.model.needs_folding():
+                    self.model.fold()
+            self.model.fold()
+            self.save()
+        except Exception:
+            log.exception("the read model of %s could not be updated", self.scope.collection)
+
+    def _backfill_some(self) -> bool:
+        waiting = [r for r in self.model.records().values() if not r.facts_ready]
+        if not waiting:
+            return False
+        batch: list[ChunkRecord] = []
+        count = 0
+        for record in sorted(waiting, key=lambda r: len(r.content)):
+            batch.append(record)
+            count += len(facts(record.content))
+            if count >= BACKFILL_BATCH:
+                break
+        ready = [_ready(record) for record in batch]
+        vectors = self._embed_facts(ready)
+        current = self.model.records()
+        self.model.apply(
+            pair for pair in zip(ready, vectors, strict=True) if pair[0].chunk_hash in current
+        )
+        self._dirty_since = self._dirty_since or time.monotonic()
+        return True
+
+    def pending_facts(self) -> int:
+        return sum(1 for r in self.model.records().values() if not r.facts_ready)
+
+    def save(self) -> None:
+        directory = self._collection.cache_dir()
+        if directory is None or self._dirty_since is None:
+            return
+        self._dirty_since = None
+        self.model.fold()
+        with self._refresh_lock:  # the stamps must be those of the generation saved
+            self.model.fold()
+            self._base = cache.save(directory, self.model.generation(), dict(self._stamps))
+            self._save_overlay()
+
+    def idle(self, timeout: float = 30.0) -> bool:
+        """Wait for the background worker (tests, benchmarks); ``True`` when it finished."""
+        worker = self._worker
+        if worker is not None:
+            worker.join(timeout)
+            return not worker.is_alive()
+        return True
+
+    # -- searching -------------------------------------------------------------------------
+
+    def search(self, text: str, top_k: int) -> tuple[SearchHit, ...]:
+        self.load()
+        self.refresh(inline=INLINE_CHUNKS)
+        query = self._collection.encode([text])[0]
+        query_tokens = tokens(text)
+        candidates = self.model.candidates(query, query_tokens, DEPTH)
+        return rank(candidates, query_tokens, top_k, self.model.idf)
+
+    def similar(self, text: str, top_k: int) -> tuple[tuple[SearchHit, float], ...]:
+        """The best hits with their relevance (auto-context filters on it)."""
+        return tuple((hit, hit.score) for hit in self.search(text, top_k))
+
+    def record(self, chunk_hash: str) -> ChunkRecord | None:
+        self.load()
+        return self.model.records().get(chunk_hash)
+
+
+def _record(row: dict[str, Any], *, facts_ready: bool) -> ChunkRecord:
+    return ChunkRecord(
+        chunk_hash=str(row["chunk_hash"]),
+        content=str(row["content"]),
+        source=str(row["source"]),
+        heading=str(row.get("heading", "")),
+        heading_level=int(row.get("heading_level", 0)),
+        start_line=int(row["start_line"]),
+        end_line=int(row["end_line"]),
+        facts_ready=facts_ready,
+    )
+
+
+def _ready(record: ChunkRecord) -> ChunkRecord:
+    from attrs import evolve
+
+    return evolve(record, facts_ready=True)
+
+
+def _vector(row: dict[str, Any]) -> npt.NDArray[np.float32]:
+    return np.asarray(row["embedding"], np.float32).reshape(1, -1)
+
+
+def encoder_for(
+    embedder: Any, loop: Callable[[], asyncio.AbstractEventLoop]
+) -> Callable[[list[str]], npt.NDArray[np.float32]]:
+    """A synchronous encoder over memsearch's embedder. memsearch's ONNX provider encodes in
+    its ``_encode`` (thread-safe: ONNX Runtime sessions are); other providers go through
+    their async ``embed`` on the engine's loop."""
+    direct = getattr(embedder, "_encode", None)
+
+    def encode(texts: list[str]) -> npt.NDArray[np.float32]:
+        if direct is not None:
+            batch = max(1, int(getattr(embedder, "batch_size", 0) or 32))
+            parts = [direct(texts[i : i + batch]) for i in range(0, len(texts), batch)]
+            return np.asarray([v for part in parts for v in part], np.float32)
+        return np.asarray(loop().run_until_complete(embedder.embed(texts)), np.float32)
+
+    return encode

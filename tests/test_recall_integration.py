@@ -1,0 +1,158 @@
+"""pimem's ranker on real memsearch, Milvus Lite and the offline model: read-your-writes,
+forget, other agents' writes, the cache, and memsearch's ranker as the selectable baseline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from pimem_core import Pimem
+from pimem_core.offline_model import OfflineModel
+from pimem_core.types import Anchor, ChunkAddress, Entry, Scope, SearchQuery
+from pimem_plugins.memsearch.index import MemsearchMemoryIndex
+from pimem_plugins.memsearch.recall.service import Recall
+
+from conftest import make_pimem
+
+ENTRIES = [
+    "- the user and the agent chose Redis for the hot cache with 5 minute TTLs",
+    "- the agent fixed the login redirect loop by escaping the return URL",
+    "- the user prefers pytest fixtures over unittest setUp methods\n"
+    "- the agent pinned httpx to 0.27.2 in services/billing/client.py",
+]
+
+
+def entry(number: int, content: str, stamp: str = "2026-08-13T10:00") -> Entry:
+    anchor = Anchor(session="s1", turn=f"t{number}", transcript=f"/t/s1-{number}.jsonl")
+    return Entry(anchor=anchor, content=content, written_at=datetime.fromisoformat(stamp))
+
+
+@pytest.fixture
+def indexed(memsearch_home: Path, repo: Path) -> tuple[Pimem, Scope]:
+    pimem = make_pimem({"PIMEM_DB_LINGER_MS": "0"})
+    scope = pimem.resolve_scope(repo)
+    for number, content in enumerate(ENTRIES):
+        pimem.append_entry(scope, entry(number, content, f"2026-08-1{number}T10:00"))
+    assert pimem.index_memory(scope, "test").indexed_chunks == 3
+    return pimem, scope
+
+
+def recall_of(pimem: Pimem, scope: Scope) -> Recall:
+    recall = MemsearchMemoryIndex.opened_by(pimem, scope).recall
+    assert recall is not None
+    return recall
+
+
+def search(pimem: Pimem, scope: Scope, text: str, k: int = 3) -> list[str]:
+    return [hit.content for hit in pimem.search_memory(scope, SearchQuery(text=text, top_k=k))]
+
+
+def test_hits_carry_a_relevance_and_each_legs_rank(indexed: tuple[Pimem, Scope]) -> None:
+    pimem, scope = indexed
+    hits = pimem.search_memory(scope, SearchQuery(text="which cache did we choose", top_k=3))
+    assert "Redis" in hits[0].content
+    assert hits[0].score_kind == "relevance"
+    assert 0.0 <= hits[-1].score <= hits[0].score <= 1.0
+    assert [leg.name for leg in hits[0].legs] == ["dense", "lexical", "fused"]
+    assert hits[0].legs[2].rank == 1
+
+
+def test_an_unrelated_query_scores_low(indexed: tuple[Pimem, Scope]) -> None:
+    pimem, scope = indexed
+    for text in ("banana bread recipe with walnuts", "x"):
+        hits = pimem.search_memory(scope, SearchQuery(text=text, top_k=3))
+        assert all(hit.score < 0.3 for hit in hits), (text, [hit.score for hit in hits])
+
+
+def test_a_fresh_write_is_found_by_the_next_search_before_any_index_run(
+    indexed: tuple[Pimem, Scope],
+) -> None:
+    pimem, scope = indexed
+    search(pimem, scope, "warm up")  # the read model is loaded
+    fresh = "- the agent moved the nightly export job to 02:00 UTC to avoid the backup window"
+    pimem.append_entry(scope, entry(7, fresh, "2026-08-14T11:00"))
+    hits = pimem.search_memory(scope, SearchQuery(text="when does the nightly export run", top_k=1))
+    assert fresh in hits[0].content
+    # It chains into expand although the collection does not have it yet.
+    section = pimem.expand_chunk(scope, hits[0].chunk_hash)
+    assert fresh in section.content
+    # memsearch's own index run gives the chunk the hash the read model already used.
+    pimem.index_memory(scope, "test", files=(scope.memory_dir / "2026-08-14.md",))
+    assert pimem.search_memory(scope, SearchQuery(text="nightly export", top_k=1))[0].chunk_hash \
+        == hits[0].chunk_hash
+
+
+def test_a_forgotten_entry_is_never_returned_after_forget_returns(
+    indexed: tuple[Pimem, Scope],
+) -> None:
+    pimem, scope = indexed
+    hits = pimem.search_memory(scope, SearchQuery(text="login redirect loop", top_k=1))
+    assert "login redirect" in hits[0].content
+    section = pimem.expand_chunk(scope, hits[0].chunk_hash)
+    pimem.forget_entry(scope, ChunkAddress(section=section))
+    assert not any("login redirect" in text for text in search(pimem, scope, "login redirect", 5))
+
+
+def test_another_agents_append_is_seen_by_the_next_search(indexed: tuple[Pimem, Scope]) -> None:
+    pimem, scope = indexed
+    search(pimem, scope, "warm up")
+    day = scope.memory_dir / "2026-08-12.md"
+    with day.open("a", encoding="utf-8") as stream:  # as memsearch's other agent plugins do
+        stream.write(
+            "\n### 12:00\n<!-- session:other turn:o1 transcript:/elsewhere/o.jsonl -->\n"
+            "- the agent switched the queue from RabbitMQ to NATS JetStream\n"
+        )
+    assert "NATS" in search(pimem, scope, "which message queue do we use", 1)[0]
+
+
+def test_each_fact_of_an_entry_is_found_on_its_own(indexed: tuple[Pimem, Scope]) -> None:
+    pimem, scope = indexed
+    assert "httpx" in search(pimem, scope, "what version of httpx is pinned", 1)[0]
+    assert "pytest fixtures" in search(pimem, scope, "unittest or pytest style", 1)[0]
+
+
+def test_a_new_process_loads_the_read_model_from_its_cache(
+    indexed: tuple[Pimem, Scope], memsearch_home: Path, offline_model: OfflineModel, repo: Path
+) -> None:
+    pimem, scope = indexed
+    recall = recall_of(pimem, scope)
+    search(pimem, scope, "warm up")
+    assert recall.origin == "collection"
+    assert recall.idle(60)  # facts embedded and the read model saved
+    assert recall.pending_facts() == 0
+    script = (
+        "import json, sys\n"
+        "from pimem_core import Pimem\n"
+        "from pimem_core.types import SearchQuery\n"
+        "from pimem_plugins.memsearch.index import MemsearchMemoryIndex\n"
+        "from pathlib import Path\n"
+        "p = Pimem.from_env(); s = p.resolve_scope(Path(sys.argv[1]))\n"
+        "hits = p.search_memory(s, SearchQuery(text='hot cache', top_k=1))\n"
+        "print(json.dumps([MemsearchMemoryIndex.opened_by(p, s).recall.origin,"
+        " hits[0].content]))\n"
+    )
+    env = {"HOME": str(memsearch_home), "PATH": "/usr/bin:/bin", **offline_model.environment()}
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(repo)], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    origin, content = json.loads(out.stdout)
+    assert origin == "cache"
+    assert "Redis" in content
+
+
+def test_memsearch_ranker_stays_selectable(
+    indexed: tuple[Pimem, Scope], monkeypatch: pytest.MonkeyPatch, repo: Path
+) -> None:
+    monkeypatch.setenv("PIMEM_RANKER", "memsearch")
+    pimem = make_pimem({"PIMEM_DB_LINGER_MS": "0"})
+    scope = pimem.resolve_scope(repo)
+    hits = pimem.search_memory(scope, SearchQuery(text="hot cache", top_k=2))
+    assert hits[0].score_kind == "rank_fusion"
+    assert hits[0].legs == ()
+    assert MemsearchMemoryIndex.opened_by(pimem, scope).recall is None
