@@ -88,7 +88,9 @@ class MemoryIndex(Protocol):
         ...
 
     def similar(self, text: str, top_k: int) -> Sequence[tuple[SearchHit, float]]:
-        """The chunks closest in meaning to *text*, each with its cosine similarity to it.
+        """The chunks closest in meaning to *text*, each with the score auto-context filters
+        on: the hit's relevance when its ``score_kind`` is ``relevance``, else its cosine
+        similarity to *text*.
 
         Per-prompt recall (auto-context) calls it against a deadline of its own: keep it to
         one search with a warm model.
@@ -100,7 +102,8 @@ class MemoryIndex(Protocol):
         ...
 
     def pending_operations(self) -> int:
-        """Operations queued or running in this index now (0 when idle)."""
+        """Operations queued or running ahead of a search now (0: a search would not wait).
+        Per-prompt recall skips a prompt rather than wait in line."""
         ...
 
     def health(self) -> IndexHealth:

@@ -3,9 +3,10 @@
 On with ``PI_MEMSEARCH_AUTO_CONTEXT=on``. For every prompt (its first 500 characters) the
 chunks most similar to it are looked up in the session's opened index
 (:meth:`~pimem_core.services.MemoryIndex.similar`), whichever plugin provides it. Hits are injected
-only when they are *about* the prompt: memsearch's rank-fusion score says that both retrievers
-ranked a chunk high, which a shared stop-word achieves, so the filter is the cosine similarity
-between the prompt and the chunk (``PIMEM_AUTO_CONTEXT_MIN_SIMILARITY``; see ADR 0008). Chunks
+only when they are *about* the prompt: with pimem's ranker the filter is the hit's relevance
+(``PIMEM_AUTO_CONTEXT_MIN_RELEVANCE``, docs/recall.md); an index that scores by rank fusion
+gets the cosine similarity between the prompt and the chunk instead
+(``PIMEM_AUTO_CONTEXT_MIN_SIMILARITY``; see ADR 0008). Chunks
 already verbatim in the snapshot are dropped; at most 3 chunks and 2,000 characters go in.
 
 The host waits on this, so it never takes longer than its budget: a search that misses it
@@ -44,6 +45,9 @@ log = logging.getLogger(__name__)
 
 #: Calibrated for the offline all-MiniLM-L6-v2 model (docs/benchmarks.md, auto-context).
 DEFAULT_MIN_SIMILARITY = 0.5
+#: The documented relevance threshold of pimem's ranker (docs/recall.md): below it a hit is
+#: probably not about the prompt.
+DEFAULT_MIN_RELEVANCE = 0.3
 ENABLED = SettingSpec(
     plugin=SOURCE,
     name="enabled",
@@ -51,6 +55,14 @@ ENABLED = SettingSpec(
     parse=parse_switch("PI_MEMSEARCH_AUTO_CONTEXT"),
     default=False,
     help="inject memory relevant to each prompt",
+)
+MIN_RELEVANCE = SettingSpec(
+    plugin=SOURCE,
+    name="min_relevance",
+    env="PIMEM_AUTO_CONTEXT_MIN_RELEVANCE",
+    parse=parse_fraction("PIMEM_AUTO_CONTEXT_MIN_RELEVANCE", DEFAULT_MIN_RELEVANCE),
+    default=DEFAULT_MIN_RELEVANCE,
+    help="how relevant (pimem's relevance, 0 to 1) a chunk must be to the prompt to be injected",
 )
 MIN_SIMILARITY = SettingSpec(
     plugin=SOURCE,
@@ -83,13 +95,20 @@ class Counters:
 
 
 def select_chunks(
-    hits: Sequence[tuple[SearchHit, float]], *, min_similarity: float, snapshot: str | None
+    hits: Sequence[tuple[SearchHit, float]],
+    *,
+    min_similarity: float,
+    snapshot: str | None,
+    min_relevance: float = DEFAULT_MIN_RELEVANCE,
 ) -> list[SearchHit]:
-    """The hits worth injecting: similar enough, not already in the snapshot, at most 3."""
+    """The hits worth injecting: relevant (or similar) enough, not already in the snapshot,
+    at most 3. A hit scored by relevance is held to the relevance floor; one scored by cosine
+    similarity (an index without pimem's ranker) to the similarity floor."""
     chosen = [
         hit
-        for hit, similarity in hits
-        if similarity >= min_similarity and not (snapshot and hit.content in snapshot)
+        for hit, score in hits
+        if score >= (min_relevance if hit.score_kind == "relevance" else min_similarity)
+        and not (snapshot and hit.content in snapshot)
     ]
     return chosen[:TOP_K]
 
@@ -124,8 +143,10 @@ class AutoContext:
 
     @staticmethod
     @hookimpl
-    def pimem_declare_settings() -> tuple[SettingSpec[bool], SettingSpec[float]]:
-        return (ENABLED, MIN_SIMILARITY)
+    def pimem_declare_settings() -> tuple[
+        SettingSpec[bool], SettingSpec[float], SettingSpec[float]
+    ]:
+        return (ENABLED, MIN_RELEVANCE, MIN_SIMILARITY)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -193,7 +214,10 @@ class AutoContext:
             return
         self.misses_in_a_row = 0
         chunks = select_chunks(
-            hits, min_similarity=MIN_SIMILARITY.read(settings), snapshot=context.snapshot
+            hits,
+            min_similarity=MIN_SIMILARITY.read(settings),
+            min_relevance=MIN_RELEVANCE.read(settings),
+            snapshot=context.snapshot,
         )
         message = build_message(chunks)
         if message is None:
@@ -235,7 +259,8 @@ class AutoContext:
             )
             return
         lines = [
-            f"auto-context: on ({self.state}, similarity floor {MIN_SIMILARITY.read(settings):g})",
+            f"auto-context: on ({self.state}, relevance floor {MIN_RELEVANCE.read(settings):g}, "
+            f"similarity floor {MIN_SIMILARITY.read(settings):g})",
             f"auto-context prompts: {counters.seen} seen, {counters.injected} injected, "
             f"{counters.skipped_budget} skipped for the deadline, {counters.skipped_empty} "
             f"with nothing relevant, {counters.skipped_error} skipped on errors",

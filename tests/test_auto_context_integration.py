@@ -75,7 +75,8 @@ def test_a_relevant_older_memory_is_injected_as_a_hidden_message(
     wait_until_warm(bridge)
     (message,) = hidden(bridge, "which cache did we choose for the hot path, and its TTL?")
     assert message["source"] == "auto-context"
-    assert message["text"].startswith(PREAMBLE + "\n\n1. similarity ")
+    assert message["text"].startswith(PREAMBLE + "\n\n1. ")
+    assert " | relevance " in message["text"]
     assert EARLIER[0][1] in message["text"]
     assert "login redirect" not in message["text"]  # similar enough, or not at all
     status = bridge.call("memory.status")["result"]

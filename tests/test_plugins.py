@@ -87,7 +87,11 @@ def test_bundled_plugins_are_loaded_from_the_entry_point_group() -> None:
     assert {name for name in BUNDLED if records[name].status == "inactive-by-setting"} == INACTIVE
     assert all(records[name].status == "active" for name in BUNDLED - INACTIVE)
     assert records["markdown-store"].hooks == ("pimem_open_store",)
-    assert records["memsearch-index"].hooks == ("pimem_declare_settings", "pimem_open_index")
+    assert records["memsearch-index"].hooks == (
+        "pimem_declare_settings",
+        "pimem_observe_change",
+        "pimem_open_index",
+    )
 
 
 def test_defaults_answer_every_implemented_single_answer_hook() -> None:

@@ -4,8 +4,11 @@ forget, other agents' writes, the cache, and memsearch's ranker as the selectabl
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -83,8 +86,10 @@ def test_a_fresh_write_is_found_by_the_next_search_before_any_index_run(
     assert fresh in section.content
     # memsearch's own index run gives the chunk the hash the read model already used.
     pimem.index_memory(scope, "test", files=(scope.memory_dir / "2026-08-14.md",))
-    assert pimem.search_memory(scope, SearchQuery(text="nightly export", top_k=1))[0].chunk_hash \
+    assert (
+        pimem.search_memory(scope, SearchQuery(text="nightly export", top_k=1))[0].chunk_hash
         == hits[0].chunk_hash
+    )
 
 
 def test_a_forgotten_entry_is_never_returned_after_forget_returns(
@@ -156,3 +161,55 @@ def test_memsearch_ranker_stays_selectable(
     assert hits[0].score_kind == "rank_fusion"
     assert hits[0].legs == ()
     assert MemsearchMemoryIndex.opened_by(pimem, scope).recall is None
+
+
+@pytest.fixture
+def milvus_server(
+    tmp_path: Path, offline_model: OfflineModel, memsearch_home: Path
+) -> Iterator[str]:
+    """A Milvus endpoint on 127.0.0.1 (Milvus Lite's own server), and memsearch pointed at it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(tmp_path / "server"),
+         "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket() as client:
+                if client.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert server.poll() is None, "the Milvus Lite server exited"
+            assert time.monotonic() < deadline, "the Milvus Lite server never listened"
+            time.sleep(0.1)
+        uri = f"http://127.0.0.1:{port}"
+        (memsearch_home / ".memsearch" / "config.toml").write_text(
+            f'[embedding]\nprovider = "{offline_model.provider}"\n'
+            f'model = "{offline_model.model}"\n\n[milvus]\nuri = "{uri}"\n'
+        )
+        yield uri
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def test_read_your_writes_and_forget_against_a_milvus_server(
+    milvus_server: str, repo: Path
+) -> None:
+    pimem = make_pimem()
+    scope = pimem.resolve_scope(repo)
+    for number, content in enumerate(ENTRIES):
+        pimem.append_entry(scope, entry(number, content, f"2026-08-1{number}T10:00"))
+    assert pimem.index_memory(scope, "test").indexed_chunks == 3
+    assert "Redis" in search(pimem, scope, "which cache did we choose", 1)[0]
+    assert recall_of(pimem, scope).origin == "collection"
+
+    fresh = "- the agent moved the nightly export job to 02:00 UTC"
+    pimem.append_entry(scope, entry(9, fresh, "2026-08-14T11:00"))
+    hit = pimem.search_memory(scope, SearchQuery(text="nightly export job", top_k=1))[0]
+    assert fresh in hit.content
+    pimem.forget_entry(scope, ChunkAddress(section=pimem.expand_chunk(scope, hit.chunk_hash)))
+    assert not any("nightly export" in text for text in search(pimem, scope, "nightly export"))

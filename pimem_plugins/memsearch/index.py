@@ -201,7 +201,9 @@ class MemsearchMemoryIndex:
         recall = self.recall
         if recall is not None:
             if not recall.loaded:  # reads the collection (or the cache): once per process
-                self._run("read model load", recall.load, call, None)
+                # A load that outlasts the search's time limit goes on in the queue: the next
+                # search finds it loaded.
+                self._run("search", recall.load, call, call.settings.search_timeout_ms)
             return recall.search(query.text, query.top_k)
         return self._run(
             "search",
@@ -270,6 +272,9 @@ class MemsearchMemoryIndex:
         self.queue.run("warm-up", lambda: self.engine.warm(self.scope), is_contention=is_contention)
 
     def pending_operations(self) -> int:
+        recall = self.recall
+        if recall is not None and recall.loaded:
+            return 0  # searches run on the read model: they wait behind nothing in the queue
         return self.queue.pending
 
     def health(self) -> IndexHealth:
@@ -313,6 +318,32 @@ class MemsearchMemoryIndex:
         )
         yield index_status_section(scope)
         yield self._chunks_section()
+        yield self._ranker_section()
+
+    def _ranker_section(self) -> StatusSection:
+        recall = self.recall
+        if recall is None:
+            return StatusSection(
+                name="ranker",
+                rank=65,
+                lines=("ranker: memsearch's hybrid search (PIMEM_RANKER=memsearch)",),
+                data={"ranker": "memsearch"},
+            )
+        if not recall.loaded:
+            line = "ranker: pimem (read model not loaded in this process yet)"
+            data: dict[str, object] = {"ranker": "pimem", "loaded": False}
+        else:
+            chunks, pending = len(recall.model), recall.pending_facts()
+            line = f"ranker: pimem (read model of {chunks} chunks, loaded from {recall.origin}"
+            line += f"; {pending} still ranked by their chunk vector)" if pending else ")"
+            data = {
+                "ranker": "pimem",
+                "loaded": True,
+                "chunks": chunks,
+                "origin": recall.origin,
+                "facts_pending": pending,
+            }
+        return StatusSection(name="ranker", rank=65, lines=(line,), data=data)
 
     def _chunks_section(self) -> StatusSection:
         scope, engine = self.scope, self.engine

@@ -24,6 +24,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -82,7 +83,9 @@ class Recall:
         self._loaded = False
         self._load_lock = threading.Lock()
         self._refresh_lock = threading.Lock()
-        self._worker: threading.Thread | None = None
+        # One worker thread, not a daemon (see _wake_worker); idle threads cost nothing.
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="pimem-read-model")
+        self._scheduled = False
         self._worker_lock = threading.Lock()
         self._dirty_since: float | None = None
         self._resolved_dir: str | None = None
@@ -260,26 +263,39 @@ class Recall:
         self._wake_worker()
 
     def _wake_worker(self) -> None:
+        """Schedule background work unless it is scheduled already. The work runs in short
+        steps, each scheduling the next: at interpreter exit the executor finishes the step in
+        hand and refuses the next, so a process never exits with a thread in native code."""
         with self._worker_lock:
-            if self._worker is not None and self._worker.is_alive():
+            if self._scheduled:
                 return
-            self._worker = threading.Thread(
-                target=self._work, name=f"pimem-read-model-{self.scope.collection}", daemon=True
-            )
-            self._worker.start()
-
-    def _work(self) -> None:
-        """Changed files too big to embed inline, then facts for chunks read from the
-        collection, then folding and saving; exits when there is nothing left."""
+            self._scheduled = True
         try:
-            self.refresh()
-            while self._backfill_some():
+            self._executor.submit(self._step)
+        except RuntimeError:  # the interpreter is shutting down: the work is left for later
+            with self._worker_lock:
+                self._scheduled = False
+
+    def _step(self) -> None:
+        """One step: changed files too big to embed inline, else one batch of facts for
+        chunks read from the collection, else folding and saving."""
+        more = False
+        try:
+            if self.changed_sources():
+                self.refresh()
+                more = True
+            elif self._backfill_some():
                 if self.model.needs_folding():
                     self.model.fold()
-            self.model.fold()
-            self.save()
+                more = True
+            else:
+                self.save()
         except Exception:
             log.exception("the read model of %s could not be updated", self.scope.collection)
+        with self._worker_lock:
+            self._scheduled = False
+        if more:
+            self._wake_worker()
 
     def _backfill_some(self) -> bool:
         waiting = [r for r in self.model.records().values() if not r.facts_ready]
@@ -316,12 +332,14 @@ class Recall:
             self._save_overlay()
 
     def idle(self, timeout: float = 30.0) -> bool:
-        """Wait for the background worker (tests, benchmarks); ``True`` when it finished."""
-        worker = self._worker
-        if worker is not None:
-            worker.join(timeout)
-            return not worker.is_alive()
-        return True
+        """Wait until no background work is left (tests, benchmarks); ``True`` when none is."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._worker_lock:
+                if not self._scheduled:
+                    return True
+            time.sleep(0.02)
+        return False
 
     # -- searching -------------------------------------------------------------------------
 

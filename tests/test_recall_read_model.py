@@ -1,0 +1,147 @@
+"""The read model's pure parts: facts and words, the overlay and its folding, the cache on
+disk, and the ranking (unit vectors stand in for the embedding model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from pimem_plugins.memsearch.recall import cache
+from pimem_plugins.memsearch.recall.ranking import RELEVANCE, coverage, rank
+from pimem_plugins.memsearch.recall.read_model import ChunkRecord, Generation, ReadModel
+from pimem_plugins.memsearch.recall.text import clean_text, facts, tokens
+
+ENTRY = (
+    "### 10:12\n"
+    "<!-- session:abc turn:def transcript:/home/user/sessions/abc.jsonl -->\n"
+    "- pinned httpx to 0.19.0 in services/billing/client.py\n"
+    "- chose Redis for the hot cache\n"
+    "  with 5 minute TTLs\n"
+)
+
+
+def test_clean_text_leaves_out_the_anchor_and_headings() -> None:
+    assert clean_text(ENTRY) == (
+        "- pinned httpx to 0.19.0 in services/billing/client.py\n"
+        "- chose Redis for the hot cache\n  with 5 minute TTLs"
+    )
+
+
+def test_each_bullet_is_a_fact_and_continuations_stay_with_it() -> None:
+    assert facts(ENTRY) == (
+        "pinned httpx to 0.19.0 in services/billing/client.py",
+        "chose Redis for the hot cache with 5 minute TTLs",
+    )
+    assert facts("## Memory Compact 09:30\nThe team ships on Fridays.\n") == (
+        "The team ships on Fridays.",
+    )
+
+
+def test_tokens_keep_versions_paths_and_identifiers_whole() -> None:
+    assert tokens("Pinned httpx to 0.19.0 in services/billing/client.py (test_login_flow)") == [
+        "pinned", "httpx", "0.19.0", "services/billing/client.py", "test_login_flow",
+    ]  # fmt: skip
+
+
+def unit(*values: float) -> npt.NDArray[np.float32]:
+    vector = np.zeros(8, np.float32)
+    vector[: len(values)] = values
+    return (vector / np.linalg.norm(vector)).reshape(1, -1)
+
+
+def record(key: str, content: str) -> ChunkRecord:
+    return ChunkRecord(
+        chunk_hash=key, content=content, source="/m/2026-08-13.md", heading="10:00",
+        heading_level=3, start_line=1, end_line=2, facts_ready=True,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def model() -> ReadModel:
+    return ReadModel(
+        Generation.build(
+            [
+                (record("a" * 16, "- chose Redis for the hot cache"), unit(1, 0)),
+                (record("b" * 16, "- fixed the login redirect loop"), unit(0, 1)),
+                (record("c" * 16, "- deploys use blue-green releases"), unit(0, 0, 1)),
+            ]
+        )
+    )
+
+
+def keys(model: ReadModel, vector: npt.NDArray[np.float32], words: str) -> list[str]:
+    found = model.candidates(vector[0], tokens(words), 10)
+    return [hit.chunk_hash[0] for hit in rank(found, tokens(words), 3, model.idf)]
+
+
+def test_both_legs_find_and_the_overlay_adds_and_removes(model: ReadModel) -> None:
+    assert keys(model, unit(1, 0), "redis cache")[0] == "a"
+    model.apply([(record("d" * 16, "- moved the export job to 02:00"), unit(0, 0, 0, 1))])
+    assert keys(model, unit(0, 0, 0, 1), "export job")[0] == "d"
+    model.apply(removals=["a" * 16])
+    assert "a" not in keys(model, unit(1, 0), "redis cache")
+    assert len(model) == 3
+
+
+def test_folding_keeps_what_the_overlay_said(model: ReadModel) -> None:
+    model.apply([(record("d" * 16, "- moved the export job to 02:00"), unit(0, 0, 0, 1))])
+    model.apply(removals=["b" * 16])
+    model.fold()
+    assert model.overlay_size() == 0
+    assert sorted(model.records()) == ["a" * 16, "c" * 16, "d" * 16]
+    assert keys(model, unit(0, 0, 0, 1), "export job")[0] == "d"
+
+
+def test_the_same_text_is_shown_once(model: ReadModel) -> None:
+    model.apply([(record("e" * 16, "### 11:00\n- chose Redis for the hot cache"), unit(1, 0))])
+    assert (
+        keys(model, unit(1, 0), "redis").count("a") + keys(model, unit(1, 0), "redis").count("e")
+        == 1
+    )
+
+
+def test_relevance_is_low_for_unrelated_queries_and_high_for_answers() -> None:
+    assert RELEVANCE(cosine=0.1, coverage=0.0) < 0.01
+    assert RELEVANCE(cosine=0.7, coverage=1.0) > 0.99
+    assert coverage(["redis", "cache"], "- chose Redis for the hot cache", lambda t: 1.0) == 1.0
+
+
+def test_the_cache_round_trips_with_its_overlay(model: ReadModel, tmp_path: Path) -> None:
+    directory = tmp_path / "read-model" / "c"
+    base = cache.save(directory, model.generation(), {"/m/2026-08-13.md": (1, 2)})
+    model.apply([(record("d" * 16, "- moved the export job"), unit(0, 0, 0, 1))], ["a" * 16])
+    added, removed = model.overlay()
+    cache.save_overlay(directory, base, added, removed, {"/m/2026-08-14.md": (3, 4)})
+    saved = cache.load(directory)
+    assert saved is not None
+    loaded = ReadModel(saved.generation)
+    loaded.apply(saved.added, saved.removed)
+    assert sorted(loaded.records()) == sorted(model.records())
+    assert saved.stamps == {"/m/2026-08-13.md": (1, 2), "/m/2026-08-14.md": (3, 4)}
+
+
+def test_an_overlay_of_another_base_is_ignored(model: ReadModel, tmp_path: Path) -> None:
+    directory = tmp_path / "read-model" / "c"
+    cache.save(directory, model.generation(), {})
+    model.apply(removals=["a" * 16])
+    cache.save_overlay(directory, "another-base", *model.overlay(), {})
+    saved = cache.load(directory)
+    assert saved is not None
+    assert saved.removed == []
+
+
+def test_a_damaged_cache_reads_as_none(model: ReadModel, tmp_path: Path) -> None:
+    directory = tmp_path / "read-model" / "c"
+    cache.save(directory, model.generation(), {})
+    (directory / "chunks.json").write_text("[{", encoding="utf-8")
+    assert cache.load(directory) is None
+    assert cache.load(tmp_path / "nothing") is None
+
+
+def test_asking_for_fewer_hits_gives_the_first_of_more(model: ReadModel) -> None:
+    found = model.candidates(unit(1, 1, 1)[0], tokens("redis login deploys"), 100)
+    words = tokens("redis login deploys")
+    assert rank(found, words, 2, model.idf) == rank(found, words, 3, model.idf)[:2]
