@@ -59,6 +59,11 @@ from pimem_core.types import (
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
+#: How many candidates the index is asked for when a plugin reranks them (``top_k`` when that
+#: is more): deep enough for a second stage to lift a hit the index placed low, shallow enough
+#: for a cross-encoder to score them all within one search.
+RERANK_DEPTH = 30
+
 
 @attrs.define
 class Pimem:
@@ -269,9 +274,41 @@ class Pimem:
         on_wait: Callable[[str], None] | None = None,
         read_only: bool = False,
     ) -> tuple[SearchHit, ...]:
-        """L1 recall in *scope*'s collection; *read_only* for another project's store."""
+        """L1 recall in *scope*'s collection; *read_only* for another project's store.
+
+        When a plugin reranks (``pimem_rerank_hits``), the index is asked for
+        ``max(top_k, RERANK_DEPTH)`` candidates and the reranker's best ``top_k`` are kept;
+        without one, the index is asked for ``top_k`` and its answer stands."""
+        reranking = bool(self.pm.implementing_plugins("pimem_rerank_hits"))
+        asked = attrs.evolve(query, top_k=max(query.top_k, RERANK_DEPTH)) if reranking else query
         with self._service("MemoryIndex.search"):
-            return self.index(scope).search(query, self._call(on_wait, read_only=read_only))
+            hits = self.index(scope).search(asked, self._call(on_wait, read_only=read_only))
+        return self.rerank_hits(query, hits) if reranking else hits
+
+    def rerank_hits(self, query: SearchQuery, hits: tuple[SearchHit, ...]) -> tuple[SearchHit, ...]:
+        """The reranker's best ``query.top_k`` of *hits*, or the first of *hits* when no plugin
+        has an opinion. A reranker's bug carries a note naming it (the manager's monitoring)."""
+        if not hits:
+            return hits  # nothing to reorder: a cross-encoder need not even load
+        answer = self.pm.hook.pimem_rerank_hits(query=query, hits=hits, settings=self.settings)
+        if answer is None:
+            return hits[: query.top_k]
+        given = {hit.chunk_hash for hit in hits}
+        wrong = None
+        if not isinstance(answer, tuple | list) or not all(
+            isinstance(hit, SearchHit) for hit in answer
+        ):
+            wrong = f"a {type(answer).__name__}, not a tuple of SearchHit"
+        elif stray := [hit.chunk_hash for hit in answer if hit.chunk_hash not in given]:
+            wrong = f"chunk {stray[0]}, which was not among the hits it was given"
+        if wrong is not None:
+            names = [repr(name) for name in self.pm.implementing_plugins("pimem_rerank_hits")]
+            who = f"The reranker {names[0]}" if len(names) == 1 else "One of " + ", ".join(names)
+            raise PluginError(
+                f"pimem_rerank_hits answered with {wrong}: a reranker reorders the hits it is "
+                f"given. {who} is broken; block it with PIMEM_DISABLE_PLUGINS"
+            )
+        return tuple(answer[: query.top_k])
 
     def search_everywhere(
         self,

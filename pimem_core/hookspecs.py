@@ -195,6 +195,38 @@ class PimemSpecs:
             ``PI_MEMSEARCH_SCAN_ROOTS``), and ``progress`` to tell ``(done, total)`` projects.
         """
 
+    @_hookspec(firstresult=True)
+    def pimem_rerank_hits(
+        self, query: SearchQuery, hits: tuple[SearchHit, ...], settings: Settings
+    ) -> tuple[SearchHit, ...] | None:
+        """Rerank L1 candidates: a second stage after the index's own ranking.
+
+        Stops at the first non-``None`` result; ``None`` means no opinion, and the index's
+        order stands. When any plugin implements this hook, the facade asks the index for
+        ``max(query.top_k, RERANK_DEPTH)`` candidates (``pimem_core.api.RERANK_DEPTH``, 30)
+        instead of ``query.top_k``, passes them here best first, and keeps the first
+        ``query.top_k`` of the answer. Answer with hits from *hits* only, best first; re-score
+        them with ``attrs.evolve`` (``score_kind="reranker"``) and append a
+        :class:`~pimem_core.types.LegScore` of your own to ``legs``, so ``pimem search
+        --explain`` shows what you did. No bundled plugin implements it; auto-context's
+        similarity search is not reranked (it has a deadline of its own).
+
+        :param query: what was asked; ``query.top_k`` hits are kept.
+        :param hits: the index's candidates, best first (fewer when the store has fewer).
+        :param settings: the parsed environment.
+
+        Example, wrapping a cross-encoder::
+
+            @hookimpl
+            def pimem_rerank_hits(query, hits, settings):
+                logits = cross_encoder.predict([(query.text, hit.content) for hit in hits])
+                ranked = sorted(zip(hits, logits), key=lambda pair: -pair[1])
+                return tuple(
+                    attrs.evolve(hit, legs=(*hit.legs, LegScore(name="ce", rank=n, score=logit)))
+                    for n, (hit, logit) in enumerate(ranked, 1)
+                )
+        """
+
     @_hookspec
     def pimem_collect_status(
         self, scope: Scope, settings: Settings

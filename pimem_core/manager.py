@@ -270,6 +270,12 @@ class PimemPluginManager(pluggy.PluginManager):
                 return
             frame = frame.tb_next
 
+    def implementing_plugins(self, hook_name: str) -> tuple[str, ...]:
+        """The plugins that implement *hook_name*, in the order pluggy asks them."""
+        caller = getattr(self.hook, hook_name)
+        # pluggy calls implementations from the end of this list to its start.
+        return tuple(impl.plugin_name for impl in reversed(caller.get_hookimpls()))
+
     def answering_plugins(self) -> dict[str, str | None]:
         """For each single-answer hook, the plugin asked first (``None`` when none implements it)."""
         answers: dict[str, str | None] = {}

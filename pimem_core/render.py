@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from pimem_core.types import (
     CrossRepoResult,
+    LegScore,
     Redaction,
     Scope,
     SearchHit,
@@ -18,9 +20,34 @@ from pimem_core.types import (
 #: What the heading of a list of hits says their score is (``SearchHit.score_kind``).
 SCORE_NOTES = {
     "rank_fusion": "score = rank fusion, not relevance",
-    "reranker": "score = memsearch's reranker",
+    "reranker": "score = a reranker's",
     "similarity": "score = similarity to the query",
+    "relevance": "score = relevance from 0 to 1, comparable across searches",
 }
+
+#: What each hit's metadata line calls its score.
+SCORE_LABELS = {
+    "rank_fusion": "rank fusion",
+    "reranker": "reranker",
+    "similarity": "similarity",
+    "relevance": "relevance",
+}
+
+#: A heading longer than this is left in the content rather than put on the metadata line,
+#: which must stay one short line.
+SHORT_HEADING = 40
+
+#: The line ``--explain`` gives once when no hit carries per-leg scores.
+NO_LEGS = "(this ranker reports no per-leg scores: each hit has only its score)"
+#: ... and when only some do (a cross-repo search over projects ranked differently).
+SOME_LEGS = "(hits without leg lines come from a ranker that reports no per-leg scores)"
+
+_DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.md")
+_TIME = re.compile(r"(?:[01]\d|2[0-3]):[0-5]\d")
+# The session anchor, on a line of its own as pimem writes it (or inside one, as a person may).
+_ANCHOR_LINE = re.compile(r"^[ \t]*<!--\s*session:.*?-->[ \t]*(?:\n|$)", re.MULTILINE | re.DOTALL)
+_ANCHOR = re.compile(r"<!--\s*session:.*?-->", re.DOTALL)
+_HEADING_LINE = re.compile(r"[ ]{0,3}#{1,6}[ \t]+(.*?)[ \t]*")
 
 
 def _best_first(hits: Sequence[SearchHit]) -> str:
@@ -29,27 +56,78 @@ def _best_first(hits: Sequence[SearchHit]) -> str:
     return f"best first ({note})" if note else "best first"
 
 
-def render_hits(query: str, hits: Sequence[SearchHit]) -> str:
-    """L1 hits, best first. Scores are memsearch's normalised rank fusion: they rank, they do
-    not measure relevance (``SearchHit.score_kind``), and the heading says so."""
+def _explain_note(hits: Sequence[SearchHit]) -> str | None:
+    without = sum(1 for hit in hits if not hit.legs)
+    if without == 0:
+        return None
+    return NO_LEGS if without == len(hits) else SOME_LEGS
+
+
+def render_hits(query: str, hits: Sequence[SearchHit], *, explain: bool = False) -> str:
+    """L1 hits, best first, one short metadata line and the clean text each; the heading says
+    what the score is (``SCORE_NOTES``). *explain* adds each retriever's rank and score."""
     if not hits:
         return f'No memories found for "{query}".'
-    blocks = [render_hit_block(number, hit) for number, hit in enumerate(hits, 1)]
-    return f"{len(hits)} memory chunk(s), {_best_first(hits)}:\n\n" + "\n\n".join(blocks)
+    heading = f"{len(hits)} memory chunk(s), {_best_first(hits)}:"
+    note = _explain_note(hits) if explain else None
+    blocks = [render_hit_block(number, hit, explain=explain) for number, hit in enumerate(hits, 1)]
+    return "\n\n".join([heading if note is None else f"{heading}\n{note}", *blocks])
 
 
-def render_hit_block(number: int, hit: SearchHit) -> str:
-    """One hit as the agent reads it; the chunk hash chains into ``memory_expand``. A hit
-    scored by similarity (auto-context) says ``similarity`` where the others say ``score``."""
-    origin = f" | {hit.project}" if hit.project is not None else ""
-    measure = "similarity" if hit.score_kind == "similarity" else "score"
-    return (
-        f"{number}. {measure} {hit.score:.3f} | chunk {hit.chunk_hash}{origin} | "
-        f"{hit.source}:{hit.start_line}-{hit.end_line}\n{hit.content}"
-    )
+def render_hit_block(number: int, hit: SearchHit, *, explain: bool = False) -> str:
+    """One hit as the agent reads it: a metadata line (the day and time it was written, the
+    score and what kind it is, the chunk hash that chains into ``memory_expand``, and a
+    cross-repo hit's project label), then its text without the session anchor, which only
+    ``memory_expand`` shows. The path and lines are left to expand too: the agent cites dates."""
+    day, heading = _day(hit.source), hit.heading.strip()
+    shown = _shown_heading(heading, day)
+    parts = [" ".join(part for part in (day, shown) if part)]
+    parts.append(f"{SCORE_LABELS.get(hit.score_kind, hit.score_kind)} {hit.score:.2f}")
+    parts.append(f"chunk {hit.chunk_hash}")
+    if hit.project is not None:
+        parts.append(f"project {hit.project}")
+    lines = [f"{number}. " + " | ".join(part for part in parts if part)]
+    if explain:
+        lines += [f"   {_leg(leg)}" for leg in hit.legs]
+    # A heading the line already conveys (the time, a short heading, the day) is not repeated.
+    covered = bool(shown) or (bool(day) and heading == day)
+    text = _clean(hit.content, heading if covered else None)
+    return "\n".join([*lines, text] if text else lines)
 
 
-def render_cross_repo(query: str, result: CrossRepoResult) -> str:
+def _day(source: str) -> str:
+    """The date of a daily memory file, from its name; ``""`` for any other file."""
+    found = _DAY_FILE.fullmatch(Path(source).name)
+    return found.group(1) if found else ""
+
+
+def _shown_heading(heading: str, day: str) -> str:
+    """What of a heading the metadata line shows: an entry's time, or a short heading that
+    is not just the day again."""
+    if _TIME.fullmatch(heading):
+        return heading
+    return heading if len(heading) <= SHORT_HEADING and heading != day else ""
+
+
+def _clean(content: str, shown_heading: str | None) -> str:
+    """*content* without its session anchor, and without its first line when that is the
+    heading the metadata line already shows."""
+    text = _ANCHOR.sub("", _ANCHOR_LINE.sub("", content)).strip("\n")
+    first, _, rest = text.partition("\n")
+    heading = _HEADING_LINE.fullmatch(first)
+    if shown_heading is not None and heading and heading.group(1) == shown_heading:
+        text = rest
+    return text.strip("\n")
+
+
+def _leg(leg: LegScore) -> str:
+    """One retriever's say on a hit, as ``--explain`` shows it."""
+    rank = "not among its candidates" if leg.rank is None else f"rank {leg.rank}"
+    score = "" if leg.score is None else f", score {leg.score:.3f}"
+    return f"{leg.name}: {rank}{score}"
+
+
+def render_cross_repo(query: str, result: CrossRepoResult, *, explain: bool = False) -> str:
     """Cross-repo L1: the hits with their project labels, what was searched, and what was not."""
     searched = len(result.searched)
     account = f"{searched} project{'' if searched == 1 else 's'} searched, "
@@ -66,9 +144,12 @@ def render_cross_repo(query: str, result: CrossRepoResult) -> str:
         )
     if not result.hits:
         return "\n".join([f'No memories found for "{query}" across {account}.', *notes])
-    blocks = [render_hit_block(number, hit) for number, hit in enumerate(result.hits, 1)]
+    blocks = [
+        render_hit_block(number, hit, explain=explain) for number, hit in enumerate(result.hits, 1)
+    ]
     heading = f"{len(result.hits)} memory chunk(s), {account}, {_best_first(result.hits)}:"
-    return "\n\n".join([heading, *blocks, *notes])
+    note = _explain_note(result.hits) if explain else None
+    return "\n\n".join([heading if note is None else f"{heading}\n{note}", *blocks, *notes])
 
 
 def _paths(paths: Sequence[Path]) -> str:
@@ -85,6 +166,7 @@ def cross_repo_to_json(result: CrossRepoResult) -> dict[str, object]:
 
 
 def hit_to_json(hit: SearchHit) -> dict[str, object]:
+    """Every field of a hit: scripts get the whole content, anchor included, and the legs."""
     data: dict[str, object] = {
         "chunk_hash": hit.chunk_hash,
         "score": hit.score,
@@ -93,7 +175,9 @@ def hit_to_json(hit: SearchHit) -> dict[str, object]:
         "start_line": hit.start_line,
         "end_line": hit.end_line,
         "heading": hit.heading,
+        "heading_level": hit.heading_level,
         "content": hit.content,
+        "legs": [{"name": leg.name, "rank": leg.rank, "score": leg.score} for leg in hit.legs],
     }
     if hit.project is not None:
         data["project"] = str(hit.project)

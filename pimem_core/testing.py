@@ -20,6 +20,9 @@ there in any test suite, with no import and no ``conftest.py`` line:
     A whole :class:`~pimem_core.services.MemoryIndex` with no database and no model: word
     overlap over the store's day files, recording every operation. Give the plugin to
     ``make_pimem`` to test a plugin that searches, or subclass the index to script one answer.
+:func:`read_hits`
+    A search's text (``memory_search``, ``pimem search``) read back hit by hit, as
+    :class:`ShownHit`: for tests of what an agent is shown (a host adapter, an end-to-end run).
 
 Example, for a plugin module ``my_plugin`` with a ``pimem_resolve_scope`` hook::
 
@@ -85,11 +88,13 @@ __all__ = [
     "InMemoryIndex",
     "InMemoryIndexPlugin",
     "MakePimem",
+    "ShownHit",
     "TempProject",
     "fake_host_model",
     "make_pimem",
     "pimem_project",
     "plugin_name",
+    "read_hits",
 ]
 
 #: What a plugin given to ``make_pimem`` may be: the plugin, or a ``(name, plugin)`` pair.
@@ -271,6 +276,68 @@ class InMemoryIndex:
                 )
             )
         return hits
+
+
+@attrs.frozen(kw_only=True)
+class ShownHit:
+    """One hit of a search's text, as the agent reads it (:func:`read_hits`)."""
+
+    number: int
+    #: The day its daily memory file is named for; ``None`` for another file.
+    day: str | None
+    #: Its entry's time, or its heading when that is short; ``None`` when none is shown.
+    heading: str | None
+    #: What the line calls the score: ``relevance``, ``rank fusion``, ``similarity``...
+    score_label: str
+    score: float
+    chunk_hash: str
+    project: str | None
+    #: The ``--explain`` lines, one per leg, as shown (``dense: rank 1, score 0.712``).
+    legs: tuple[str, ...]
+    #: The text under the line: the chunk without its anchor and its repeated heading.
+    content: str
+
+
+_HIT_LINE = re.compile(
+    r"^(?P<number>\d+)\. (?:(?P<when>[^|\n]+?) \| )?(?P<label>[a-z][a-z ]*?) "
+    r"(?P<score>-?\d+\.\d+) \| chunk (?P<hash>[0-9a-f]+)(?: \| project (?P<project>[^\n]+))?$",
+    re.MULTILINE,
+)
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+_LEG_LINE = re.compile(r"   \S[^\n]*: (?:rank \d+|not among its candidates)[^\n]*")
+# What cross-repo recall says after its last hit is an account of the search, not content.
+_ACCOUNT = re.compile(r"\n\n(?:skipped, never indexed|collapsed, sharing the collection)")
+
+
+def read_hits(text: str) -> tuple[ShownHit, ...]:
+    """The hits of a search's text, best first: each metadata line read into its fields and
+    the lines under it, up to the next hit, as its content."""
+    found = list(_HIT_LINE.finditer(text))
+    hits = []
+    for match, after in zip(found, [*found[1:], None], strict=True):
+        block = text[match.end() : after.start() if after else len(text)]
+        account = _ACCOUNT.search(block)
+        lines = block[: account.start() if account else len(block)].strip("\n").split("\n")
+        legs = []
+        while lines and _LEG_LINE.fullmatch(lines[0]):
+            legs.append(lines.pop(0).strip())
+        day, _, heading = (match["when"] or "").partition(" ")
+        if not _DAY.fullmatch(day):
+            day, heading = "", match["when"] or ""
+        hits.append(
+            ShownHit(
+                number=int(match["number"]),
+                day=day or None,
+                heading=heading or None,
+                score_label=match["label"],
+                score=float(match["score"]),
+                chunk_hash=match["hash"],
+                project=match["project"],
+                legs=tuple(legs),
+                content="\n".join(lines).strip("\n"),
+            )
+        )
+    return tuple(hits)
 
 
 class InMemoryIndexPlugin:

@@ -34,10 +34,10 @@ from bench.pi_host import (
     isolated_environment,
     on_distill,
     on_prompt,
-    parse_hits,
     write_memsearch_config,
 )
 from pimem_core.offline_model import OfflineModel, install_offline_model
+from pimem_core.testing import read_hits
 
 ROOT = Path(__file__).resolve().parents[1]
 LINE = PI_LINES["1.6"]
@@ -73,7 +73,7 @@ def offline_model() -> OfflineModel:
 
 def expand_the_ledger_hit(request: ChatRequest) -> Reply:
     """After memory_search: expand the hit about the ledger."""
-    hits = parse_hits(request.tool_results[-1].content)
+    hits = read_hits(request.tool_results[-1].content)
     hit = next(hit for hit in hits if "PostgreSQL" in hit.content)
     return ToolCall("memory_expand", {"chunk_hash": hit.chunk_hash})
 

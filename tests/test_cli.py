@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from pimem_core.doors.cli import build_parser
+from pimem_core.render import NO_LEGS
 from pimem_plugins.shared.layout import derive_collection
 
-from conftest import run_cli, write_script
+from conftest import make_distribution, run_cli, write_script
 
 ANCHOR = ("--session", "s1", "--turn", "t1", "--transcript", "/home/user/a.jsonl")
 
@@ -216,6 +217,117 @@ def test_search_help_says_what_the_score_is() -> None:
     help_text = " ".join(run_cli("search", "--help").stdout.split())
     assert "rank fusion (RRF, k=60)" in help_text
     assert "does not measure relevance" in help_text
+
+
+# -- search --explain: each leg's rank and score -------------------------------------------------
+
+# Two indexes, installed as a distribution: the kit's, indexed afresh by every process (it keeps
+# nothing on disk), and one that reports each retriever's rank and score as pimem's ranker does.
+SEARCH_INDEXES = """
+import attrs
+from pimem_core import hookimpl
+from pimem_core.testing import InMemoryIndex
+from pimem_core.types import LegScore
+
+
+class BareIndex(InMemoryIndex):
+    def search(self, query, call):
+        self.index("search", (), call)
+        return super().search(query, call)
+
+
+class LegsIndex(BareIndex):
+    def search(self, query, call):
+        legs = (
+            LegScore(name="dense", rank=1, score=0.5),
+            LegScore(name="lexical", rank=None, score=None),
+        )
+        return tuple(
+            attrs.evolve(hit, score_kind="relevance", legs=legs)
+            for hit in super().search(query, call)
+        )
+
+
+class Bare:
+    @hookimpl(tryfirst=True)
+    def pimem_open_index(self, scope):
+        return BareIndex(scope)
+
+
+class Legs:
+    @hookimpl(tryfirst=True)
+    def pimem_open_index(self, scope):
+        return LegsIndex(scope)
+"""
+SEARCH_ENTRY = (
+    "\n## Session 22:41\n\n### 22:41\n"
+    "<!-- session:s1 turn:t1 transcript:/home/user/.pi/agent/sessions/s1.jsonl -->\n"
+    "- the team chose Redis for the hot cache\n\n"
+)
+
+
+def search_indexes(tmp_path: Path, repo: Path, index: str) -> dict[str, str]:
+    """The environment of a CLI whose index is *index* (``legs`` or ``bare``), over a store
+    with one entry."""
+    module = "pimem_search_indexes"
+    site = make_distribution(
+        tmp_path / "site",
+        "pimem-search-indexes",
+        {"legs": f"{module}:Legs", "bare": f"{module}:Bare"},
+        {module: SEARCH_INDEXES},
+    )
+    day = repo / ".memsearch" / "memory" / "2026-08-13.md"
+    day.parent.mkdir(parents=True)
+    day.write_text(SEARCH_ENTRY)
+    other = "bare" if index == "legs" else "legs"
+    return {"PYTHONPATH": str(site), "PIMEM_DISABLE_PLUGINS": f"memsearch-index,{other}"}
+
+
+def test_search_explain_shows_each_leg_and_the_json_keeps_them(tmp_path: Path, repo: Path) -> None:
+    env = search_indexes(tmp_path, repo, "legs")
+    cwd = ("--cwd", str(repo))
+    (data,) = json.loads(run_cli("search", "redis cache", "--json", *cwd, env=env).stdout)
+    assert data["content"] == SEARCH_ENTRY.strip().split("\n", 2)[2]  # the anchor included
+    assert data["legs"] == [
+        {"name": "dense", "rank": 1, "score": 0.5},
+        {"name": "lexical", "rank": None, "score": None},
+    ]
+    explained = run_cli("search", "redis cache", "--explain", *cwd, env=env)
+    assert explained.code == 0, explained.stderr
+    assert explained.stdout == (
+        "1 memory chunk(s), best first (score = relevance from 0 to 1, comparable across "
+        "searches):\n\n"
+        f"1. 2026-08-13 22:41 | relevance 1.00 | chunk {data['chunk_hash']}\n"
+        "   dense: rank 1, score 0.500\n"
+        "   lexical: not among its candidates\n"
+        "- the team chose Redis for the hot cache\n"
+    )
+    plain = run_cli("search", "redis cache", *cwd, env=env).stdout
+    assert plain == explained.stdout.replace(
+        "   dense: rank 1, score 0.500\n   lexical: not among its candidates\n", ""
+    )
+    # --explain changes only the text: the JSON carries the legs either way.
+    with_json = run_cli("search", "redis cache", "--explain", "--json", *cwd, env=env)
+    assert (with_json.code, json.loads(with_json.stdout)) == (0, [data])
+
+
+def test_search_explain_says_once_that_the_ranker_reports_no_legs(
+    tmp_path: Path, repo: Path
+) -> None:
+    env = search_indexes(tmp_path, repo, "bare")
+    text = run_cli("search", "redis cache", "--explain", "--cwd", str(repo), env=env).stdout
+    assert text.splitlines()[:3] == [
+        "1 memory chunk(s), best first (score = similarity to the query):",
+        NO_LEGS,
+        "",
+    ]
+    assert text.count(NO_LEGS) == 1
+
+
+def test_search_help_offers_explain() -> None:
+    help_text = " ".join(run_cli("search", "--help").stdout.split())
+    assert "--explain" in help_text
+    assert "one line per retriever (leg)" in help_text
 
 
 # -- options before or after the command ---------------------------------------------------------

@@ -22,7 +22,7 @@ from pimem_core.errors import (
 )
 from pimem_core.render import cross_repo_to_json, render_cross_repo
 from pimem_core.services import MemoryIndex
-from pimem_core.testing import InMemoryIndex
+from pimem_core.testing import InMemoryIndex, read_hits
 from pimem_core.types import BackendCall, CrossRepoResult, Scope, SearchHit, SearchQuery
 from pimem_plugins.cross_repo import discover_projects
 from pimem_plugins.shared.layout import derive_collection
@@ -197,9 +197,12 @@ def test_fan_out_searches_the_session_first_then_each_project_and_merges_by_scor
         "4 memory chunk(s), 3 projects searched, 0 skipped, "
         "best first (score = rank fusion, not relevance):\n\n"
     )
-    labels = [line.split(" | ")[2] for line in text.splitlines() if " | chunk " in line]
+    labels = [hit.project for hit in read_hits(text)]
     assert labels == [str(root / "alpha"), str(repo), str(root / "beta"), str(root / "alpha")]
-    assert f"1. score 1.000 | chunk {result.hits[0].chunk_hash} | {root / 'alpha'} | " in text
+    assert (
+        f"\n\n1. 2026-08-13 22:41 | rank fusion 1.00 | chunk {result.hits[0].chunk_hash} "
+        f"| project {root / 'alpha'}\n- a memory of alpha scored 1.0\n\n"
+    ) in text
 
 
 def test_nothing_found_anywhere_says_where_it_looked(repo: Path, root: Path) -> None:

@@ -12,12 +12,13 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import pytest
 
 from pimem_core import hookimpl
 from pimem_core.offline_model import OfflineModel
+from pimem_core.render import NO_LEGS, SCORE_NOTES
 from pimem_core.services import MemoryIndex
 from pimem_core.testing import InMemoryIndex
 from pimem_core.types import BackendCall, CompactResult, IndexReport, Scope, StoreChange
@@ -75,6 +76,11 @@ def search(env: dict[str, str], repo: Path, query: str, k: int = 3) -> list[dict
     return hits
 
 
+def legs_of(hits: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Every leg of *hits*, as the JSON gives them."""
+    return [leg for hit in hits for leg in cast(list[dict[str, object]], hit["legs"])]
+
+
 def test_write_index_search_expand_forget_round_trip(
     memsearch_env: dict[str, str], repo: Path
 ) -> None:
@@ -94,8 +100,13 @@ def test_write_index_search_expand_forget_round_trip(
         "start_line",
         "end_line",
         "heading",
+        "heading_level",
         "content",
+        "legs",
     }
+    # Each retriever's say, when the ranker reports it (memsearch's does not).
+    assert all(set(leg) == {"name", "rank", "score"} for leg in legs_of([best]))
+    assert "<!-- session:s1 turn:t1 transcript:/home/user/s1.jsonl -->" in str(best["content"])
     assert best["source"] == str(repo / ".memsearch" / "memory" / "2026-08-13.md")
 
     section = json.loads(
@@ -105,7 +116,7 @@ def test_write_index_search_expand_forget_round_trip(
     assert section["anchor"] == {"session": "s1", "turn": "t1", "transcript": "/home/user/s1.jsonl"}
     assert "Redis" in section["content"]
     # One chunk, one range, from every command: the entry's own lines.
-    assert best["score_kind"] == "rank_fusion"
+    assert best["score_kind"] == "relevance"
     assert (section["start_line"], section["end_line"]) == (best["start_line"], best["end_line"])
     assert section["content"] == best["content"]
     text = ok(pimem(memsearch_env, "expand", str(best["chunk_hash"]), "--cwd", str(repo)))
@@ -145,14 +156,21 @@ def test_search_text_is_the_block_format(memsearch_env: dict[str, str], repo: Pa
     write_entries(memsearch_env, repo)
     ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
     text = ok(pimem(memsearch_env, "search", "login redirect", "-k", "2", "--cwd", str(repo)))
-    assert text.startswith(
-        "2 memory chunk(s), best first (score = rank fusion, not relevance):\n\n1. score "
-    )
-    first = text.split("\n\n")[1]
-    assert re.match(
-        r"1\. score \d\.\d{3} \| chunk [0-9a-f]{16} \| .*/2026-08-13\.md:\d+-\d+\n### 22:50\n",
+    heading, first = text.split("\n\n")[:2]
+    assert heading in {f"2 memory chunk(s), best first ({note}):" for note in SCORE_NOTES.values()}
+    # One line a hit, then its text: no anchor, no heading repeating the time.
+    assert re.fullmatch(
+        r"1\. 2026-08-13 22:50 \| (?:relevance|rank fusion) \d\.\d{2} \| chunk [0-9a-f]{16}\n"
+        r"- the agent fixed the login redirect loop by escaping the return URL",
         first,
     )
+    # --explain: a line for each leg the JSON names, or once that the ranker reports none.
+    hits = search(memsearch_env, repo, "login redirect", k=2)
+    args = ("search", "login redirect", "-k", "2", "--explain", "--cwd", str(repo))
+    explained = ok(pimem(memsearch_env, *args))
+    legs = legs_of(hits)
+    assert all(f"\n   {leg['name']}: " in explained for leg in legs)
+    assert (NO_LEGS in explained.splitlines()) == (not legs)
     # A query that looks like an option is still only a query: it never reaches an argv.
     dashed = ok(pimem(memsearch_env, "search", "--cwd", str(repo), "--", "-k weird query"))
     assert dashed.startswith(('No memories found for "-k weird query".', "3 memory chunk(s)"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from collections.abc import Iterator, Mapping
 from datetime import datetime
@@ -23,7 +24,6 @@ import pytest
 from bench.pi_host import (
     PI_LINES,
     ChatRequest,
-    Hit,
     ModelServer,
     PiRun,
     PiWorld,
@@ -39,11 +39,11 @@ from bench.pi_host import (
     missing_pi,
     on_distill,
     on_prompt,
-    parse_hits,
     read_session,
     text_of,
     wait_for,
 )
+from pimem_core.testing import ShownHit, read_hits
 from pimem_plugins.shared.maintenance import SYSTEM_PROMPT as MAINTENANCE_SYSTEM
 from pimem_plugins.snapshot import INSTRUCTIONS
 
@@ -112,6 +112,11 @@ def section(entry: str) -> str:
     return entry.strip().split("\n", 2)[2]
 
 
+def bullets(entry: str) -> str:
+    """What a search shows of an entry under its hit's line: no heading, no anchor."""
+    return section(entry).split("\n", 2)[2]
+
+
 def snapshot(day_text: str) -> str:
     """The stable snapshot for a day file: the instructions, then today's entries."""
     return f"{INSTRUCTIONS}\n\n### Today ({DAY})\n\n{day_text.strip()}"
@@ -138,9 +143,9 @@ def local_time(entry: Mapping[str, Any]) -> str:
     return datetime.fromisoformat(str(entry["timestamp"])).astimezone().strftime("%H:%M")
 
 
-def hit_with(text: str, result: str) -> Hit:
+def hit_with(text: str, result: str) -> ShownHit:
     """The one hit of a ``memory_search`` result whose content holds *text*."""
-    found = [hit for hit in parse_hits(result) if text in hit.content]
+    found = [hit for hit in read_hits(result) if text in hit.content]
     assert len(found) == 1, f"expected one hit with {text!r} in:\n{result}"
     return found[0]
 
@@ -228,11 +233,14 @@ def test_capture_then_recall_layer_by_layer(world: PiWorld) -> None:
     # Session 1's shutdown indexed the entry (a catch-up would be queued before the search).
     searched = tool_message(server, "[s2]", "memory_search")
     hit = hit_with("PostgreSQL 16", searched)
-    assert searched.startswith(
-        "1 memory chunk(s), best first (score = rank fusion, not relevance):\n\n1. score "
+    assert re.match(
+        r"1 memory chunk\(s\), best first \(score = [^\n]+\):\n\n"
+        rf"1\. {DAY} 22:41 \| (?:relevance|rank fusion) \d\.\d\d \| chunk {hit.chunk_hash}\n",
+        searched,
     )
-    # Search and expand name the same lines: the entry's own, without the blank line after it.
-    assert (hit.source, hit.start, hit.end, hit.content) == (str(day_file), 4, 6, section(entry_1))
+    # The hit is its day, time and bullets; the anchor is expand's to show.
+    assert (hit.day, hit.heading, hit.content) == (DAY, "22:41", bullets(entry_1))
+    assert "<!-- session:" not in searched
 
     (turn,) = exchange_ends(first)
     assert tool_message(server, "[s2]", "memory_expand") == (
@@ -276,7 +284,7 @@ def test_forget_by_chunk_hash_leaves_snapshot_file_and_index(world: PiWorld) -> 
     ]
     third = succeeded(world.run(prompt_3))
     assert system_prompt(server, "[s3]").endswith(f"\n\n{snapshot(OTHER_ENTRY + entry_1)}")
-    assert len(parse_hits(tool_message(server, "[s3]", "memory_search"))) == 2
+    assert len(read_hits(tool_message(server, "[s3]", "memory_search"))) == 2
     assert tool_message(server, "[s3]", "memory_forget") == (
         f"Forgot a memory entry in {day_file}. No other copy is kept; this was it:\n\n"
         f"{section(entry_1)}"
@@ -295,9 +303,9 @@ def test_forget_by_chunk_hash_leaves_snapshot_file_and_index(world: PiWorld) -> 
     assert "PostgreSQL" not in system_prompt(server, "[s4]")
     searched = tool_message(server, "[s4]", "memory_search")
     assert "PostgreSQL" not in searched
-    assert {hit.content for hit in parse_hits(searched)} == {
-        section(OTHER_ENTRY),
-        section(remaining.removeprefix(OTHER_ENTRY)),
+    assert {hit.content for hit in read_hits(searched)} == {
+        bullets(OTHER_ENTRY),
+        bullets(remaining.removeprefix(OTHER_ENTRY)),
     }
     check_accounting(world, [first, third, fourth], entries=3)
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from pimem_core import hookimpl
@@ -19,8 +20,8 @@ from pimem_core.doors.serve import Server
 from pimem_core.errors import QueryError
 from pimem_core.runtime.session import SessionInfo
 from pimem_core.services import MemoryIndex
-from pimem_core.testing import InMemoryIndex
-from pimem_core.types import BackendCall, Scope, SearchHit, SearchQuery
+from pimem_core.testing import InMemoryIndex, read_hits
+from pimem_core.types import Anchor, BackendCall, Entry, LegScore, Scope, SearchHit, SearchQuery
 
 from conftest import CLOCK, make_pimem
 
@@ -317,6 +318,57 @@ def test_a_queued_request_tells_the_host_what_it_waits_for(repo: Path) -> None:
     assert lines[1] == {"id": 7, "progress": "waiting for index (catch-up)"}
     assert lines[2]["id"] == 7
     assert lines[2]["result"]["text"] == 'No memories found for "redis".'
+
+
+class _LegsIndex(InMemoryIndex):
+    def search(self, query: SearchQuery, call: BackendCall) -> tuple[SearchHit, ...]:
+        leg = LegScore(name="dense", rank=1, score=0.5)
+        return tuple(attrs.evolve(hit, legs=(leg,)) for hit in super().search(query, call))
+
+
+class _LegsSearch:
+    def __init__(self) -> None:
+        self.indexes: dict[str, _LegsIndex] = {}
+
+    @hookimpl(tryfirst=True)
+    def pimem_open_index(self, scope: Scope) -> MemoryIndex:
+        return self.indexes.setdefault(scope.collection, _LegsIndex(scope))
+
+
+def test_search_text_is_short_for_the_agent_and_the_json_whole(repo: Path) -> None:
+    """The agent reads one line a hit and its bullets; the anchor waits for memory.expand. The
+    JSON beside it keeps everything, and ``explain`` adds the legs to the text only."""
+    pimem = make_pimem()
+    pimem.pm.add_plugin(_LegsSearch(), "legs-search")
+    scope = pimem.resolve_scope(repo)
+    anchor = Anchor(session="s1", turn="t1", transcript="/home/user/.pi/sessions/s1.jsonl")
+    written = pimem.settings.now()
+    pimem.append_entry(scope, Entry(anchor=anchor, content="- Redis cache", written_at=written))
+    pimem.index_memory(scope, "test")
+    requests = [
+        {"id": 1, "method": "memory.search", "params": {"query": "redis"}},
+        {"id": 2, "method": "memory.search", "params": {"query": "redis", "explain": True}},
+        {"id": 3, "method": "memory.search", "params": {"query": "redis", "explain": "yes"}},
+    ]
+    output = io.StringIO()
+    server = Server(pimem, io.StringIO("".join(json.dumps(r) + "\n" for r in requests)), output)
+    server.session.start(SessionInfo(session_id="s", cwd=repo, transcript=None))
+    server.serve()
+    answers = [line for line in map(json.loads, output.getvalue().splitlines()) if "id" in line]
+    plain, explained = answers[0]["result"], answers[1]["result"]
+    (hit,) = plain["hits"]
+    assert anchor.comment() in hit["content"]
+    assert hit["legs"] == [{"name": "dense", "rank": 1, "score": 0.5}]
+    assert plain["text"] == (
+        "1 memory chunk(s), best first (score = similarity to the query):\n\n"
+        f"1. {written:%Y-%m-%d %H:%M} | similarity 1.00 | chunk {hit['chunk_hash']}\n"
+        "- Redis cache"
+    )
+    assert explained["hits"] == plain["hits"]
+    (shown,) = read_hits(explained["text"])
+    assert shown.legs == ("dense: rank 1, score 0.500",)
+    assert answers[2]["error"]["type"] == "request"
+    assert '"explain" must be true or false' in answers[2]["error"]["message"]
 
 
 def test_search_of_a_store_with_no_memory_answers_no_hits_and_a_blank_query_is_refused(

@@ -358,17 +358,22 @@ def _forget(door: Door, a: Args) -> Outcome:
 
 
 def _search(door: Door, a: Args) -> Outcome:
-    pimem, text = door.pimem, a["query"]
+    pimem, text, explain = door.pimem, a["query"], bool(a["explain"])
     query = SearchQuery(text=text, top_k=a["top_k"])
+    # The JSON always carries every hit's legs: --explain changes only the text.
     if a["scope"] == "all":
         result = pimem.search_everywhere(door.scope(), query, on_wait=door.on_wait)
-        return Outcome(text=render_cross_repo(text, result), data=cross_repo_to_json(result))
+        return Outcome(
+            text=render_cross_repo(text, result, explain=explain), data=cross_repo_to_json(result)
+        )
     try:
         hits = pimem.search_memory(door.scope(), query, on_wait=door.on_wait)
     except NoMemoryYet as empty:  # not an error: an empty store has no hits
         return Outcome(text=str(empty), data=[], key="hits")
     return Outcome(
-        text=render_hits(text, hits), data=[hit_to_json(hit) for hit in hits], key="hits"
+        text=render_hits(text, hits, explain=explain),
+        data=[hit_to_json(hit) for hit in hits],
+        key="hits",
     )
 
 
@@ -435,11 +440,15 @@ def _skills_install(door: Door, a: Args) -> Outcome:
 # -- the table ---------------------------------------------------------------------------------
 
 SCORE_HELP = (
-    "Each hit's score is memsearch's rank fusion (RRF, k=60) of a meaning (dense) and a keyword "
-    "(BM25) ranking, divided by its maximum: 1.0 means first in both rankings, above 0.5 means "
-    "in both rankings' top k. It depends only on ranks: it orders the hits and does not measure "
-    "relevance (the best hit of a query unrelated to every entry can still score 1.0). With "
-    "memsearch's reranker configured, the score is the reranker's instead."
+    "Each hit opens with one line: the day and time it was written, its score, its chunk hash "
+    "(for `pimem expand`) and, with --all, its project; its text follows. The list's heading "
+    "says what the score is. Relevance (pimem's own ranker) runs from 0 to 1 and compares "
+    "across searches: an unrelated query scores low. memsearch's ranker gives a reciprocal "
+    "rank fusion (RRF, k=60) of a meaning (dense) and a keyword (BM25) ranking, divided by its "
+    "maximum: 1.0 means first in both rankings, above 0.5 means in both rankings' top k. It "
+    "depends only on ranks: it orders the hits and does not measure relevance (the best hit of "
+    "a query unrelated to every entry can still score 1.0). With a reranker (memsearch's, or a "
+    "plugin's) the score is the reranker's. --explain shows each retriever's rank and score."
 )
 
 _NOT_PERSISTED = (
@@ -530,6 +539,14 @@ SHARED: tuple[Command, ...] = (
                 const="all",
                 default="project",
                 help="also search every project under PI_MEMSEARCH_SCAN_ROOTS (cross-repo recall)",
+            ),
+            Param(
+                name="explain",
+                kind=Flag(),
+                flags=("--explain",),
+                default=False,
+                help="after each hit's line, one line per retriever (leg): its rank among its "
+                "candidates and its score (the JSON always has them, as legs)",
             ),
         ),
     ),

@@ -27,9 +27,10 @@ const TOOLS: ToolSpec[] = [
     label: "Memory search",
     description:
       "Search the project's shared memory (decisions, fixes, preferences recorded in earlier sessions, " +
-      "by any agent). Returns the best chunks with their chunk hash, source lines and score. The score " +
-      "is a rank fusion of meaning and keyword search (1.0 = first in both): it orders the hits, it is " +
-      "not a relevance measure, so read the chunks to judge them. " +
+      "by any agent). Returns the best chunks, each on one line with the date and time it was written, " +
+      "its score and its chunk hash (for memory_expand), then its text. The heading says what the score " +
+      "is: relevance (0 to 1, low when nothing fits) or rank fusion (it only orders the hits, so read " +
+      "the chunks to judge them). " +
       'scope "all" also searches the other projects under PI_MEMSEARCH_SCAN_ROOTS; use it after a ' +
       "project search found nothing or when the user asks about other projects.",
     promptSnippet: "Search the shared project memory for past decisions, fixes and context",

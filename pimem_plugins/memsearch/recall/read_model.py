@@ -251,8 +251,14 @@ class ReadModel:
         removals: Iterable[str] = (),
     ) -> None:
         """Make *upserts* searchable and *removals* unsearchable, from the next search on."""
+        # Rounded as a generation stores them: a chunk scores the same before and after the
+        # overlay is folded, in this process and in the next one that loads the cache.
         staged = [
-            _Pending(record, vectors, tuple(tokens(clean_text(record.content))))
+            _Pending(
+                record,
+                vectors.astype(np.float16).astype(np.float32),
+                tuple(tokens(clean_text(record.content))),
+            )
             for record, vectors in upserts
         ]
         with self._lock:

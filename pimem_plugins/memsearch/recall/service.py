@@ -44,7 +44,9 @@ log = logging.getLogger(__name__)
 BACKFILL_BATCH = 32
 #: Chunks a search embeds itself when it finds a changed file; more go to the background.
 INLINE_CHUNKS = 16
-#: Seconds between saves of the read model while changes keep coming.
+#: Facts a load from the collection embeds before it returns; more are left to the background.
+INLINE_FACTS = 256
+#: Seconds between saves of the overlay while the background backfill goes on.
 SAVE_EVERY_SECONDS = 30.0
 
 
@@ -91,6 +93,7 @@ class Recall:
         self._resolved_dir: str | None = None
         #: The saved base the overlay file belongs to (``None``: nothing saved yet).
         self._base: str | None = None
+        self._overlay_saved = 0.0
         #: Where the read model came from, for ``pimem status``.
         self.origin = "not loaded"
 
@@ -122,8 +125,15 @@ class Recall:
                 }
                 self.origin = "collection"
                 self._dirty_since = time.monotonic()
+                # A small store gets its facts now, a large one in the background.
+                while 0 < sum(len(facts(r.content)) for r in self._waiting()) <= INLINE_FACTS:
+                    self._backfill_some()
             self._loaded = True
         self.refresh(inline=INLINE_CHUNKS)
+        if self._base is None:
+            # Saved at once, so that the next process loads the cache even if this one is a
+            # `pimem search` that exits before the background work is done.
+            self.save()
         self._start_worker()
 
     @property
@@ -154,7 +164,8 @@ class Recall:
         return self._resolved_dir
 
     def changed_sources(self) -> list[str]:
-        """Store files whose stat differs from what the read model saw (gone ones included)."""
+        """Store files whose stat differs from what the read model saw (gone ones included);
+        under the refresh lock, which guards the stamps."""
         files = self._files()
         if files == self._stamps:
             return []
@@ -208,6 +219,7 @@ class Recall:
         return True
 
     def _save_overlay(self) -> None:
+        self._overlay_saved = time.monotonic()
         directory = self._collection.cache_dir()
         if directory is None or self._base is None:
             return
@@ -281,7 +293,9 @@ class Recall:
         chunks read from the collection, else folding and saving."""
         more = False
         try:
-            if self.changed_sources():
+            with self._refresh_lock:  # the stamps change under this lock only
+                changed = bool(self.changed_sources())
+            if changed:
                 self.refresh()
                 more = True
             elif self._backfill_some():
@@ -297,8 +311,11 @@ class Recall:
         if more:
             self._wake_worker()
 
+    def _waiting(self) -> list[ChunkRecord]:
+        return [r for r in self.model.records().values() if not r.facts_ready]
+
     def _backfill_some(self) -> bool:
-        waiting = [r for r in self.model.records().values() if not r.facts_ready]
+        waiting = self._waiting()
         if not waiting:
             return False
         batch: list[ChunkRecord] = []
@@ -315,10 +332,13 @@ class Recall:
             pair for pair in zip(ready, vectors, strict=True) if pair[0].chunk_hash in current
         )
         self._dirty_since = self._dirty_since or time.monotonic()
+        if self._base is not None and time.monotonic() - self._overlay_saved > SAVE_EVERY_SECONDS:
+            with self._refresh_lock:
+                self._save_overlay()
         return True
 
     def pending_facts(self) -> int:
-        return sum(1 for r in self.model.records().values() if not r.facts_ready)
+        return len(self._waiting())
 
     def save(self) -> None:
         directory = self._collection.cache_dir()
@@ -344,6 +364,8 @@ class Recall:
     # -- searching -------------------------------------------------------------------------
 
     def search(self, text: str, top_k: int) -> tuple[SearchHit, ...]:
+        """The *top_k* best hits for *text*, after taking in files changed since the last
+        search (other agents' writes) when that is quick."""
         self.load()
         self.refresh(inline=INLINE_CHUNKS)
         query = self._collection.encode([text])[0]
