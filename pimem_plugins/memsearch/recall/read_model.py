@@ -133,6 +133,12 @@ class ReadModel:
             kept = sum(1 for h in generation.positions if h not in removed and h not in added)
             return kept + len(added)
 
+    def __contains__(self, chunk_hash: object) -> bool:
+        with self._lock:
+            if chunk_hash in self._added:
+                return True
+            return chunk_hash in self._generation.positions and chunk_hash not in self._removed
+
     def records(self) -> dict[str, ChunkRecord]:
         """Every chunk now in the model, by chunk hash."""
         with self._lock:

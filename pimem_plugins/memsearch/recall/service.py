@@ -94,6 +94,8 @@ class Recall:
         #: The saved base the overlay file belongs to (``None``: nothing saved yet).
         self._base: str | None = None
         self._overlay_saved = 0.0
+        #: Chunks waiting for their facts' vectors, longest first (popped from the end).
+        self._backfill: list[ChunkRecord] = []
         #: Where the read model came from, for ``pimem status``.
         self.origin = "not loaded"
 
@@ -198,6 +200,9 @@ class Recall:
         to_embed = 0
         for source in todo:
             stamp, chunks = self._chunks(Path(source))
+            if chunks is None:
+                planned.append((source, stamp, [], set()))
+                continue
             expected = {chunk.chunk_hash for chunk in chunks}
             new = [chunk for chunk in chunks if chunk.chunk_hash not in records]
             to_embed += len(new)
@@ -229,15 +234,21 @@ class Recall:
         except OSError:
             log.warning("the read model's changes could not be saved in %s", directory)
 
-    def _chunks(self, path: Path) -> tuple[Stamp | None, list[ChunkRecord]]:
-        """memsearch's chunks of *path* with memsearch's chunk hashes (none when it is gone)."""
+    def _chunks(self, path: Path) -> tuple[Stamp | None, list[ChunkRecord] | None]:
+        """memsearch's chunks of *path* with memsearch's chunk hashes: none when it is gone,
+        ``None`` when it cannot be read."""
         from memsearch.chunker import chunk_markdown, compute_chunk_id
 
         try:
             stat = path.stat()
+        except OSError:
+            return None, []  # gone: its chunks go
+        try:
             text = path.read_bytes().decode("utf-8", errors="replace")
         except OSError:
-            return None, []
+            # Unreadable: its chunks stay as they were, and the file is not retried until its
+            # stat changes.
+            return (stat.st_mtime_ns, stat.st_size), None
         size, overlap = self._collection.chunking()
         model = self._collection.model_name()
         chunks = chunk_markdown(text, source=str(path), max_chunk_size=size, overlap_lines=overlap)
@@ -315,21 +326,23 @@ class Recall:
         return [r for r in self.model.records().values() if not r.facts_ready]
 
     def _backfill_some(self) -> bool:
-        waiting = self._waiting()
-        if not waiting:
-            return False
+        """Embed the facts of one batch of chunks that have only their chunk vector; ``False``
+        when there are none left. Shortest first: a batch pads to its longest fact."""
+        if not self._backfill:
+            self._backfill = sorted(self._waiting(), key=lambda r: -len(r.content))
+            if not self._backfill:
+                return False
         batch: list[ChunkRecord] = []
         count = 0
-        for record in sorted(waiting, key=lambda r: len(r.content)):
+        while self._backfill and count < BACKFILL_BATCH:
+            record = self._backfill.pop()
             batch.append(record)
             count += len(facts(record.content))
-            if count >= BACKFILL_BATCH:
-                break
         ready = [_ready(record) for record in batch]
         vectors = self._embed_facts(ready)
-        current = self.model.records()
+        # A chunk forgotten meanwhile stays forgotten.
         self.model.apply(
-            pair for pair in zip(ready, vectors, strict=True) if pair[0].chunk_hash in current
+            pair for pair in zip(ready, vectors, strict=True) if pair[0].chunk_hash in self.model
         )
         self._dirty_since = self._dirty_since or time.monotonic()
         if self._base is not None and time.monotonic() - self._overlay_saved > SAVE_EVERY_SECONDS:
