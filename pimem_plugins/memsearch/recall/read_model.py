@@ -103,7 +103,7 @@ class Generation:
 
     def vectors(self, position: int) -> npt.NDArray[np.float32]:
         start, end = int(self.starts[position]), int(self.starts[position + 1])
-        return self.dense.vectors[start:end].astype(np.float32)
+        return self.dense.vectors(start, end)
 
     def entries(self) -> list[tuple[ChunkRecord, npt.NDArray[np.float32]]]:
         return [(record, self.vectors(i)) for i, record in enumerate(self.records)]
