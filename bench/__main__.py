@@ -5,10 +5,11 @@ The whole benchmark suite, in three parts:
 * ``latency``: search and append latency against the memsearch CLI (2k and 20k chunks),
   capture's cost to the host, the pi adapter inside the real pi process (both pi lines) and
   auto-context (latency and relevance);
-* ``quality``: retrieval quality on generated coding sessions (1k, 10k and 50k entries) against
-  dense-only and BM25-only search, abstention, anchors and transcript turns;
-* ``scaling``: the cost of every memory operation against store size on the same worlds, beside
-  the memsearch CLI, with its curves.
+* ``quality``: retrieval quality on generated coding sessions (1k and 10k entries of seed 0, 10k
+  of seed 1), pimem's ranker beside memsearch's hybrid search on the same collection (and its
+  dense and BM25 halves alone), the relevance score, abstention, anchors and transcript turns;
+* ``scaling``: the cost of every memory operation against store size on the same worlds (and a
+  partly synthetic 100k read model), beside the memsearch CLI, with its curves.
 
 Each part writes its raw results as JSON under OUT; the report (``OUT/benchmarks.md``) is
 rendered from those files alone, and a full run publishes it as ``docs/benchmarks.md`` with
@@ -58,6 +59,16 @@ def _sizes(text: str) -> tuple[int, ...]:
     return tuple(sorted(set(sizes)))
 
 
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds are generator seeds like 0,1: {text!r}") from None
+    if not seeds or min(seeds) < 0:
+        raise argparse.ArgumentTypeError("seeds are whole numbers from 0")
+    return tuple(sorted(set(seeds)))
+
+
 def parse(argv: Sequence[str] | None, prog: str = "python -m bench") -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument(
@@ -76,7 +87,14 @@ def parse(argv: Sequence[str] | None, prog: str = "python -m bench") -> argparse
     parser.add_argument(
         "--sizes",
         type=_sizes,
-        help="entries in the searched project for quality and scaling (default 1000,10000,50000)",
+        help="entries in the searched project for quality and scaling (default: quality 1000 "
+        "and 10000, scaling 1000, 10000 and 100000)",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=_seeds,
+        help="generator seeds of the quality worlds, each at every size (default: 1000 and "
+        "10000 on seed 0, 10000 on seed 1; --sizes alone measures seed 0)",
     )
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help=f"results directory (default {DEFAULT_OUT})"
@@ -142,14 +160,12 @@ def _quality(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, A
 
     started_at = datetime.now().astimezone().isoformat(timespec="seconds")
     started = time.perf_counter()
-    plan = run.QUICK if args.quick else run.FULL
-    if args.sizes:
-        plan = replace(plan, sizes=args.sizes)
-    raw = [run.measure_size(plan, size, workdir, model, _log) for size in plan.sizes]
+    plan = (run.QUICK if args.quick else run.FULL).choose(args.sizes, args.seeds)
+    raw = [run.measure_size(plan, size, seed, workdir, model, _log) for size, seed in plan.worlds]
     summaries = [summary.summarize_size(result) for result in raw]
     meta = _meta(started_at, started, args.quick)
     return {
-        "meta": {**meta, "seed": plan.seed, "plan": asdict(plan)},
+        "meta": {**meta, "format": summary.FORMAT, "seeds": plan.seeds, "plan": asdict(plan)},
         "summaries": summaries,
         "targets": summary.targets(summaries),
         "raw": raw,
@@ -166,7 +182,7 @@ def _scaling(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, A
         plan = replace(plan, sizes=args.sizes)
     results = scaling.run_scaling(plan, workdir, model, _log)
     results["targets"] = scaling_report.targets(results["summary"])
-    results["meta"] = _meta(started_at, started, args.quick)
+    results["meta"] = _meta(started_at, started, args.quick) | {"format": scaling.FORMAT}
     return results
 
 
@@ -174,8 +190,19 @@ def _scaling(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, A
 SIZED = {"quality": ("raw", "summaries"), "scaling": ("raw", "summary")}
 
 
-def _seed(part: str, results: dict[str, Any]) -> int:
-    return int(results["meta"]["seed"] if part == "quality" else results["plan"]["seed"])
+def _key(item: dict[str, Any]) -> tuple[int, int]:
+    """A measured world: its size and its seed (scaling's are all of the plan's seed)."""
+    return int(item["size"]), int(item.get("seed", 0))
+
+
+def _compatible(part: str, fresh: dict[str, Any], previous: dict[str, Any]) -> bool:
+    """Whether *previous* may lend *fresh* the worlds it did not measure: both full runs, of
+    the same layout (and for scaling the same seed)."""
+    if previous["meta"].get("quick") or fresh["meta"]["quick"]:
+        return False
+    if previous["meta"].get("format") != fresh["meta"].get("format"):
+        return False
+    return part == "quality" or previous["plan"]["seed"] == fresh["plan"]["seed"]
 
 
 def _runs(results: dict[str, Any], sizes: list[int]) -> list[dict[str, Any]]:
@@ -198,32 +225,40 @@ def _targets(part: str, results: dict[str, Any]) -> list[dict[str, Any]]:
 def keep_other_sizes(
     part: str, fresh: dict[str, Any], previous: dict[str, Any] | None
 ) -> dict[str, Any]:
-    """*fresh* with the sizes it did not measure taken from *previous* (a store of 50,000
-    entries takes most of an hour: `--sizes 50000` adds it to the sizes already measured).
+    """*fresh* with the worlds it did not measure taken from *previous* (a world of 100,000
+    entries takes long to build: `--sizes 100000` adds it to the sizes already measured;
+    `--sizes 10000 --seeds 1` one quality world to the others).
 
-    Only a full run with the same seed is combined; its runs stay listed beside this one.
+    Only a full run of the same layout is combined; its runs stay listed beside this one.
     """
     raw_key, _ = SIZED[part]
-    measured = sorted(item["size"] for item in fresh[raw_key])
-    fresh["meta"]["runs"] = _runs(fresh, measured)
-    if (
-        previous is None
-        or previous["meta"].get("quick")
-        or fresh["meta"]["quick"]
-        or _seed(part, previous) != _seed(part, fresh)
-    ):
+    measured = sorted(_key(item) for item in fresh[raw_key])
+    fresh["meta"]["runs"] = _runs(fresh, sorted({size for size, _ in measured}))
+    if part == "quality":
+        for run in fresh["meta"]["runs"]:
+            run.setdefault("worlds", [list(world) for world in measured])
+    if previous is None or not _compatible(part, fresh, previous):
         return fresh
-    kept_sizes = {item["size"] for item in previous[raw_key]} - set(measured)
-    if not kept_sizes:
+    kept_worlds = {_key(item) for item in previous[raw_key]} - set(measured)
+    if not kept_worlds:
         return fresh
     for key in SIZED[part]:
-        kept = [item for item in previous[key] if item["size"] in kept_sizes]
-        fresh[key] = sorted(kept + fresh[key], key=lambda item: int(item["size"]))
+        kept = [item for item in previous[key] if _key(item) in kept_worlds]
+        fresh[key] = sorted(kept + fresh[key], key=lambda item: _key(item)[::-1])
     earlier = []
-    for run in _runs(previous, sorted(kept_sizes)):
-        sizes = [size for size in run["sizes"] if size in kept_sizes]
-        if sizes:
-            earlier.append({**run, "sizes": sizes})
+    for run in _runs(previous, sorted({size for size, _ in kept_worlds})):
+        worlds = [tuple(world) for world in run.get("worlds", ())] or [
+            (size, 0) for size in run["sizes"]
+        ]
+        chosen = [world for world in worlds if world in kept_worlds]
+        if chosen:
+            earlier.append(
+                {
+                    **run,
+                    "sizes": sorted({size for size, _ in chosen}),
+                    **({"worlds": [list(world) for world in chosen]} if part == "quality" else {}),
+                }
+            )
     fresh["meta"]["runs"] = earlier + fresh["meta"]["runs"]
     fresh["targets"] = _targets(part, fresh)
     return fresh
@@ -252,7 +287,7 @@ def _measure(args: argparse.Namespace, out: Path) -> None:
             path = raw_path(out, part)
             if part in SIZED:
                 previous = json.loads(path.read_text()) if path.is_file() else None
-                kept = previous if args.sizes else None
+                kept = previous if args.sizes or args.seeds else None
                 results = keep_other_sizes(part, results, kept)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(results, separators=(",", ":")) + "\n")
@@ -276,7 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for check in (check for part in results.values() for check in part["targets"]):
         chunks = check.get("chunks", check.get("size"))
         size = "-" if chunks is None else f"{chunks:,}"
-        _log(f"{'met   ' if check['met'] else 'MISSED'} {size:>7} {check['target']}")
+        seed = f"/{check['seed']}" if "seed" in check else ""
+        _log(f"{'met   ' if check['met'] else 'MISSED'} {size + seed:>9} {check['target']}")
     quick = any(part["meta"]["quick"] for part in results.values())
     if not (args.no_publish or quick):
         _log(f"published: {publish(results, out, DOCS)}")

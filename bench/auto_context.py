@@ -7,9 +7,11 @@ Per store size, on the stores the latency benchmark indexed:
    another and each ``session.before_prompt`` is timed from the request to the answer carrying
    the injection, as the host waits for it. Then the bridge's resident memory.
 2. **Relevance**: a labelled prompt set, half with a memory that answers it and half about things
-   the memory never mentions; each filter decides what it would inject: the original's
-   (memsearch's hybrid top 3 kept at a rank-fusion score ``>= 0.5``) and pimem's (the 3 chunks
-   most similar to the prompt, kept above the similarity floor).
+   the memory never mentions; each filter decides what it would inject: pimem's (its ranker's
+   3 best hits, kept at the relevance floor by the plugin's own ``select_chunks``), and the
+   earlier ones for contrast: the original's (memsearch's hybrid top 3 kept at a rank-fusion
+   score ``>= 0.5``) and pimem's with memsearch's ranker (the 3 chunks of the collection most
+   similar to the prompt, kept at a cosine similarity of 0.5).
 """
 
 from __future__ import annotations
@@ -24,15 +26,24 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.corpus import Corpus
-from pimem_plugins.auto_context import DEFAULT_MIN_SIMILARITY as DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY
+from pimem_core.types import SearchHit
+from pimem_plugins.auto_context import DEFAULT_MIN_RELEVANCE, DEFAULT_MIN_SIMILARITY, select_chunks
 
 #: The host's wait for a prompt's answer (the pi adapter's), and the issue's targets.
 HOST_CAP_MS = 300.0
 TARGET_P95_MS = {2_000: 50.0, 20_000: 120.0}
 TARGET_WITHIN_CAP = 0.99
 TARGET_RSS_MB = 700.0
+#: Issue 16's, with pimem's relevance: answerable prompts given their entry, no-answer prompts
+#: injected, prompts at a session's pace (1.5 s apart) and a bridge warm after its spawn.
+TARGET_SERVED = {2_000: 0.60, 20_000: 0.40}
+TARGET_NO_ANSWER_INJECTED = 0.02
+TARGET_SPACED_P95_MS = {20_000: 25.0}
+TARGET_WARM_S = {20_000: 5.0}
 PROMPT_LIMIT = 500
-SIMILARITY_CURVE = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65)
+#: The rank-fusion floor of the original (pi-memsearch).
+RANK_FUSION_FLOOR = 0.5
+RELEVANCE_CURVE = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 
 _ASKING = ("", "Quick question: ", "Before I change anything, ", "Remind me: ", "I forgot - ")
 _UNKNOWN_SUBJECTS = (
@@ -105,32 +116,58 @@ def judge(prompts: Sequence[LabelledPrompt], chosen: Sequence[Sequence[str]]) ->
     }
 
 
+Recall = Callable[[str], Sequence[tuple[SearchHit, float]]]
+
+
 def measure_relevance(
-    recall: Callable[[str], Sequence[tuple[Any, float]]],
-    search: Callable[[str], Sequence[Any]],
+    similar: Recall,
+    search: Callable[[str], Sequence[SearchHit]],
+    dense: Recall,
     corpus: Corpus,
 ) -> dict[str, Any]:
-    """pimem's filter (the chunks most similar to the prompt, kept above the similarity floor)
-    against the original's (memsearch's hybrid top 3, kept at a score of 0.5), and the
-    similarity floor's trade-off curve, on the labelled prompts."""
+    """pimem's filter (its ranker's best hits for the prompt, kept by the plugin's own
+    ``select_chunks`` at the default relevance floor) against the earlier ones on the same
+    labelled prompts: the original's (memsearch's hybrid top 3, kept at a score of 0.5) and
+    pimem's with memsearch's ranker (the collection's most similar chunks, kept at a cosine
+    of 0.5); and the relevance floor's trade-off curve."""
     prompts = labelled_prompts(corpus)
-    similar = [
-        [(hit.content, similarity) for hit, similarity in recall(p.text[:PROMPT_LIMIT])]
-        for p in prompts
-    ]
-    fused = [search(p.text[:PROMPT_LIMIT]) for p in prompts]
+    texts = [p.text[:PROMPT_LIMIT] for p in prompts]
+    ours = [similar(text) for text in texts]
+    kinds = sorted({hit.score_kind for hits in ours for hit, _ in hits})
+    if kinds != ["relevance"]:
+        raise RuntimeError(f"pimem's ranker was expected, got score kinds {kinds}")
 
-    def above(floor: float) -> dict[str, Any]:
-        chosen = [[content for content, sim in hits if sim >= floor] for hits in similar]
+    def kept(floor: float) -> dict[str, Any]:
+        chosen = [
+            [
+                hit.content
+                for hit in select_chunks(
+                    hits, min_similarity=DEFAULT_MIN_SIMILARITY, min_relevance=floor, snapshot=None
+                )
+            ]
+            for hits in ours
+        ]
         return {"floor": floor} | judge(prompts, chosen)
 
+    fused = [search(text) for text in texts]
+    closest = [dense(text) for text in texts]
     return {
         "prompts": len(prompts),
-        "rank_fusion_floor": judge(
-            prompts, [[hit.content for hit in hits if hit.score >= 0.5] for hits in fused]
+        "relevance_floor": kept(DEFAULT_MIN_RELEVANCE),
+        "rank_fusion_floor": {"floor": RANK_FUSION_FLOOR}
+        | judge(
+            prompts,
+            [[hit.content for hit in hits if hit.score >= RANK_FUSION_FLOOR] for hits in fused],
         ),
-        "similarity_floor": above(DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY),
-        "curve": [above(value) for value in SIMILARITY_CURVE],
+        "similarity_floor": {"floor": DEFAULT_MIN_SIMILARITY}
+        | judge(
+            prompts,
+            [
+                [hit.content for hit, cosine in hits if cosine >= DEFAULT_MIN_SIMILARITY]
+                for hits in closest
+            ],
+        ),
+        "curve": [kept(value) for value in RELEVANCE_CURVE],
     }
 
 

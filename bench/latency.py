@@ -1,15 +1,20 @@
-"""Search and append-to-searchable latency: pimem in-process against the ``memsearch`` CLI.
+"""Search and append-to-searchable latency: pimem in-process against memsearch and its CLI.
 
 For each corpus size, one store (a project with daily memory files and an isolated memsearch
 home with its own ``config.toml`` and Milvus Lite database, on the offline model) is indexed
-in-process, then measured in this order, all in this one process:
+in-process, then measured in this order, all in this one process with one ``Pimem``:
 
-1. warm L1 search through ``Pimem.search_memory`` with the database leased (default linger);
-2. where the time of one warm search goes (configuration, query embedding, database);
-3. the same searches with a linger of 0 (what ``PIMEM_DB_LINGER_MS=0`` sets), on the same
-   engine and warm embedder: the database opened and closed per call;
-4. ``memsearch search`` in a child process on the same store (the baseline);
-5. one appended entry indexed while warm, until a search finds it: pimem, then the CLI.
+1. the backfill: the read model's cache removed, the first search reads the collection and the
+   per-fact vectors are computed in the background while searches keep being answered;
+2. fresh processes on the cached read model: its memory and load time, what a first search of
+   a new process costs step by step, and ``pimem search`` timed whole;
+3. warm search through ``Pimem.search_memory`` (pimem's ranker, query embedding included)
+   interleaved with memsearch's own hybrid search on the same engine, then pimem's again with
+   the other core busy, and where each search goes step by step;
+4. memsearch's hybrid search with a linger of 0 (what ``PIMEM_DB_LINGER_MS=0`` sets): the
+   database opened and closed per call;
+5. ``memsearch search`` in a child process on the same store (the CLI baseline);
+6. one appended entry, searched before and after its index: pimem, then the CLI.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench import read_model
 from bench.corpus import Corpus, generate_corpus
 from pimem_core import Pimem
 from pimem_core.offline_model import OfflineModel
@@ -52,12 +58,18 @@ class Plan:
     sizes: tuple[int, ...]
     seed: int = 0
     warmup: int = 3
-    warm_queries: int = 50
-    breakdown_queries: int = 20
+    #: Queries through pimem's search API, each followed by memsearch's hybrid search; then
+    #: pimem's again with the other core busy.
+    warm_queries: int = 200
+    breakdown_queries: int = 40
     cold_queries: int = 30
     cli_queries: int = 8
     appends: int = 5
     cli_appends: int = 3
+    #: ``pimem search`` processes timed whole.
+    first_results: int = 5
+    #: Seconds between the searches made while the per-fact vectors are backfilled.
+    backfill_pause_s: float = 0.25
 
 
 FULL = Plan(sizes=(2_000, 20_000))
@@ -69,6 +81,7 @@ QUICK = Plan(
     cli_queries=4,
     appends=3,
     cli_appends=1,
+    first_results=2,
 )
 
 
@@ -102,8 +115,10 @@ class Store:
         return self.root / "indexed.json"
 
     def environment(self, model: OfflineModel) -> dict[str, str]:
-        """What pimem and the memsearch CLI read: this home, and the offline model."""
-        return {**os.environ, "HOME": str(self.home), **model.environment()}
+        """What pimem and the memsearch CLI read: this home, and the offline model; pimem's
+        default ranker whatever the caller's ``PIMEM_RANKER`` says."""
+        own = {key: value for key, value in os.environ.items() if key != "PIMEM_RANKER"}
+        return {**own, "HOME": str(self.home), **model.environment()}
 
 
 # -- statistics --------------------------------------------------------------------------------
@@ -331,24 +346,28 @@ def linger(index: MemsearchMemoryIndex, seconds: float) -> Iterator[None]:
 
 
 def search_samples(pimem: Pimem, scope: Scope, queries: Sequence[str]) -> list[float]:
+    """pimem's search API, one query after another (pimem's ranker)."""
+    return read_model.search_samples(pimem, scope, queries, TOP_K)
+
+
+def memsearch_samples(index: MemsearchMemoryIndex, queries: Sequence[str]) -> list[float]:
+    """memsearch's hybrid search on the engine pimem opened, one query after another."""
     samples = []
     for text in queries:
         start = time.perf_counter()
-        hits = pimem.search_memory(scope, SearchQuery(text=text, top_k=TOP_K))
+        read_model.memsearch_search(index, text, TOP_K)
         samples.append(_ms(start))
-        if not hits:
-            raise RuntimeError(f"no hits for {text!r}")
     return samples
 
 
 def breakdown_samples(
     index: MemsearchMemoryIndex, queries: Sequence[str]
 ) -> dict[str, list[float]]:
-    """Where a warm search goes: configuration, query embedding, the database's hybrid search.
+    """Where one of memsearch's warm hybrid searches goes: configuration, query embedding, the
+    database's hybrid search.
 
     The steps are the engine's own, run one by one on the backend queue (whose worker owns the
-    database); whatever a whole ``search_memory`` takes beyond them is queue hand-off, hook
-    dispatch and building the hits.
+    database); whatever a whole search takes beyond them is queue hand-off and building the hits.
     """
     engine, scope = index.engine, index.scope
     loop = asyncio.new_event_loop()
@@ -428,12 +447,19 @@ def _rank(contents: Sequence[str], token: str) -> int | None:
 def append_samples(
     pimem: Pimem, scope: Scope, corpus: Corpus, first: int, count: int
 ) -> list[dict[str, Any]]:
-    """Append an entry with the engine warm, index just its day file, search until found."""
+    """Append an entry with the engine warm and search for it at once (pimem's read model takes
+    the file's new chunks when the write returns: no index run needed), then index just its day
+    file and search until found."""
     rounds = []
     for number in range(first, first + count):
         entry, token = _probe_entry(corpus, number)
         pimem.search_memory(scope, SearchQuery(text="what did we decide about the cache"))
+        start = time.perf_counter()
         file = pimem.append_entry(scope, entry)
+        written = time.perf_counter()
+        early = pimem.search_memory(scope, SearchQuery(text=f"the {token} check", top_k=TOP_K))
+        read_your_write_ms = _ms(written)
+        written_ms = (written - start) * 1000
         start = time.perf_counter()
         report = pimem.index_memory(scope, "write", files=(file,))
         index_ms = _ms(start)
@@ -441,6 +467,9 @@ def append_samples(
         searchable_ms = _ms(start)
         rounds.append(
             {
+                "written_ms": written_ms,
+                "read_your_write_ms": read_your_write_ms,
+                "read_your_write_rank": _rank([hit.content for hit in early], token),
                 "index_ms": index_ms,
                 "searchable_ms": searchable_ms,
                 "first_search_ms": searchable_ms - index_ms,
@@ -581,12 +610,34 @@ class Rig:
 @dataclass
 class SearchRun:
     warmup_ms: list[float]
-    leased_ms: list[float]
-    #: CPU seconds of Python and native threads during the warm searches, and their wall time.
-    leased_cpu_s: dict[str, float]
+    #: pimem's search API (its ranker), one query after another.
+    pimem_ms: list[float]
+    #: The same queries again, each through pimem's search API then memsearch's hybrid
+    #: search, interleaved so both see the same load: the speed-up is taken from these.
+    paired_pimem_ms: list[float]
+    memsearch_ms: list[float]
+    #: pimem's search API again, with a process spinning on the other core.
+    busy_ms: list[float]
+    #: CPU seconds of Python and native threads during pimem's warm searches, and their wall.
+    pimem_cpu_s: dict[str, float]
+    #: pimem's search step by step (stat check, embedding, both legs, fusion).
+    pimem_breakdown_ms: dict[str, list[float]]
+    #: memsearch's hybrid search step by step (configuration, embedding, database).
     breakdown_ms: dict[str, list[float]]
     open_close_ms: dict[str, list[float]]
+    #: memsearch's hybrid search with a linger of 0 (the database opened per call).
     cold_ms: list[float]
+
+
+@dataclass
+class ReadModelRun:
+    """The read model: its backfill on a store indexed before it existed, and fresh processes
+    on its cache (memory and load, start-up step by step, ``pimem search`` whole)."""
+
+    backfill: dict[str, Any]
+    probe: dict[str, Any]
+    startup: dict[str, float]
+    first_result: dict[str, Any]
 
 
 @dataclass
@@ -613,24 +664,58 @@ class SizeRun:
     search: SearchRun
     cli: CliRun
     append: AppendRun
+    read_model: ReadModelRun
     rss: dict[str, dict[str, float]] = field(default_factory=dict)
     #: The share of the CPUs other processes took while indexing and while measuring.
     contention: dict[str, float] = field(default_factory=dict)
 
 
+def _read_model_phase(rig: Rig, log: Callable[[str], None]) -> ReadModelRun:
+    """Before any other search of this process: the backfill from the collection, then fresh
+    processes on the cache it saved."""
+    size = rig.store.size
+    log(f"{size}: the read model from the collection, its fact vectors in the background")
+    backfill = read_model.backfill(
+        rig.leased, rig.index, rig.queries, TOP_K, log, pause=rig.plan.backfill_pause_s
+    )
+    log(f"{size}: read model backfilled in {backfill['backfill_s']:.0f} s; fresh processes")
+    project, env = rig.store.project, rig.env
+    probe = read_model.probe(project, env)
+    startup = read_model.startup(project, env)
+    first = read_model.first_result_samples(project, env, rig.queries[0], rig.plan.first_results)
+    return ReadModelRun(backfill, probe, startup, first)
+
+
 def _search_phase(rig: Rig) -> SearchRun:
-    plan, scope, queries = rig.plan, rig.scope, rig.queries
+    plan, scope, queries, index = rig.plan, rig.scope, rig.queries, rig.index
     warmup_ms = search_samples(rig.leased, scope, rig.warmup)
+    # memsearch's first searches build Milvus Lite's BM25 data: not a warm search's cost.
+    memsearch_samples(index, rig.warmup)
     before, start = thread_cpu_seconds(), time.perf_counter()
-    leased_ms = search_samples(rig.leased, scope, queries)
+    pimem_ms = search_samples(rig.leased, scope, queries)
     threads = {kind: seconds - before[kind] for kind, seconds in thread_cpu_seconds().items()}
     threads["wall"] = time.perf_counter() - start
-    breakdown = breakdown_samples(rig.index, queries[: plan.breakdown_queries])
-    open_close = open_close_samples(rig.index, queries[: max(3, plan.cold_queries // 3)])
-    with linger(rig.index, 0):
-        search_samples(rig.leased, scope, rig.warmup[:1])
-        cold_ms = search_samples(rig.leased, scope, queries[: plan.cold_queries])
-    return SearchRun(warmup_ms, leased_ms, threads, breakdown, open_close, cold_ms)
+    both = read_model.side_by_side(rig.leased, index, queries, TOP_K)
+    with read_model.busy_core():
+        busy_ms = search_samples(rig.leased, scope, queries)
+    pimem_breakdown = read_model.breakdown_samples(index, queries[: plan.breakdown_queries], TOP_K)
+    breakdown = breakdown_samples(index, queries[: plan.breakdown_queries])
+    open_close = open_close_samples(index, queries[: max(3, plan.cold_queries // 3)])
+    with linger(index, 0):
+        memsearch_samples(index, rig.warmup[:1])
+        cold_ms = memsearch_samples(index, queries[: plan.cold_queries])
+    return SearchRun(
+        warmup_ms=warmup_ms,
+        pimem_ms=pimem_ms,
+        paired_pimem_ms=both["pimem"],
+        memsearch_ms=both["memsearch"],
+        busy_ms=busy_ms,
+        pimem_cpu_s=threads,
+        pimem_breakdown_ms=pimem_breakdown,
+        breakdown_ms=breakdown,
+        open_close_ms=open_close,
+        cold_ms=cold_ms,
+    )
 
 
 def _cli_phase(rig: Rig) -> CliRun:
@@ -699,7 +784,11 @@ def measure_size(
         rss = {"after_index": _rss_mb()}
         contention = {"index": CpuClock.now().others_since(clock)}
         clock = CpuClock.now()
-        log(f"{size}: pimem search, {plan.warm_queries} warm and {plan.cold_queries} cold")
+        read = _read_model_phase(rig, log)
+        log(
+            f"{size}: pimem search and memsearch's, {plan.warm_queries} warm each, then pimem's "
+            f"with the other core busy; {plan.cold_queries} of memsearch's cold"
+        )
         search = _search_phase(rig)
         log(f"{size}: memsearch CLI search, {plan.cli_queries} queries")
         cli = _cli_phase(rig)
@@ -711,82 +800,223 @@ def measure_size(
         day_file.write_text(original_day, encoding="utf-8")
         leased.index_memory(scope, "bench-restore", files=(day_file,))
         release_database(rig.index)
-    return SizeRun(size, index, reused, search, cli, append, rss, contention)
+    return SizeRun(size, index, reused, search, cli, append, read, rss, contention)
 
 
 # -- summary and targets -----------------------------------------------------------------------
 
-#: The issue's targets: warm p50 per size, speed-up over the CLI, append to searchable.
+#: The earlier issues' targets: warm p50 per size, speed-up over the CLI, append to searchable.
 TARGET_P50_MS = {2_000: 15.0, 20_000: 40.0}
 TARGET_SPEEDUP = 50.0
 TARGET_SEARCHABLE_MS = 300.0
+#: Issue 16's (pimem's own ranker), at 20,000 entries: warm p50 through pimem's search API,
+#: its spread, also with the other core busy; the speed-up over memsearch's hybrid search;
+#: the read model's memory; a new process's first result with the read model cached.
+RANKER_P50_MS = {20_000: 10.0}
+RANKER_SPREAD = 1.5
+RANKER_SPEEDUP = 10.0
+RANKER_SPEEDUP_AT = 20_000
+READ_MODEL_MB_PER_100K = 250.0
+#: Below this many entries a read model's fixed cost (its libraries' allocations) dominates,
+#: and a share per 100k entries says nothing: the memory target is judged from here up.
+READ_MODEL_MB_FROM = 20_000
+FIRST_RESULT_MS = 1_000.0
+FIRST_RESULT_AT = 20_000
 
 
 def _rounds(rounds: Sequence[Mapping[str, Any]], *keys: str) -> dict[str, dict[str, float]]:
     return {key: summarize([float(item[key]) for item in rounds]) for key in keys}
 
 
-def _found(*rounds: Sequence[Mapping[str, Any]]) -> bool:
-    return all(item["rank"] is not None for part in rounds for item in part)
+def _found(*rounds: Sequence[Mapping[str, Any]], key: str = "rank") -> bool:
+    return all(item[key] is not None for part in rounds for item in part)
+
+
+def _read_model_summary(read: ReadModelRun) -> dict[str, Any]:
+    backfill, probe = read.backfill, read.probe
+    return {
+        "backfill": {
+            key: backfill[key]
+            for key in (
+                "origin",
+                "chunks",
+                "first_search_ms",
+                "pending_at_start",
+                "pending_at_end",
+                "backfill_s",
+                "cache_saved",
+                "rss_growth_mb",
+                "pause_s",
+            )
+        }
+        | {
+            "searches": summarize(backfill["searches_ms"]),
+            "answered": len(backfill["searches_ms"]),
+        },
+        "probe": probe,
+        "mb_per_100k": probe["rss_growth_mb"] * 100_000 / max(1, probe["chunks"]),
+        "startup": read.startup,
+        "first_result": summarize(read.first_result["samples_ms"]),
+    }
 
 
 def summarize_size(run: SizeRun) -> dict[str, Any]:
     search, cli, append = run.search, run.cli, run.append
-    leased, cli_search = summarize(search.leased_ms), summarize(cli.search_ms)
+    pimem, cli_search = summarize(search.pimem_ms), summarize(cli.search_ms)
+    paired, memsearch = summarize(search.paired_pimem_ms), summarize(search.memsearch_ms)
     return {
         "chunks": run.chunks,
         "index": run.index,
         "contention": run.contention,
-        "leased": leased,
-        "leased_cpu_s": search.leased_cpu_s,
+        "pimem": pimem,
+        "paired": paired,
+        "memsearch": memsearch,
+        "busy": summarize(search.busy_ms),
+        "pimem_cpu_s": search.pimem_cpu_s,
         "cold": summarize(search.cold_ms),
         "cli": cli_search,
         "cli_floor": summarize(cli.floor_ms),
-        "speedup_p50": cli_search["p50"] / leased["p50"],
+        "speedup_p50": cli_search["p50"] / pimem["p50"],
+        "speedup_memsearch_p50": memsearch["p50"] / paired["p50"],
+        "pimem_breakdown": {
+            name: summarize(values) for name, values in search.pimem_breakdown_ms.items()
+        },
         "breakdown": {name: summarize(values) for name, values in search.breakdown_ms.items()},
         "open_close": {name: summarize(values) for name, values in search.open_close_ms.items()},
-        "append": _rounds(append.pimem, "index_ms", "searchable_ms", "first_search_ms"),
+        "append": _rounds(
+            append.pimem,
+            "written_ms",
+            "read_your_write_ms",
+            "index_ms",
+            "searchable_ms",
+            "first_search_ms",
+        ),
         "append_found": _found(append.pimem),
+        "read_your_write_found": _found(append.pimem, key="read_your_write_rank"),
         "cli_append_file": _rounds(append.cli_file, "index_ms", "searchable_ms"),
         "cli_append_store": _rounds(append.cli_store, "index_ms", "searchable_ms"),
         "cli_append_found": _found(append.cli_file, append.cli_store),
+        "read_model": _read_model_summary(run.read_model),
     }
 
 
+def _check(
+    target: str, chunks: int | None, measured: float, unit: str, met: bool
+) -> dict[str, Any]:
+    return {"target": target, "chunks": chunks, "measured": measured, "unit": unit, "met": met}
+
+
+def ranker_checks(size: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Issue 16's latency targets at one size (pimem's own ranker)."""
+    chunks = size["chunks"]
+    checks = []
+    if chunks in RANKER_P50_MS:
+        limit = RANKER_P50_MS[chunks]
+        for key, how in (("pimem", ""), ("busy", ", the other core busy")):
+            stats = size[key]
+            checks += [
+                _check(
+                    f"pimem's search p50 <= {limit:g} ms{how}",
+                    chunks,
+                    stats["p50"],
+                    "ms",
+                    stats["p50"] <= limit,
+                ),
+                _check(
+                    f"pimem's search p95 <= {RANKER_SPREAD:g}x its p50{how}",
+                    chunks,
+                    stats["p95"] / stats["p50"],
+                    "x",
+                    stats["p95"] <= RANKER_SPREAD * stats["p50"],
+                ),
+            ]
+    if chunks == RANKER_SPEEDUP_AT:
+        checks.append(
+            _check(
+                f">= {RANKER_SPEEDUP:g}x faster than memsearch's hybrid search (p50, same run)",
+                chunks,
+                size["speedup_memsearch_p50"],
+                "x",
+                size["speedup_memsearch_p50"] >= RANKER_SPEEDUP,
+            )
+        )
+    read = size["read_model"]
+    if chunks >= READ_MODEL_MB_FROM:
+        checks.append(
+            _check(
+                f"read-model memory <= {READ_MODEL_MB_PER_100K:g} MB per 100k entries",
+                chunks,
+                read["mb_per_100k"],
+                "MB",
+                read["mb_per_100k"] <= READ_MODEL_MB_PER_100K,
+            )
+            | {"detail": f"{read['probe']['rss_growth_mb']:.0f} MB at {chunks:,}"}
+        )
+    if chunks == FIRST_RESULT_AT:
+        first = read["first_result"]
+        checks.append(
+            _check(
+                f"process start to first result <= {FIRST_RESULT_MS / 1000:g} s (`pimem search`, "
+                "read model cached; median)",
+                chunks,
+                first["p50"],
+                "ms",
+                first["p50"] <= FIRST_RESULT_MS,
+            )
+        )
+    backfill = read["backfill"]
+    checks.append(
+        _check(
+            "a store indexed before the read model existed: fact vectors backfilled while "
+            "every search is answered",
+            chunks,
+            backfill["backfill_s"],
+            "s",
+            backfill["origin"] == "collection"
+            and backfill["pending_at_end"] == 0
+            and backfill["cache_saved"]
+            and backfill["answered"] > 0,
+        )
+        | {"detail": f"{backfill['answered']} searches answered during it"}
+    )
+    return checks
+
+
 def targets(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Each of the issue's targets at each measured size, with the measured value."""
+    """Each of the issues' targets at each measured size, with the measured value."""
     checks = []
     for size in summary["sizes"]:
         chunks = size["chunks"]
         if chunks in TARGET_P50_MS:
             checks.append(
-                {
-                    "target": f"warm search p50 <= {TARGET_P50_MS[chunks]:g} ms",
-                    "chunks": chunks,
-                    "measured": size["leased"]["p50"],
-                    "unit": "ms",
-                    "met": size["leased"]["p50"] <= TARGET_P50_MS[chunks],
-                }
+                _check(
+                    f"warm search p50 <= {TARGET_P50_MS[chunks]:g} ms",
+                    chunks,
+                    size["pimem"]["p50"],
+                    "ms",
+                    size["pimem"]["p50"] <= TARGET_P50_MS[chunks],
+                )
             )
         checks.append(
-            {
-                "target": f">= {TARGET_SPEEDUP:g}x faster per query than the CLI (p50)",
-                "chunks": chunks,
-                "measured": size["speedup_p50"],
-                "unit": "x",
-                "met": size["speedup_p50"] >= TARGET_SPEEDUP,
-            }
+            _check(
+                f">= {TARGET_SPEEDUP:g}x faster per query than the CLI (p50)",
+                chunks,
+                size["speedup_p50"],
+                "x",
+                size["speedup_p50"] >= TARGET_SPEEDUP,
+            )
         )
         searchable = size["append"]["searchable_ms"]
         checks.append(
-            {
-                "target": f"appended entry searchable <= {TARGET_SEARCHABLE_MS:g} ms (p50)",
-                "chunks": chunks,
-                "measured": searchable["p50"],
-                "unit": "ms",
-                "met": searchable["p50"] <= TARGET_SEARCHABLE_MS and size["append_found"],
-            }
+            _check(
+                f"appended entry searchable <= {TARGET_SEARCHABLE_MS:g} ms (p50)",
+                chunks,
+                searchable["p50"],
+                "ms",
+                searchable["p50"] <= TARGET_SEARCHABLE_MS and size["append_found"],
+            )
         )
+        checks += ranker_checks(size)
     return checks
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.latency import TARGET_P50_MS, TARGET_SEARCHABLE_MS, TOP_K
+from bench.latency import RANKER_P50_MS, TARGET_P50_MS, TARGET_SEARCHABLE_MS, TOP_K
 
 PACKAGES = ("pimem", "memsearch", "milvus-lite", "pymilvus", "onnxruntime", "tokenizers", "numpy")
 
@@ -76,9 +76,10 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 def _measured(check: Mapping[str, Any]) -> str:
     value = float(check["measured"])
     text = {
-        "x": f"{value:.0f}x",
+        "x": f"{value:.2f}x" if value < 10 else f"{value:.0f}x",
         "share": f"{value:.1%}" if 0 < value < 1 else f"{value:.0%}",
         "MB": f"{value:.0f} MB",
+        "s": f"{value:.1f} s",
     }.get(check["unit"]) or _time(value)
     return f"{text} ({check['detail']})" if check.get("detail") else text
 
@@ -91,11 +92,14 @@ SEARCH_PLOT = "search-latency.png"
 APPEND_PLOT = "append-latency.png"
 BREAKDOWN_PLOT = "search-breakdown.png"
 CONDITIONS = (
-    ("leased", "pimem, database leased (default)", "#2b7bba"),
-    ("cold", "pimem, PIMEM_DB_LINGER_MS=0", "#7fb8e0"),
+    ("pimem", "pimem's ranker (default)", "#2b7bba"),
+    ("busy", "pimem's ranker, the other core busy", "#7fb8e0"),
+    ("memsearch", "memsearch hybrid, in-process, database leased", "#f0b27a"),
+    ("cold", "memsearch hybrid, PIMEM_DB_LINGER_MS=0", "#c08552"),
     ("cli", "memsearch search (CLI)", "#d9822b"),
 )
 APPEND_PATHS = (
+    ("append", "read_your_write_ms", "pimem: write returned, until a search finds it", "#9ecae1"),
     ("append", "index_ms", "pimem: index the day file", "#7fb8e0"),
     ("append", "searchable_ms", "pimem: index + first search", "#2b7bba"),
     ("cli_append_file", "searchable_ms", "CLI: index the day file + search", "#f0b27a"),
@@ -146,12 +150,16 @@ def plot_search(summary: Mapping[str, Any], path: Path) -> None:
     width = 0.8 / len(CONDITIONS)
     for group, size in enumerate(sizes):
         target = TARGET_P50_MS.get(size["chunks"])
+        x = group - 2 * width
         if target is not None:
-            x = group - width
             ax.hlines(target, x - width / 2, x + width / 2, colors="red", linestyles="dashed")
-    ax.plot([], [], color="red", linestyle="dashed", label="target p50 (pimem, leased)")
+        target = RANKER_P50_MS.get(size["chunks"])
+        if target is not None:
+            ax.hlines(target, x - width / 2, x + width / 2, colors="purple", linestyles="dotted")
+    ax.plot([], [], color="purple", linestyle="dotted", label="issue 16 target p50 (pimem)")
+    ax.plot([], [], color="red", linestyle="dashed", label="earlier target p50 (pimem)")
     ax.set_ylabel("milliseconds per query (bar p50, whisker p95; log)")
-    ax.set_title("Warm L1 search: pimem in-process vs the memsearch CLI, same store")
+    ax.set_title("Warm L1 search: pimem's ranker beside memsearch's, same store, same run")
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -177,6 +185,13 @@ def plot_append(summary: Mapping[str, Any], path: Path) -> None:
 
 
 # The steps are timed one by one, so their p50s need not add up to the whole call's p50.
+PIMEM_STEPS = ("check", "embed", "legs", "fuse")
+
+
+def _pimem_parts(size: Mapping[str, Any]) -> dict[str, float]:
+    return {f"pimem_{name}": size["pimem_breakdown"][name]["p50"] for name in PIMEM_STEPS}
+
+
 def _warm_parts(size: Mapping[str, Any]) -> dict[str, float]:
     return {name: size["breakdown"][name]["p50"] for name in ("config", "embed", "database")}
 
@@ -189,6 +204,10 @@ def _cold_parts(size: Mapping[str, Any]) -> dict[str, float]:
 
 
 PART_COLORS = {
+    "pimem_check": "#cccccc",
+    "pimem_embed": "#2b7bba",
+    "pimem_legs": "#31a354",
+    "pimem_fuse": "#a1d99b",
     "config": "#999999",
     "embed": "#2b7bba",
     "database": "#d9822b",
@@ -198,19 +217,30 @@ PART_COLORS = {
 }
 
 
+PART_LABELS = {
+    "pimem_check": "pimem: files changed?",
+    "pimem_embed": "pimem: query embedding",
+    "pimem_legs": "pimem: dense + lexical legs",
+    "pimem_fuse": "pimem: fusion, relevance",
+    "embed": "memsearch: query embedding",
+    "database": "memsearch: database (hybrid)",
+}
+
+
 def plot_breakdown(summary: Mapping[str, Any], path: Path) -> None:
     plt = _pyplot()
     rows = []
     for size in summary["sizes"]:
         chunks = _count(size["chunks"])
-        rows.append((f"{chunks}, leased", _warm_parts(size), size["leased"]["p50"]))
-        rows.append((f"{chunks}, linger 0", _cold_parts(size), size["cold"]["p50"]))
+        rows.append((f"{chunks}, pimem", _pimem_parts(size), size["pimem"]["p50"]))
+        rows.append((f"{chunks}, memsearch leased", _warm_parts(size), size["memsearch"]["p50"]))
+        rows.append((f"{chunks}, memsearch linger 0", _cold_parts(size), size["cold"]["p50"]))
     fig, ax = plt.subplots(figsize=(8, 1.6 + 0.55 * len(rows)), layout="constrained")
     labelled: set[str] = set()
     for y, (_, parts, whole) in enumerate(rows):
         left = 0.0
         for name, value in parts.items():
-            label = None if name in labelled else name.replace("_", " ")
+            label = None if name in labelled else PART_LABELS.get(name, name.replace("_", " "))
             labelled.add(name)
             ax.barh(y, value, left=left, color=PART_COLORS[name], label=label)
             left += value
@@ -220,7 +250,7 @@ def plot_breakdown(summary: Mapping[str, Any], path: Path) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("milliseconds (p50 of each step, timed one by one)")
     ax.set_title("Where one search goes")
-    fig.legend(fontsize=8, ncol=7, loc="outside lower center")
+    fig.legend(fontsize=7, ncol=4, loc="outside lower center")
     ax.grid(axis="x", alpha=0.3)
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -317,16 +347,19 @@ def _relevance_panel(ax: Any, size: Mapping[str, Any]) -> None:
     ax.axhline(fused["irrelevant_injection_rate"], color="#d9822b", linestyle=":",
                label="rank fusion >= 0.5: no-answer injected")  # fmt: skip
     ax.axhline(fused_served, color="#2b7bba", linestyle=":", label="rank fusion >= 0.5: served")
-    ax.axvline(relevance["similarity_floor"]["floor"], color="grey", linestyle="--",
-               label="default similarity floor")  # fmt: skip
+    similar = relevance["similarity_floor"]
+    ax.axhline(similar["answerable_prompts_served"] / similar["answerable_prompts"],
+               color="#2b7bba", linestyle="-.", label="cosine >= 0.5 (memsearch's ranker): served")  # fmt: skip
+    ax.axvline(relevance["relevance_floor"]["floor"], color="grey", linestyle="--",
+               label="default relevance floor")  # fmt: skip
     ax.set_title(f"{_count(size['chunks'])} chunks, {relevance['prompts']} labelled prompts")
-    ax.set_xlabel("cosine similarity floor")
+    ax.set_xlabel("pimem's relevance floor")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
 
 
 def plot_relevance(auto_context: Mapping[str, Any], path: Path) -> None:
-    """Per size, the similarity floor's trade-off against the rank-fusion floor's point."""
+    """Per size, the relevance floor's trade-off against the earlier filters' points."""
     plt = _pyplot()
     sizes = auto_context["summary"]
     fig, axes = plt.subplots(1, len(sizes), figsize=(5.5 * len(sizes), 4.4), squeeze=False)
@@ -398,25 +431,50 @@ def _search_section(summary: Mapping[str, Any]) -> str:
                     label,
                     _time(stats["p50"]),
                     _time(stats["p95"]),
+                    f"{stats['p95'] / stats['p50']:.2f}x",
                     _time(stats["mean"]),
                     str(stats["n"]),
                 )
             )
+        paired = size["paired"]
+        rows.append(
+            (
+                _count(size["chunks"]),
+                "speed-up: memsearch hybrid p50 / pimem p50 (interleaved, pimem "
+                f"{_time(paired['p50'])} there)",
+                f"**{size['speedup_memsearch_p50']:.0f}x**",
+                "",
+                "",
+                "",
+                "",
+            )
+        )
         speedup = f"**{size['speedup_p50']:.0f}x**"
-        rows.append((_count(size["chunks"]), "speed-up: CLI p50 / pimem p50", speedup, "", "", ""))
-    return _table(("Chunks", "Condition", "p50", "p95", "mean", "n"), rows)
+        rows.append(
+            (_count(size["chunks"]), "speed-up: CLI p50 / pimem p50", speedup, "", "", "", "")
+        )
+    return _table(("Chunks", "Condition", "p50", "p95", "p95 / p50", "mean", "n"), rows)
 
 
 def _breakdown_section(summary: Mapping[str, Any]) -> str:
-    warm_rows, cold_rows = [], []
+    pimem_rows, warm_rows, cold_rows = [], [], []
     for size in summary["sizes"]:
+        parts = _pimem_parts(size)
+        pimem_rows.append(
+            (
+                _count(size["chunks"]),
+                *(_time(parts[f"pimem_{name}"]) for name in PIMEM_STEPS),
+                _time(sum(parts.values())),
+                _time(size["pimem"]["p50"]),
+            )
+        )
         warm = _warm_parts(size)
         warm_rows.append(
             (
                 _count(size["chunks"]),
                 *(_time(warm[name]) for name in ("config", "embed", "database")),
                 _time(sum(warm.values())),
-                _time(size["leased"]["p50"]),
+                _time(size["memsearch"]["p50"]),
             )
         )
         cold = _cold_parts(size)
@@ -428,6 +486,18 @@ def _breakdown_section(summary: Mapping[str, Any]) -> str:
                 _time(size["cold"]["p50"]),
             )
         )
+    pimem_table = _table(
+        (
+            "Chunks",
+            "store files changed? (stat)",
+            "query embedding",
+            "dense + lexical legs",
+            "fusion and relevance",
+            "sum of the steps",
+            "whole search p50",
+        ),
+        pimem_rows,
+    )
     warm_table = _table(
         (
             "Chunks",
@@ -443,7 +513,110 @@ def _breakdown_section(summary: Mapping[str, Any]) -> str:
         ("Chunks", "open", "first search", "close", "(warm search)", "whole cold call p50"),
         cold_rows,
     )
-    return f"{warm_table}\n\nA cold call (`PIMEM_DB_LINGER_MS=0`) adds:\n\n{cold_table}"
+    return (
+        f"pimem's ranker (`Recall.search`, its steps timed one by one):\n\n{pimem_table}\n\n"
+        f"memsearch's hybrid search on the same engine:\n\n{warm_table}\n\n"
+        "A cold call of memsearch's (`PIMEM_DB_LINGER_MS=0`; pimem's ranker never opens the "
+        f"database to search) adds:\n\n{cold_table}"
+    )
+
+
+def _read_model_section(summary: Mapping[str, Any]) -> str:
+    rows, start_rows, backfill_rows = [], [], []
+    for size in summary["sizes"]:
+        read = size["read_model"]
+        probe, startup, first = read["probe"], read["startup"], read["first_result"]
+        rows.append(
+            (
+                _count(size["chunks"]),
+                f"{probe['chunks']:,} chunks, {probe['facts']:,} facts",
+                f"{probe['load_s'] * 1000:.0f} ms (from the {probe['origin']})",
+                f"{probe['rss_growth_mb']:.0f} MB",
+                f"{read['mb_per_100k']:.0f} MB",
+                _time(probe["first_search_ms"]),
+            )
+        )
+        start_rows.append(
+            (
+                _count(size["chunks"]),
+                *(
+                    _time(startup[name] * 1000)
+                    for name in (
+                        "python",
+                        "import",
+                        "open",
+                        "embedder",
+                        "read_model",
+                        "first_search",
+                        "whole",
+                    )
+                ),
+                f"{_time(first['p50'])} (max {_time(first['max'])}, n {first['n']})",
+            )
+        )
+        backfill = read["backfill"]
+        searches = backfill["searches"]
+        backfill_rows.append(
+            (
+                _count(size["chunks"]),
+                _time(backfill["first_search_ms"]),
+                f"{backfill['pending_at_start']:,}",
+                f"{backfill['backfill_s']:.1f} s",
+                f"{backfill['answered']}",
+                f"{_time(searches['p50'])} / {_time(searches['p95'])}" if searches else "-",
+                "yes" if backfill["cache_saved"] and backfill["pending_at_end"] == 0 else "no",
+            )
+        )
+    memory = _table(
+        (
+            "Chunks",
+            "read model",
+            "load",
+            "RSS growth",
+            "per 100k entries",
+            "first search after it",
+        ),
+        rows,
+    )
+    starts = _table(
+        (
+            "Chunks",
+            "interpreter start and exit",
+            "import pimem",
+            "open pimem (plugins)",
+            "load the embedder",
+            "load the read model",
+            "first search",
+            "whole process",
+            "`pimem search` timed whole (median)",
+        ),
+        start_rows,
+    )
+    backfills = _table(
+        (
+            "Chunks",
+            "first search (reads the collection)",
+            "chunks without fact vectors then",
+            "backfill took",
+            "searches answered during it",
+            "their p50 / p95",
+            "complete and cached",
+        ),
+        backfill_rows,
+    )
+    return (
+        "A fresh process on the read model's cache (`python -m bench.read_model probe`): pimem "
+        "opened and the embedder warm first, then the read model loaded as a first search loads "
+        f"it; its resident-memory growth:\n\n{memory}\n\n"
+        "A new process, from its start to its first result (the cache present): a small script "
+        "timing each step, and `pimem search QUERY` timed whole:\n\n"
+        f"{starts}\n\n"
+        "A store indexed before the read model existed (its cache removed): the first search "
+        "reads memsearch's rows and stored chunk vectors; the per-fact vectors are computed in "
+        "the background while searches (one every "
+        f"{summary['sizes'][0]['read_model']['backfill']['pause_s']:g} s) keep being answered:"
+        f"\n\n{backfills}"
+    )
 
 
 def _append_section(summary: Mapping[str, Any]) -> str:
@@ -521,31 +694,45 @@ def _notes(summary: Mapping[str, Any]) -> list[str]:
                 "on an idle machine."
             )
     for size in sizes:
+        parts = _pimem_parts(size)
+        steps = sum(parts.values())
+        embed = parts["pimem_embed"]
+        notes.append(
+            f"At {_count(size['chunks'])} chunks, pimem's search is {_time(embed)} of query "
+            f"embedding ({_share(embed, steps)} of its steps), {_time(parts['pimem_legs'])} for "
+            f"both legs (faiss over the fact vectors, bm25s), {_time(parts['pimem_fuse'])} of "
+            f"fusion and relevance and {_time(parts['pimem_check'])} checking the store's files "
+            f"for changes; memsearch's hybrid search on the same engine takes "
+            f"{_time(size['memsearch']['p50'])}, {_time(size['breakdown']['database']['p50'])} "
+            "of it in Milvus Lite."
+        )
+    for size in sizes:
         warm, steps = _warm_parts(size), sum(_warm_parts(size).values())
         larger = "the database" if warm["database"] >= warm["embed"] else "the query embedding"
         notes.append(
-            f"At {_count(size['chunks'])} chunks, timed step by step, a warm search is "
-            f"{_time(warm['database'])} of Milvus Lite's hybrid search "
+            f"At {_count(size['chunks'])} chunks, timed step by step, a warm search of "
+            f"memsearch's is {_time(warm['database'])} of Milvus Lite's hybrid search "
             f"({_share(warm['database'], steps)}), {_time(warm['embed'])} of query embedding "
             f"({_share(warm['embed'], steps)}) and {_time(warm['config'])} of resolving "
-            f"memsearch's configuration ({_share(warm['config'], steps)}); {larger} dominates. "
-            f"The whole call's p50 is {_time(size['leased']['p50'])} against {_time(steps)} for "
-            "the steps: the queue hand-off, hook dispatch and building the hits add little "
-            "beyond the noise."
+            f"memsearch's configuration ({_share(warm['config'], steps)}); {larger} dominates."
         )
     for size in sizes:
-        cpu = size["leased_cpu_s"]
+        cpu = size["pimem_cpu_s"]
         notes.append(
-            f"During the warm searches at {_count(size['chunks'])} chunks ({cpu['wall']:.1f} s), "
+            f"During pimem's warm searches at {_count(size['chunks'])} chunks "
+            f"({cpu['wall']:.1f} s), "
             f"the process used {cpu['python']:.1f} s of CPU in Python threads and "
             f"{cpu['native']:.1f} s in native ones (the worker pools of ONNX Runtime, OpenBLAS "
-            "and gRPC, which spin while they wait for work): on a small machine they take "
-            "cores from the Python threads that do the search."
+            "and gRPC): on a small machine they take cores from the Python threads that do the "
+            "search."
         )
     if len(sizes) > 1:
         first, last = sizes[0], sizes[-1]
         notes.append(
-            f"From {_count(first['chunks'])} to {_count(last['chunks'])} chunks the database "
+            f"From {_count(first['chunks'])} to {_count(last['chunks'])} chunks pimem's search "
+            f"goes from {_time(first['pimem']['p50'])} to {_time(last['pimem']['p50'])} (its "
+            f"legs from {_time(first['pimem_breakdown']['legs']['p50'])} to "
+            f"{_time(last['pimem_breakdown']['legs']['p50'])}); memsearch's database "
             f"search grows from {_time(first['breakdown']['database']['p50'])} to "
             f"{_time(last['breakdown']['database']['p50'])}, while the query embedding does not "
             f"depend on the store ({_time(first['breakdown']['embed']['p50'])} and "
@@ -559,8 +746,9 @@ def _notes(summary: Mapping[str, Any]) -> list[str]:
             f"At {_count(size['chunks'])} chunks, opening the database costs "
             f"{_time(opened['open']['p50'])} and the first search on a fresh client "
             f"{_time(opened['first_search']['p50'])} (a warm one: "
-            f"{_time(size['breakdown']['database']['p50'])}); that is why pimem leases the "
-            f"database between calls: a cold call is {_time(size['cold']['p50'])} at p50."
+            f"{_time(size['breakdown']['database']['p50'])}); that is why memsearch's ranker "
+            "leases the database between calls: a cold call is "
+            f"{_time(size['cold']['p50'])} at p50. pimem's ranker never opens it to search."
         )
     for size in sizes:
         floor, cli = size["cli_floor"]["p50"], size["cli"]["p50"]
@@ -582,6 +770,13 @@ def _notes(summary: Mapping[str, Any]) -> list[str]:
         )
     for size in sizes:
         append = size["append"]
+        found = "found" if size["read_your_write_found"] else "NOT found"
+        notes.append(
+            f"At {_count(size['chunks'])} chunks, an appended entry is {found} by the next "
+            f"search without waiting for its index: {_time(append['read_your_write_ms']['p50'])} "
+            "from the write's return to that search's result (pimem's read model takes the day "
+            "file's new chunk when the write returns)."
+        )
         notes.append(
             f"At {_count(size['chunks'])} chunks, indexing one appended entry takes "
             f"{_time(append['index_ms']['p50'])} (memsearch re-embeds the new entry and the "
@@ -746,10 +941,16 @@ def _relevance_table(sizes: Sequence[Mapping[str, Any]]) -> str:
     rows = []
     for size in sizes:
         relevance = size["relevance"]
-        default = f"similarity >= {relevance['similarity_floor']['floor']:g} (default)"
         for label, result in (
-            ("rank fusion score >= 0.5", relevance["rank_fusion_floor"]),
-            (default, relevance["similarity_floor"]),
+            (
+                f"pimem's ranker, relevance >= {relevance['relevance_floor']['floor']:g} (default)",
+                relevance["relevance_floor"],
+            ),
+            (
+                f"memsearch's ranker, cosine similarity >= {relevance['similarity_floor']['floor']:g}",
+                relevance["similarity_floor"],
+            ),
+            ("pi-memsearch, rank fusion score >= 0.5", relevance["rank_fusion_floor"]),
         ):
             rows.append(
                 (
@@ -781,10 +982,12 @@ def _auto_context_notes(sizes: Sequence[Mapping[str, Any]]) -> list[str]:
         warm, spaced = size["warm"], size["spaced"]
         notes.append(
             f"At {_count(size['chunks'])} chunks, prompts back to back take "
-            f"{_time(warm['p50'])} at p50 and {_time(warm['p95'])} at p95. Prompts further "
+            f"{_time(warm['p50'])} at p50 and {_time(warm['p95'])} at p95; prompts further "
             "apart than the database's linger (`PIMEM_DB_LINGER_MS`, 1 s by default), as a "
             f"real session's prompts are, take {_time(spaced['p50'])} at p50 and "
-            f"{_time(spaced['p95'])} at p95: each opens Milvus Lite again."
+            f"{_time(spaced['p95'])} at p95 ({size['spaced_skipped']} answered without a "
+            "search): pimem's ranker searches its read model, so the database's linger no "
+            "longer matters to a prompt."
         )
         if size["skipped"]:
             notes.append(
@@ -793,14 +996,14 @@ def _auto_context_notes(sizes: Sequence[Mapping[str, Any]]) -> list[str]:
             )
     for size in sizes:
         relevance = size["relevance"]
-        similar = relevance["similarity_floor"]
+        ours = relevance["relevance_floor"]
         reachable = max(point["answerable_prompts_served"] for point in relevance["curve"])
         notes.append(
-            f"At {_count(size['chunks'])} chunks, {reachable} of {similar['answerable_prompts']} "
+            f"At {_count(size['chunks'])} chunks, {reachable} of {ours['answerable_prompts']} "
             "answerable prompts have their entry among auto-context's 3 hits at the lowest "
-            f"floor tried; the default floor keeps {similar['answerable_prompts_served']} of "
-            "them. The rest is the search's recall on a corpus of look-alike entries, which no "
-            "filter after it can win back."
+            f"relevance floor tried; the default floor keeps {ours['answerable_prompts_served']} "
+            "of them. The rest is the search's recall on a corpus of look-alike entries, which "
+            "no filter after it can win back."
         )
     return notes
 
@@ -817,26 +1020,28 @@ def _auto_context_section(results: Mapping[str, Any], plots: str) -> str:
 `pimem serve` with `PI_MEMSEARCH_AUTO_CONTEXT=on` on each store, driven as an adapter drives
 it: each `session.before_prompt` is timed from the request to the answer that carries the
 injection (or none), which is what the host waits for. The prompts start once auto-context
-reports its embedder warm and a first search has opened the database ({plan["warmup"]} more
-prompts untimed); half of them are answered by an entry, half are about nothing in memory.
+reports itself warm (the embedder loaded, the read model loaded from its cache and searched
+once; {plan["warmup"]} more prompts untimed); half of them are answered by an entry, half are
+about nothing in memory.
 
 ![Auto-context latency]({plots}/{AUTO_CONTEXT_PLOT})
 
 {_auto_context_latency_table(sizes, plan["pause_s"])}
 
-The bridge from its spawn (warm: the embedder loaded; idle: the start-up catch-up index done
-and the database open):
+The bridge from its spawn (warm: the embedder and the read model loaded; idle: the start-up
+catch-up index done):
 
 {_bridge_memory_table(sizes)}
 
 ### Relevance
 
 {sizes[0]["relevance"]["prompts"]} labelled prompts: half ask about one entry of the store
-(its bullets are the answer), half about subjects the store never mentions. The original's
-auto-context kept memsearch's hybrid top 3 at a rank-fusion score `>= 0.5`; pimem's takes the 3
-chunks most similar to the prompt and keeps those whose cosine similarity reaches the floor. A
-chunk counts as relevant only if it is the prompt's own entry: the corpus holds many look-alike
-entries, which the similarity filter lets through for answerable prompts.
+(its bullets are the answer), half about subjects the store never mentions. pimem's auto-context
+takes its ranker's 3 best hits for the prompt and keeps those whose relevance reaches the floor
+(the plugin's own `select_chunks`); for contrast, pimem's earlier filter with memsearch's ranker
+(the collection's 3 chunks most similar to the prompt, kept at a cosine similarity of 0.5) and
+the original's (memsearch's hybrid top 3 kept at a rank-fusion score `>= 0.5`). A chunk counts
+as relevant only if it is the prompt's own entry: the corpus holds many look-alike entries.
 
 ![Auto-context relevance]({plots}/{RELEVANCE_PLOT})
 
@@ -854,10 +1059,12 @@ def render_markdown(results: Mapping[str, Any], plots: str) -> str:
     notes = "\n".join(f"- {note}" for note in _notes(summary))
     return f"""# Latency
 
-Warm L1 search and append-to-searchable latency of pimem's in-process memsearch engine, side by
-side with the `memsearch` CLI on the same store in the same run; what the pi adapter costs inside
-the real pi process; auto-context's latency and what its relevance filter lets through. Raw
-results: [latency.json]({plots}/latency.json).
+Warm L1 search through pimem's search API, which ranks on pimem's own read model of the
+collection by default, side by side with memsearch's hybrid search on the same engine and the
+`memsearch` CLI on the same store in the same run; the read model's memory, start-up and
+backfill; append-to-searchable; what the pi adapter costs inside the real pi process;
+auto-context's latency and what its relevance filter lets through. Raw results:
+[latency.json]({plots}/latency.json).
 
 ## This run
 
@@ -884,10 +1091,15 @@ measured (after indexing): {_contention(results)}.
 
 {_breakdown_section(summary)}
 
+## The read model: memory, start-up, backfill
+
+{_read_model_section(summary)}
+
 ## One appended entry
 
-Measured from the moment the index starts (the entry is already on disk) until a search
-returns it; pimem's engine is warm (a search was just made).
+Measured from the moment the write returns until a search finds the entry (no index run:
+pimem's read model takes the file's new chunk at once), then from the moment the index starts
+until a search returns it; pimem's engine is warm (a search was just made).
 
 ![One appended entry]({plots}/{APPEND_PLOT})
 
@@ -914,20 +1126,32 @@ returns it; pimem's engine is warm (a search was just made).
   `Pimem.index_memory(scope, "bench")`.
 - **Queries**: distinct paraphrases of corpus bullets ("what caused ...", "how did we fix
   issue ...", "which tests cover ..."), top {TOP_K} hits, {plan["warmup"]} warm-up searches first.
-- **pimem, database leased**: {plan["warm_queries"]} queries through `Pimem.search_memory` in
-  this process with the default `PIMEM_DB_LINGER_MS` (1000 ms): the database stays open
-  between calls. **Linger 0**: {plan["cold_queries"]} queries with `PIMEM_DB_LINGER_MS=0`,
-  which opens and closes the database on every call.
-- **Breakdown**: the engine's steps timed one by one on its backend queue
-  ({plan["breakdown_queries"]} queries): `engine.config`, the embedder on the query,
-  `store.search` on the leased client. Timed apart, their p50s need not add up to the whole
-  call's, which also holds the queue hand-off, hook dispatch and building the hits.
+- **pimem's ranker**: {plan["warm_queries"]} queries through `Pimem.search_memory` in this
+  process (the default ranker; query embedding included), after the read model is loaded and
+  complete; then the same queries again, each followed by memsearch's hybrid search
+  (`engine.search` on the backend queue, the database leased with the default
+  `PIMEM_DB_LINGER_MS` of 1000 ms: what `PIMEM_RANKER=memsearch` serves), interleaved so both
+  see the same load (the speed-up is taken there); then pimem's again while another process
+  spins on the second core (`while True: pass`). **Linger 0**: {plan["cold_queries"]} of
+  memsearch's searches with `PIMEM_DB_LINGER_MS=0`, which opens and closes the database on
+  every call.
+- **Breakdown**: each ranker's steps timed one by one ({plan["breakdown_queries"]} queries):
+  pimem's stat check of the store's files, the query embedding, both legs' candidates, the
+  fusion with relevance; memsearch's `engine.config`, the embedder on the query, `store.search`
+  on the leased client. Timed apart, their p50s need not add up to the whole call's, which also
+  holds the queue hand-off, hook dispatch and building the hits.
+- **Read model**: the backfill first, before any other search of the process (its cache
+  removed; searches {plan["backfill_pause_s"]:g} s apart until the background worker saved the
+  cache); then fresh processes on the cache: `python -m bench.read_model probe` (resident
+  memory before and after the read model loads, pimem opened and the embedder warm first), a
+  start-up script timing each step, and `pimem search QUERY` timed whole
+  ({plan["first_results"]} runs after an untimed one).
 - **CLI**: `memsearch search QUERY -j -k 5 -c COLLECTION` in a child process with the same
   `HOME`, `HF_HOME` and `HF_HUB_OFFLINE=1`, cwd the project: wall time of the child,
   {plan["cli_queries"]} queries after one untimed call; pimem's database is released first.
 - **Appended entry**: {plan["appends"]} times, `Pimem.append_entry` with a word found nowhere
-  else, then `Pimem.index_memory(scope, "write", files=(day file,))` and a search for that
-  word, which must be among the hits. The CLI ({plan["cli_appends"]} times each):
+  else and a search for it at once, then `Pimem.index_memory(scope, "write", files=(day
+  file,))` and a search for that word, which must be among the hits. The CLI ({plan["cli_appends"]} times each):
   `memsearch index DAY_FILE -c COLLECTION` or `memsearch index MEMORY_DIR -c COLLECTION`, then
   `memsearch search`.
 - **pi** (`bench/pi_latency.py`): pi's own CLI (`node cli.js -e adapters/pi --mode rpc` or
@@ -937,8 +1161,8 @@ returns it; pimem's engine is warm (a search was just made).
   by `PIMEM_PI_TIMINGS`. The bridge counts as idle once its CPU time stood still for 1.5 s.
 - **Auto-context** (`bench/auto_context.py`): latency through a `pimem serve` child on each
   store, the same process an adapter starts, capture off; relevance in this process with the
-  engine's `recall` (hybrid search plus each hit's cosine similarity to the prompt) on the
-  backend queue, as auto-context calls it.
+  index's `similar` (pimem's ranker: the best hits with their relevance), as auto-context
+  calls it, beside memsearch's hybrid search and its dense search (the earlier filters).
 - Times are `time.perf_counter()` around each call; p95 interpolates between the closest
   ranks. RSS comes from `/proc/self/status` and `getrusage`: the peak includes indexing.
 """

@@ -1,10 +1,12 @@
 """What each memory operation costs as the store grows, against the memsearch CLI doing the same.
 
-Runs on the quality benchmark's worlds (``bench.quality``: 1k, 10k and 50k entries in the
-searched project), indexing a world first when no kept one is found. For each size, in the
-world's own isolated home and in this order:
+Runs on the quality benchmark's worlds (``bench.quality``: 1k and 10k entries in the searched
+project), indexing a world first when no kept one is found, and on a world of 100k entries
+whose read model is built directly (below). For each size, in the world's own isolated home
+and in this order:
 
-1. search (warm, in-process) and ``memsearch search``;
+1. search (warm, in-process: pimem's search API, then memsearch's hybrid search interleaved,
+   then pimem's with the other core busy) and ``memsearch search``;
 2. expand of the hits found and ``memsearch expand``;
 3. the transcript window of an anchor and ``memsearch transcript`` on it;
 4. the stable snapshot a session starts with;
@@ -14,16 +16,28 @@ world's own isolated home and in this order:
    file, and ``memsearch index`` on the whole memory directory (what a CLI hook runs);
 7. capture: ``settled`` to return, with the store's own index behind it;
 8. a bridge (``pimem serve``) from spawn to ready, to ``session.start`` answered, and prompts
-   with auto-context on, end to end, with its resident memory.
+   with auto-context on, end to end, with its resident memory;
+9. the read model in fresh processes: its memory and load from the cache, a first search's
+   start-up step by step, ``pimem search`` timed whole.
 
 Everything added is taken out again (emptied, indexed, deleted) and the chunk count checked, so
 a kept world measures the same next time.
+
+**Partly synthetic sizes** (100k entries and more): indexing that many entries with memsearch
+takes hours here (about 20 chunks/s, slower as the collection grows), so no memsearch collection
+is built. The world's files are real (generated and written like any world's), and so is the
+read model: each day file cut into chunks by memsearch's own chunker with memsearch's chunk
+hashes, exactly as pimem's read model takes a changed file, each fact embedded by the same
+model, saved as the read model's cache; pimem then loads that cache as it loads any. What is
+missing is the collection: memsearch's search, the CLI, indexing, capture and the bridge (whose
+start-up index would build it) are not measured there.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -32,7 +46,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench import auto_context, capture
+import numpy as np
+
+from bench import auto_context, capture, read_model
 from bench.latency import (
     CpuClock,
     _ms,
@@ -51,11 +67,21 @@ from pimem_core import Pimem
 from pimem_core.offline_model import OfflineModel
 from pimem_core.types import Anchor, Entry, Scope, SearchQuery, TranscriptRequest
 from pimem_plugins.memsearch.index import MemsearchMemoryIndex
+from pimem_plugins.memsearch.recall import cache
+from pimem_plugins.memsearch.recall.read_model import ChunkRecord, Generation
+from pimem_plugins.memsearch.recall.service import encoder_for
+from pimem_plugins.memsearch.recall.text import facts
 
 Log = Callable[[str], None]
 TOP_K = 5
 #: The session id of every entry this benchmark adds: none of the world's sessions has it.
 PROBE_SESSION = "bench-scaling-probe"
+#: The results' layout: results of another layout are never combined with these.
+FORMAT = 2
+#: From this size on, the read model is built directly, without a memsearch collection.
+SYNTHETIC_FROM = 100_000
+#: The identity of a directly built read model: rebuilt when any of it changes.
+READ_MODEL_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -76,9 +102,11 @@ class ScalingPlan:
     cli_appends: int = 2
     settles: int = 100
     prompts: int = 60
+    #: ``pimem search`` processes timed whole.
+    first_results: int = 5
 
 
-SCALING_FULL = ScalingPlan(sizes=(1_000, 10_000, 50_000))
+SCALING_FULL = ScalingPlan(sizes=(1_000, 10_000, 100_000), searches=100)
 SCALING_QUICK = ScalingPlan(
     sizes=(1_000,),
     searches=20,
@@ -91,6 +119,7 @@ SCALING_QUICK = ScalingPlan(
     cli_appends=1,
     settles=30,
     prompts=30,
+    first_results=2,
 )
 
 
@@ -103,6 +132,8 @@ class Rig:
     #: Questions with an answer in the store, and questions with none.
     queries: list[str]
     no_answer: list[str]
+    #: No memsearch collection: the read model was built directly (a partly synthetic size).
+    synthetic: bool = False
 
     @property
     def cwd(self) -> Path:
@@ -169,31 +200,47 @@ def added_files(rig: Rig) -> Iterator[list[Path]]:
 
 
 def measure_search(rig: Rig, plan: ScalingPlan) -> dict[str, Any]:
-    """Warm searches in-process, then the CLI on the same queries; the hits' chunk hashes."""
+    """Warm searches through pimem's search API; then the same queries each followed by
+    memsearch's hybrid search (interleaved); then pimem's with the other core busy; then the
+    CLI on the same queries. The hits' chunk hashes for expand."""
+    asked = rig.queries[plan.warmup : plan.warmup + plan.searches]
     for text in rig.queries[: plan.warmup]:
-        rig.pimem.search_memory(rig.scope, SearchQuery(text=text, top_k=TOP_K))
+        read_model.pimem_search(rig.pimem, rig.scope, text, TOP_K)
     samples: list[float] = []
     hashes: list[str] = []
-    for text in rig.queries[plan.warmup : plan.warmup + plan.searches]:
+    for text in asked:
         started = time.perf_counter()
-        hits = rig.pimem.search_memory(rig.scope, SearchQuery(text=text, top_k=TOP_K))
+        hits = read_model.pimem_search(rig.pimem, rig.scope, text, TOP_K)
         samples.append(_ms(started))
         hashes.extend(hit.chunk_hash for hit in hits[:1])
     rss = _rss_mb()
+    with read_model.busy_core():
+        busy = read_model.search_samples(rig.pimem, rig.scope, asked, TOP_K)
+    result: dict[str, Any] = {
+        "pimem_ms": samples,
+        "busy_ms": busy,
+        "rss_mb": rss,
+        "hashes": hashes,
+        "paired_pimem_ms": [],
+        "memsearch_ms": [],
+        "cli_ms": [],
+        "cli_peak_rss_mb": None,
+    }
+    if rig.synthetic:
+        return result
+    for text in rig.queries[: plan.warmup]:  # memsearch's first searches build its BM25 data
+        read_model.memsearch_search(rig.index, text, TOP_K)
+    both = read_model.side_by_side(rig.pimem, rig.index, asked, TOP_K)
     release_database(rig.index)
     cli_rss = cli_peak_rss_mb(
         rig.cwd, rig.env, "search", rig.queries[0], "-j", "-c", rig.scope.collection
     )
-    cli = [
-        rig.cli("search", text, "-j", "-k", str(TOP_K))[0]
-        for text in rig.queries[plan.warmup : plan.warmup + plan.cli_calls]
-    ]
-    return {
-        "pimem_ms": samples,
+    cli = [rig.cli("search", text, "-j", "-k", str(TOP_K))[0] for text in asked[: plan.cli_calls]]
+    return result | {
+        "paired_pimem_ms": both["pimem"],
+        "memsearch_ms": both["memsearch"],
         "cli_ms": cli,
-        "rss_mb": rss,
         "cli_peak_rss_mb": cli_rss,
-        "hashes": hashes,
     }
 
 
@@ -205,6 +252,8 @@ def measure_expand(rig: Rig, plan: ScalingPlan, hashes: Sequence[str]) -> dict[s
         started = time.perf_counter()
         rig.pimem.expand_chunk(rig.scope, chunk)
         samples.append(_ms(started))
+    if rig.synthetic:
+        return {"pimem_ms": samples, "cli_ms": []}
     release_database(rig.index)
     cli = [rig.cli("expand", chunk, "-j")[0] for chunk in chosen[: plan.cli_calls]]
     return {"pimem_ms": samples, "cli_ms": cli}
@@ -319,6 +368,8 @@ def measure_append(rig: Rig, plan: ScalingPlan) -> dict[str, Any]:
 
 def measure_capture(rig: Rig, plan: ScalingPlan, log: Log) -> dict[str, Any]:
     """``settled`` in the world's project, with the store's own index behind every capture."""
+    # The capture's session opens the database itself: this process's lease must be closed.
+    release_database(rig.index)
     with added_files(rig) as files:
         # Today may well be one of the world's days: the session's clock is set past them.
         now = _day_after_world(rig.world, 30) + timedelta(hours=12)
@@ -332,41 +383,182 @@ def measure_capture(rig: Rig, plan: ScalingPlan, log: Log) -> dict[str, Any]:
 def measure_bridge(rig: Rig, plan: ScalingPlan) -> dict[str, Any]:
     """A bridge on the world's project, from spawn to its prompts with auto-context on."""
     release_database(rig.index)
-    prompts = [*rig.queries[: plan.prompts // 2], *rig.no_answer[: plan.prompts // 2]]
+    half = plan.prompts // 2
+    prompts = [*rig.queries[:half], *rig.no_answer[: plan.prompts - half]]
     random.Random(rig.world.seed).shuffle(prompts)
     return auto_context.measure_latency(rig.cwd, rig.env, prompts, plan.warmup)
 
 
+def measure_read_model(rig: Rig, plan: ScalingPlan) -> dict[str, Any]:
+    """Fresh processes on the read model's cache: its memory and load, a first search's
+    start-up step by step, ``pimem search`` timed whole."""
+    return {
+        "probe": read_model.probe(rig.cwd, rig.env),
+        "startup": read_model.startup(rig.cwd, rig.env),
+        "first_result": read_model.first_result_samples(
+            rig.cwd, rig.env, rig.queries[0], plan.first_results
+        ),
+    }
+
+
+# -- a read model built directly (partly synthetic sizes) ----------------------------------------
+
+
+def _read_model_identity(world: World, model: OfflineModel) -> dict[str, object]:
+    return {
+        "format": READ_MODEL_FORMAT,
+        "cache_format": cache.FORMAT,
+        "size": world.size,
+        "seed": world.seed,
+        "world": world.digest(),
+        "model": model.model,
+    }
+
+
+def _read_model_marker(world: World) -> Path:
+    return world.root / "read-model.json"
+
+
+def prepare_synthetic(world: World, model: OfflineModel) -> dict[str, Any] | None:
+    """*world* written with its memsearch home (no collection); the recorded build of its read
+    model when a matching one is kept (its files then untouched: the read model's stamps are
+    their stats)."""
+    marker = _read_model_marker(world)
+    if marker.is_file():
+        recorded = json.loads(marker.read_text())
+        if recorded.get("identity") == _read_model_identity(world, model):
+            built: dict[str, Any] = recorded["build"]
+            return built
+    if world.root.exists():
+        shutil.rmtree(world.root)
+    world.write()
+    config = world.root / "home" / ".memsearch" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        f'[embedding]\nprovider = "{model.provider}"\nmodel = "{model.model}"\n\n'
+        f'[milvus]\nuri = "{world.root / "milvus.db"}"\n'
+    )
+    return None
+
+
+def build_read_model(
+    pimem: Pimem, scope: Scope, world: World, model: OfflineModel, log: Log
+) -> dict[str, Any]:
+    """The read model of *scope*'s store built directly and saved as its cache: every day file
+    cut by memsearch's chunker with memsearch's chunk hashes (the read model's own path for a
+    changed file), every distinct fact embedded once by the same model."""
+    index = memsearch_index(pimem, scope)
+    recall = read_model.recall_of(index)
+    directory = read_model.cache_directory(recall)
+    if directory is None:
+        raise RuntimeError("the read model has no cache directory")
+    started = time.perf_counter()
+    stamps: dict[str, tuple[int, int]] = {}
+    records: list[ChunkRecord] = []
+    for path in sorted(world.primary.memory_dir.glob("*.md")):
+        # The read model's own chunking of a changed file (no public name for it yet).
+        stamp, chunks = recall._chunks(path.resolve())
+        if stamp is not None:
+            stamps[str(path.resolve())] = stamp
+        records += chunks or []
+    texts = {record.chunk_hash: facts(record.content) for record in records}
+    distinct = sorted({fact for group in texts.values() for fact in group}, key=len)
+    log(f"{world.size}: {len(records):,} chunks, {len(distinct):,} distinct facts to embed")
+    encode = encoder_for(index.engine.embedder(scope), index.engine.event_loop)
+    vectors: dict[str, np.ndarray[Any, np.dtype[np.float32]]] = {}
+    embedding = time.perf_counter()
+    batch = 512
+    for start in range(0, len(distinct), batch):
+        part = distinct[start : start + batch]
+        vectors.update(zip(part, encode(part), strict=True))
+        if (start // batch) % 40 == 39:
+            rate = len(vectors) / (time.perf_counter() - embedding)
+            log(f"{world.size}: {len(vectors):,}/{len(distinct):,} facts embedded ({rate:.0f}/s)")
+    embedding_s = time.perf_counter() - embedding
+    entries = [
+        (record, np.stack([vectors[fact] for fact in texts[record.chunk_hash]]))
+        for record in records
+    ]
+    cache.save(directory, Generation.build(entries), stamps)
+    built = {
+        "chunks": len(records),
+        "facts": sum(len(group) for group in texts.values()),
+        "distinct_facts": len(distinct),
+        "embedding_s": embedding_s,
+        "facts_per_s": len(distinct) / embedding_s if embedding_s else 0.0,
+        "seconds": time.perf_counter() - started,
+    }
+    _read_model_marker(world).write_text(
+        json.dumps({"identity": _read_model_identity(world, model), "build": built})
+    )
+    return built
+
+
 # -- one size ------------------------------------------------------------------------------------
+
+
+def _queries(world: World, plan: ScalingPlan) -> tuple[list[str], list[str]]:
+    queries = build_queries(world, per_style=plan.searches, cross=0, seed=plan.seed)
+    asked = [q.text for q in queries if q.group == "project" and q.gold is not None]
+    unanswered = [q.text for q in queries if q.group == "none"]
+    return asked, unanswered
+
+
+def _ready(rig: Rig, log: Log) -> dict[str, Any]:
+    """The searched project's read model loaded and complete before anything is timed."""
+    index = rig.index
+    recall = read_model.recall_of(index)
+    started = time.perf_counter()
+    index.queue.run("bench read model", recall.load)
+    read_model.settle(recall, log, f"scaling {rig.world.size}")
+    return {
+        "origin": recall.origin,
+        "chunks": len(recall.model),
+        "ready_s": time.perf_counter() - started,
+    }
 
 
 def measure_size(
     plan: ScalingPlan, size: int, workdir: Path, model: OfflineModel, log: Log
 ) -> dict[str, Any]:
     world = generate_world(size, seed=plan.seed, root=quality.world_root(workdir, size, plan.seed))
-    queries = build_queries(world, per_style=plan.searches, cross=0, seed=plan.seed)
-    asked = [q.text for q in queries if q.group == "project" and q.gold is not None]
-    unanswered = [q.text for q in queries if q.group == "project" and q.gold is None]
-    kept = quality.prepare(world, model)
+    asked, unanswered = _queries(world, plan)
+    synthetic = size >= SYNTHETIC_FROM
     env = quality.environment_for(world, model)
+    kept = prepare_synthetic(world, model) if synthetic else quality.prepare(world, model)
     with environment(env):
         pimem = Pimem.from_env()
         scopes = {p.project.name: pimem.resolve_scope(p.directory) for p in world.projects}
         scope = scopes[world.primary.project.name]
-        if kept is None:
+        if kept is None and synthetic:
+            log(f"scaling {size}: building the read model directly (no memsearch collection)")
+            kept = build_read_model(pimem, scope, world, model, log)
+        elif kept is None:
             kept = quality.index_world(quality.Rig(world, pimem, scopes), model, log)
-        rig = Rig(world, pimem, scope, env, asked, unanswered)
-        phases: dict[str, Any] = {"chunks": rig.count(), "index_at_build": kept}
-        measures: tuple[tuple[str, Callable[[], dict[str, Any]]], ...] = (
+        rig = Rig(world, pimem, scope, env, asked, unanswered, synthetic)
+        ready = _ready(rig, log)
+        if synthetic and ready["origin"] != "cache":
+            raise RuntimeError(f"the built read model was not loaded from its cache: {ready}")
+        phases: dict[str, Any] = {
+            "chunks": ready["chunks"] if synthetic else rig.count(),
+            "synthetic": synthetic,
+            "index_at_build": kept,
+            "read_model_ready": ready,
+        }
+        measures: list[tuple[str, Callable[[], dict[str, Any]]]] = [
             ("search", lambda: measure_search(rig, plan)),
             ("expand", lambda: measure_expand(rig, plan, phases["search"]["hashes"])),
             ("transcript", lambda: measure_transcript(rig, plan)),
             ("snapshot", lambda: measure_snapshot(rig, plan)),
-            ("index", lambda: measure_index_throughput(rig, plan)),
-            ("append", lambda: measure_append(rig, plan)),
-            ("capture", lambda: measure_capture(rig, plan, log)),
-            ("bridge", lambda: measure_bridge(rig, plan)),
-        )
+        ]
+        if not synthetic:  # each needs memsearch's collection (the bridge's start-up indexes)
+            measures += [
+                ("index", lambda: measure_index_throughput(rig, plan)),
+                ("append", lambda: measure_append(rig, plan)),
+                ("capture", lambda: measure_capture(rig, plan, log)),
+                ("bridge", lambda: measure_bridge(rig, plan)),
+            ]
+        measures.append(("read_model", lambda: measure_read_model(rig, plan)))
         clock = CpuClock.now()
         for name, measure in measures:
             log(f"scaling {size}: {name}")
@@ -374,28 +566,70 @@ def measure_size(
             phases[name] = measure()
             phases[name]["phase_s"] = time.perf_counter() - started
         phases["contention"] = CpuClock.now().others_since(clock)
-        release_database(rig.index)
+        if not synthetic:
+            release_database(rig.index)
     return {"size": size, "entries": world.entries, **phases}
 
 
+def _stats(values: Sequence[float]) -> dict[str, float] | None:
+    return summarize(values) if values else None
+
+
 def summarize_size(raw: dict[str, Any]) -> dict[str, Any]:
-    """p50/p95 of every cost at one size, with the CLI's beside it where there is one."""
+    """p50/p95 of every cost at one size, with the CLI's (and memsearch's) beside it where
+    there is one; ``None`` for what a partly synthetic size does not measure."""
 
     def pair(phase: str, ours: str = "pimem_ms", theirs: str | None = "cli_ms") -> dict[str, Any]:
         values = raw[phase]
         return {
             "pimem": summarize(values[ours]),
-            "cli": summarize(values[theirs]) if theirs else None,
+            "cli": _stats(values[theirs]) if theirs else None,
         }
 
-    bridge = raw["bridge"]
-    return {
+    search = raw["search"]
+    paired, memsearch = _stats(search["paired_pimem_ms"]), _stats(search["memsearch_ms"])
+    read = raw["read_model"]
+    probe = read["probe"]
+    summary: dict[str, Any] = {
         "size": raw["size"],
         "chunks": raw["chunks"],
-        "search": pair("search"),
+        "synthetic": raw.get("synthetic", False),
+        "search": pair("search")
+        | {
+            "busy": summarize(search["busy_ms"]),
+            "paired": paired,
+            "memsearch": memsearch,
+            "speedup_memsearch": (
+                memsearch["p50"] / paired["p50"] if memsearch and paired else None
+            ),
+        },
         "expand": pair("expand"),
         "transcript": pair("transcript"),
         "snapshot": {**pair("snapshot", theirs=None), "chars": raw["snapshot"]["chars"]},
+        "read_model": {
+            "probe": probe,
+            "mb_per_100k": probe["rss_growth_mb"] * 100_000 / max(1, probe["chunks"]),
+            "startup": read["startup"],
+            "first_result": summarize(read["first_result"]["samples_ms"]),
+            "ready": raw.get("read_model_ready"),
+        },
+        "index": None,
+        "append": None,
+        "index_one": None,
+        "capture": None,
+        "bridge": None,
+        "contention": raw.get("contention"),
+        "memory": {
+            "in_process_rss_mb": search["rss_mb"]["current_mb"],
+            "cli_search_peak_rss_mb": search["cli_peak_rss_mb"],
+            "bridge_rss_mb": None,
+            "read_model_mb": probe["rss_growth_mb"],
+        },
+    }
+    if "bridge" not in raw:
+        return summary
+    bridge = raw["bridge"]
+    summary |= {
         "append": {
             **pair("append", theirs="cli_file_ms"),
             "cli_store": summarize(raw["append"]["cli_store_ms"]),
@@ -421,13 +655,9 @@ def summarize_size(raw: dict[str, Any]) -> dict[str, Any]:
             "rss_mb": bridge["rss_mb"],
             "peak_rss_mb": bridge["peak_rss_mb"],
         },
-        "contention": raw.get("contention"),
-        "memory": {
-            "in_process_rss_mb": raw["search"]["rss_mb"]["current_mb"],
-            "cli_search_peak_rss_mb": raw["search"]["cli_peak_rss_mb"],
-            "bridge_rss_mb": bridge["rss_mb"],
-        },
     }
+    summary["memory"]["bridge_rss_mb"] = bridge["rss_mb"]
+    return summary
 
 
 def run_scaling(plan: ScalingPlan, workdir: Path, model: OfflineModel, log: Log) -> dict[str, Any]:

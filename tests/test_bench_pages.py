@@ -25,20 +25,41 @@ MACHINE = {
 }
 
 
+READ_MODEL = {
+    "probe": {"chunks": 1_000, "facts": 1_800, "load_s": 0.03, "rss_growth_mb": 8.0},
+    "startup": {
+        "python": 0.1,
+        "import": 0.3,
+        "open": 0.1,
+        "embedder": 0.4,
+        "read_model": 0.05,
+        "first_search": 0.01,
+        "whole": 0.96,
+    },
+    "first_result": {"samples_ms": [900.0, 950.0]},
+}
+
+
 def raw_size(size: int, *, search_ms: float = 20.0, skipped: int = 0) -> dict[str, Any]:
     """One size's raw record, as ``bench.scaling.measure_size`` writes it."""
     return {
         "size": size,
         "entries": size * 13 // 10,
         "chunks": size * 13 // 10,
+        "synthetic": False,
         "index_at_build": {"chunks_per_s": 20.0},
+        "read_model_ready": {"origin": "cache", "chunks": size, "ready_s": 0.1},
         "search": {
             "pimem_ms": [search_ms, search_ms * 1.5],
+            "busy_ms": [search_ms, search_ms * 1.2],
+            "paired_pimem_ms": [search_ms, search_ms],
+            "memsearch_ms": [search_ms * 10, search_ms * 10],
             "cli_ms": [1500.0, 1600.0],
             "rss_mb": {"current_mb": 500.0, "peak_mb": 600.0},
             "cli_peak_rss_mb": 380.0,
             "hashes": ["0123456789abcdef"],
         },
+        "read_model": READ_MODEL,
         "expand": {"pimem_ms": [4.0], "cli_ms": [1000.0]},
         "transcript": {"pimem_ms": [1.0], "cli_ms": [700.0]},
         "snapshot": {"pimem_ms": [0.2], "chars": 5000},
@@ -70,6 +91,34 @@ def raw_size(size: int, *, search_ms: float = 20.0, skipped: int = 0) -> dict[st
     }
 
 
+def synthetic_size(size: int, *, search_ms: float = 8.0) -> dict[str, Any]:
+    """A partly synthetic size's raw record: no collection, so no CLI, index or bridge."""
+    return {
+        "size": size,
+        "entries": size * 13 // 10,
+        "chunks": size,
+        "synthetic": True,
+        "index_at_build": {"chunks": size, "facts": 2 * size, "distinct_facts": size,
+                           "embedding_s": 600.0, "facts_per_s": 300.0, "seconds": 700.0},
+        "read_model_ready": {"origin": "cache", "chunks": size, "ready_s": 0.2},
+        "search": {
+            "pimem_ms": [search_ms, search_ms * 1.2],
+            "busy_ms": [search_ms, search_ms * 1.6],
+            "paired_pimem_ms": [],
+            "memsearch_ms": [],
+            "cli_ms": [],
+            "rss_mb": {"current_mb": 700.0, "peak_mb": 800.0},
+            "cli_peak_rss_mb": None,
+            "hashes": ["0123456789abcdef"],
+        },
+        "expand": {"pimem_ms": [1.0], "cli_ms": []},
+        "transcript": {"pimem_ms": [1.0], "cli_ms": [700.0]},
+        "snapshot": {"pimem_ms": [0.2], "chars": 5000},
+        "read_model": READ_MODEL
+        | {"probe": {"chunks": size, "facts": 2 * size, "load_s": 0.2, "rss_growth_mb": 190.0}},
+    }  # fmt: skip
+
+
 def scaling_results(*sizes: dict[str, Any]) -> dict[str, Any]:
     summaries = [summarize_size(size) for size in sizes]
     return {
@@ -85,6 +134,7 @@ def scaling_results(*sizes: dict[str, Any]) -> dict[str, Any]:
             "cli_appends": 1,
             "settles": 30,
             "prompts": 2,
+            "first_results": 2,
         },
         "raw": list(sizes),
         "summary": summaries,
@@ -94,6 +144,7 @@ def scaling_results(*sizes: dict[str, Any]) -> dict[str, Any]:
             "started_at": "2026-01-01T00:00:00+00:00",
             "duration_s": 120.0,
             "quick": False,
+            "format": 2,
             "machine": MACHINE,
         },
     }
@@ -112,6 +163,21 @@ def test_the_earlier_targets_are_judged_at_ten_thousand_entries() -> None:
     assert checks["bridge RSS with auto-context on <= 700 MB"]["met"]
 
 
+def test_a_partly_synthetic_size_is_judged_on_what_it_measures(tmp_path: Path) -> None:
+    results = scaling_results(raw_size(10_000), synthetic_size(100_000))
+    checks = {check["target"]: check for check in results["targets"] if check["chunks"] == 100_000}
+    label = " (partly synthetic read model)"
+    assert checks[f"pimem's search p50 <= 20 ms{label}"]["met"]
+    assert checks[f"pimem's search p95 <= 1.5x its p50{label}"]["met"]
+    # 8 and 12.8 ms with the other core busy: p95 12.6 ms, 1.2x the p50 of 10.4 ms.
+    assert checks[f"pimem's search p95 <= 1.5x its p50, the other core busy{label}"]["met"]
+    assert checks[f"read-model memory <= 250 MB per 100k entries{label}"]["measured"] == 190.0
+    page = scaling_report.render(results, "benchmarks/scaling")
+    assert "**Partly synthetic:** 100,000 entries." in page
+    assert "| 100,000 (partly synthetic) | search | 8.8 ms | 9.5 ms | - | - |" in page
+    scaling_report.plot(results["summary"], tmp_path)  # sizes without a CLI are left out
+
+
 def test_the_page_is_rendered_from_the_json_in_out(tmp_path: Path) -> None:
     results = scaling_results(raw_size(1_000), raw_size(10_000))
     path = pages.raw_path(tmp_path, "scaling")
@@ -125,6 +191,10 @@ def test_the_page_is_rendered_from_the_json_in_out(tmp_path: Path) -> None:
     assert "### How these were measured" in page
     assert "| Cost against store size | warm search p50 <= 40 ms | 10,000 | 25.0 ms | met |" in page
     assert "| 10,000 | search | 25.0 ms | 29.5 ms | 1,550 ms | 62x |" in page
+    assert (
+        "| 10,000 | search, memsearch's hybrid (interleaved with pimem's 20.0 ms) | 200 ms | 200 ms"
+        " |  | 10x slower |" in page
+    )
     assert "| 10,000 | index one new entry | 42.5 ms | 44.8 ms | 2,500 ms | 59x |" in page
     assert (
         "![Search, expand and append against store size](benchmarks/scaling/scaling-latency.png)"

@@ -6,6 +6,7 @@ rank is 1/rank within the top 10 (MRR@10), and NDCG@10 is 1/log2(rank + 1) (the 
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import statistics
@@ -88,3 +89,16 @@ def lexical_overlap(query: str, document: str) -> float:
 def share(flags: Iterable[bool]) -> float:
     values = list(flags)
     return sum(values) / len(values) if values else 0.0
+
+
+def auc(positives: Sequence[float], negatives: Sequence[float]) -> float | None:
+    """The chance that a positive scores above a negative, ties counting half (the area under
+    the ROC curve, as the Mann-Whitney statistic); ``None`` without both kinds."""
+    if not positives or not negatives:
+        return None
+    ordered = sorted(negatives)
+    total = 0.0
+    for value in positives:
+        below = bisect.bisect_left(ordered, value)
+        total += below + (bisect.bisect_right(ordered, value) - below) / 2
+    return total / (len(positives) * len(negatives))

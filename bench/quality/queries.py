@@ -6,6 +6,9 @@
 * **cross** queries look for a fact of another project, asked from the first project's
   session with cross-repo recall: the hit must come back labelled with the right project.
 * **none** queries ask about subjects no session ever touched: the right answer is nothing.
+* **offtopic** queries ask about everyday subjects far from software (cooking, gardening,
+  travel, sport...; :mod:`bench.quality.offtopic`): the right answer is nothing, and a readable
+  relevance score is low for every one of them.
 
 A fact is only asked for when no other fact of the searched stores shares its key (what the
 queries mention), so one entry is the one right answer.
@@ -20,10 +23,11 @@ from dataclasses import dataclass
 
 from bench.quality.corpus import MemoryEntry, ProjectCorpus, World
 from bench.quality.facts import STYLES, Fact
+from bench.quality.offtopic import OFF_TOPIC
 from bench.quality.vocabulary import ABSENT
 from pimem_core.types import Anchor
 
-GROUPS = ("project", "cross", "none")
+GROUPS = ("project", "cross", "none", "offtopic")
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,8 @@ def _asked(
 
 def build_queries(world: World, *, per_style: int, cross: int, seed: int = 0) -> tuple[Query, ...]:
     """*per_style* gold facts of the first project and *cross* of the others, each asked in
-    the three styles, then every no-answer subject in the three styles."""
+    the three styles, then every no-answer subject in the three styles, then every off-topic
+    query (style ``offtopic``, kind its subject)."""
     rng = random.Random(f"{seed}:queries")
     primary = world.primary
     chosen = _candidates(primary, _keyed([primary]))
@@ -128,4 +133,8 @@ def build_queries(world: World, *, per_style: int, cross: int, seed: int = 0) ->
             Query(text=text, style=style, group="none", kind="none")
             for style, text in zip(STYLES, subject, strict=True)
         ]
+    queries += [
+        Query(text=text, style="offtopic", group="offtopic", kind=subject)
+        for subject, text in OFF_TOPIC
+    ]
     return tuple(queries)

@@ -2,14 +2,21 @@
 
 Everything runs in this process, against an isolated memsearch home (``HOME`` is the world's
 ``home/``, whose ``.memsearch/config.toml`` selects the offline model and a Milvus Lite
-database inside the world). The three rankings of a query come from the same collection:
+database inside the world), with ONE :class:`~pimem_core.Pimem` (two managers must never share
+a Milvus Lite database in one process: ADR 0012). Every ranking of a query comes from the same
+collection, in the same run:
 
-* **pimem** is ``Pimem.search_memory`` (memsearch's hybrid: dense + BM25, fused by RRF);
+* **pimem** is ``Pimem.search_memory`` with pimem's own ranker (the default, ``PIMEM_RANKER``
+  unset): its read model of the collection, one vector per fact and a lexical leg, fused;
+* **memsearch** is memsearch's own hybrid search (dense + BM25, fused by RRF) on the engine
+  pimem opened, what ``PIMEM_RANKER=memsearch`` selects: the baseline;
 * **dense** and **bm25** are the two halves of that hybrid search run alone on the collection
   through the engine's own leased client, with the request shapes memsearch uses.
 
-Database work goes through the backend queue of the index pimem opened, as pimem's own calls
-do; nothing here writes to a collection after indexing.
+Before the first query every project's read model is loaded and its per-fact vectors complete
+(a read model built from the collection gets them in the background): pimem's ranking is
+measured as it serves once warm. Database work goes through the backend queue of the index
+pimem opened, as pimem's own calls do; nothing here writes to a collection after indexing.
 """
 
 from __future__ import annotations
@@ -20,11 +27,12 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bench import read_model
 from bench.latency import environment, memsearch_index
 from bench.quality.corpus import MemoryEntry, World, generate_world
 from bench.quality.metrics import lexical_overlap, rank_of
@@ -33,9 +41,9 @@ from bench.quality.sessions import SessionFile
 from pimem_core import Pimem
 from pimem_core.offline_model import OfflineModel
 from pimem_core.types import Anchor, Scope, SearchHit, SearchQuery, Transcript, TranscriptRequest
-from pimem_plugins.auto_context import DEFAULT_MIN_SIMILARITY as DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY
 from pimem_plugins.memsearch.engine import parse_anchor
 from pimem_plugins.memsearch.index import MemsearchMemoryIndex
+from pimem_plugins.memsearch.recall.ranking import RELEVANCE_THRESHOLD
 
 #: The store's identity: a kept world is reused only when all of it matches.
 STORE_FORMAT = 1
@@ -44,22 +52,46 @@ TOP_K = 10
 RECALL_K = 3
 #: pi-memsearch's auto-context floor: memsearch's rank-fusion score.
 MEMSEARCH_FLOOR = 0.5
+#: pimem's auto-context floor with memsearch's ranker: the cosine similarity (ADR 0008).
+SIMILARITY_FLOOR = 0.5
 #: Environment variables that would point pimem or memsearch away from the world's store.
 _FOREIGN = re.compile(r"^(PIMEM_|PI_MEMSEARCH_|MEMSEARCH_)")
 
 Log = Callable[[str], None]
 
 
+#: A world: (entries in the searched project, generator seed).
+WorldKey = tuple[int, int]
+
+
 @dataclass(frozen=True)
 class Plan:
-    sizes: tuple[int, ...]
-    seed: int = 0
+    #: Every setting of pimem's ranker was chosen on (1,000, 0) only; the others report it fixed.
+    worlds: tuple[WorldKey, ...]
     per_style: int = 200
     cross: int = 30
 
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(sorted({size for size, _ in self.worlds}))
 
-QUICK = Plan(sizes=(1_000,), per_style=50, cross=10)
-FULL = Plan(sizes=(1_000, 10_000))
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return tuple(sorted({seed for _, seed in self.worlds}))
+
+    def choose(self, sizes: Sequence[int] | None, seeds: Sequence[int] | None) -> Plan:
+        """The plan for ``--sizes`` and ``--seeds``: every size at every seed; sizes alone are
+        on seed 0, seeds alone at every size of this plan; neither, this plan's worlds."""
+        if sizes is None and seeds is None:
+            return self
+        chosen_sizes = tuple(sizes) if sizes is not None else self.sizes
+        chosen_seeds = tuple(seeds) if seeds is not None else (0,)
+        worlds = tuple((size, seed) for seed in chosen_seeds for size in chosen_sizes)
+        return replace(self, worlds=tuple(sorted(set(worlds), key=lambda world: world[::-1])))
+
+
+QUICK = Plan(worlds=((1_000, 0),), per_style=50, cross=10)
+FULL = Plan(worlds=((1_000, 0), (10_000, 0), (10_000, 1)))
 
 
 # -- the store ---------------------------------------------------------------------------------
@@ -200,10 +232,35 @@ def single_retrievers(index: MemsearchMemoryIndex, text: str) -> dict[str, list[
     return index.queue.run("bench-single", search)
 
 
-def recall(index: MemsearchMemoryIndex, text: str) -> tuple[tuple[SearchHit, float], ...]:
-    """What auto-context sees: the 3 chunks most similar to the query, with their similarity."""
+def memsearch_search(index: MemsearchMemoryIndex, text: str, top_k: int) -> tuple[SearchHit, ...]:
+    """memsearch's own hybrid search on the engine pimem opened: the baseline ranker (what
+    ``PIMEM_RANKER=memsearch`` serves), on the same collection."""
+    engine, scope = index.engine, index.scope
+    return index.queue.run("bench-memsearch", lambda: engine.search(scope, text, top_k))
+
+
+def similarity_recall(
+    index: MemsearchMemoryIndex, text: str
+) -> tuple[tuple[SearchHit, float], ...]:
+    """What auto-context saw with memsearch's ranker: the 3 chunks most similar to the query
+    in the collection, with their cosine similarity."""
     engine, scope = index.engine, index.scope
     return index.queue.run("bench-recall", lambda: engine.recall(scope, text, RECALL_K))
+
+
+def pimem_search(pimem: Pimem, scope: Scope, text: str, top_k: int) -> tuple[SearchHit, ...]:
+    """pimem's search API with its own ranker; refused when another ranker answered (the
+    benchmark must never measure memsearch twice under two names)."""
+    hits = pimem.search_memory(scope, SearchQuery(text=text, top_k=top_k))
+    if any(hit.score_kind != "relevance" for hit in hits):
+        raise RuntimeError(
+            f"pimem's ranker was expected, got score kinds {sorted({h.score_kind for h in hits})}"
+        )
+    return hits
+
+
+def _top(hits: Sequence[SearchHit], rank: int | None) -> dict[str, Any] | None:
+    return None if not hits else {"score": hits[0].score, "right": rank == 1}
 
 
 def _ids(contents: Iterable[str]) -> list[str]:
@@ -248,25 +305,41 @@ def ask(rig: Rig, query: Query, seen: Seen) -> dict[str, Any]:
         record["hash"] = None if rank is None else hits[rank - 1].chunk_hash
         record["label"] = None if rank is None else labels[rank - 1]
         return record
-    scope = rig.primary
+    scope, index = rig.primary, rig.index
     ranks: dict[str, int | None] = {}
-    hybrid = rig.pimem.search_memory(scope, SearchQuery(text=query.text, top_k=TOP_K))
-    ranks["pimem"] = rank_of(_ids(seen.add(hit.content for hit in hybrid)), gold or "")
-    top5 = rig.pimem.search_memory(scope, SearchQuery(text=query.text, top_k=5))
-    ranks["pimem_k5"] = rank_of(_ids(seen.add(hit.content for hit in top5)), gold or "")
-    for name, contents in single_retrievers(rig.index, query.text).items():
+
+    def ranked(hits: Iterable[SearchHit]) -> int | None:
+        return rank_of(_ids(seen.add(hit.content for hit in hits)), gold or "")
+
+    ours = pimem_search(rig.pimem, scope, query.text, TOP_K)
+    ranks["pimem"] = ranked(ours)
+    ranks["pimem_k5"] = ranked(pimem_search(rig.pimem, scope, query.text, 5))
+    baseline = memsearch_search(index, query.text, TOP_K)
+    ranks["memsearch"] = ranked(baseline)
+    ranks["memsearch_k5"] = ranked(memsearch_search(index, query.text, 5))
+    for name, contents in single_retrievers(index, query.text).items():
         ranks[name] = rank_of(_ids(seen.add(contents)), gold or "")
     record["ranks"] = ranks
+    record["top"] = {
+        "pimem": _top(ours, ranks["pimem"]),
+        "memsearch": _top(baseline, ranks["memsearch"]),
+    }
     position = ranks["pimem"]
-    record["hash"] = None if position is None else hybrid[position - 1].chunk_hash
-    recalled = recall(rig.index, query.text)
-    seen.add(hit.content for hit, _ in recalled)
+    record["hash"] = None if position is None else ours[position - 1].chunk_hash
+    # What auto-context sees with pimem's ranker: the best hits with their relevance.
+    similar = index.similar(query.text, RECALL_K)
+    seen.add(hit.content for hit, _ in similar)
     record["recall"] = [
-        {"similarity": similarity, "gold": hit_id(hit.content) == gold}
-        for hit, similarity in recalled
+        {"score": relevance, "gold": hit_id(hit.content) == gold} for hit, relevance in similar
     ]
-    # The original's auto-context: memsearch's hybrid top 3, kept on its score.
-    fused = rig.pimem.search_memory(scope, SearchQuery(text=query.text, top_k=RECALL_K))
+    # With memsearch's ranker: the collection's most similar chunks, kept on their cosine.
+    dense = similarity_recall(index, query.text)
+    seen.add(hit.content for hit, _ in dense)
+    record["similarity_recall"] = [
+        {"score": similarity, "gold": hit_id(hit.content) == gold} for hit, similarity in dense
+    ]
+    # The original's (pi-memsearch): memsearch's hybrid top 3, kept on its score.
+    fused = memsearch_search(index, query.text, RECALL_K)
     seen.add(hit.content for hit in fused)
     record["hybrid_recall"] = [
         {"score": hit.score, "gold": hit_id(hit.content) == gold} for hit in fused
@@ -400,16 +473,43 @@ def secret_exposure(world: World, seen: Seen) -> dict[str, int]:
 # -- one size ----------------------------------------------------------------------------------
 
 
+def ready_read_models(rig: Rig, log: Log) -> dict[str, Any]:
+    """Load every project's read model and wait until each has its per-fact vectors (a read
+    model built from the collection computes them in the background, then saves its cache):
+    the rankings below are those of a warm, complete read model."""
+    ready = {}
+    for name, scope in rig.scopes.items():
+        index = memsearch_index(rig.pimem, scope)
+        recall = index.recall
+        if recall is None:
+            raise RuntimeError("pimem's ranker is off (PIMEM_RANKER): nothing to compare")
+        began = time.perf_counter()
+        index.queue.run("bench read model", recall.load)
+        loaded = time.perf_counter() - began
+        read_model.settle(recall, log, name)
+        ready[name] = {
+            "origin": recall.origin,
+            "load_s": loaded,
+            "ready_s": time.perf_counter() - began,
+            "chunks": len(recall.model),
+            "pending_facts": recall.pending_facts(),
+        }
+        log(f"{name}: read model from the {recall.origin}, ready in {ready[name]['ready_s']:.1f} s")
+    return ready
+
+
 def measure_size(
-    plan: Plan, size: int, workdir: Path, model: OfflineModel, log: Log
+    plan: Plan, size: int, seed: int, workdir: Path, model: OfflineModel, log: Log
 ) -> dict[str, Any]:
-    """Everything measured on the world of *size* entries: raw records and timings."""
+    """Everything measured on the world of *size* entries and *seed*: raw records, timings."""
     started = time.perf_counter()
-    world = generate_world(size, seed=plan.seed, root=world_root(workdir, size, plan.seed))
-    queries = build_queries(world, per_style=plan.per_style, cross=plan.cross, seed=plan.seed)
+    world = generate_world(size, seed=seed, root=world_root(workdir, size, seed))
+    queries = build_queries(world, per_style=plan.per_style, cross=plan.cross, seed=seed)
     timings = {"generate_s": time.perf_counter() - started}
+    label = f"{size}/seed {seed}"
     log(
-        f"{size}: {world.entries} entries in {len(world.projects)} projects, {len(queries)} queries"
+        f"{label}: {world.entries} entries in {len(world.projects)} projects, "
+        f"{len(queries)} queries"
     )
     kept = prepare(world, model)
     timings["write_s"] = time.perf_counter() - started - timings["generate_s"]
@@ -422,10 +522,13 @@ def measure_size(
         rig = Rig(world=world, pimem=pimem, scopes=scopes)
         if kept is None:
             index = index_world(rig, model, log)
-            log(f"{size}: indexed {index['chunks']} chunks at {index['chunks_per_s']:.1f}/s")
+            log(f"{label}: indexed {index['chunks']} chunks at {index['chunks_per_s']:.1f}/s")
         else:
             index = kept
-            log(f"{size}: reusing the indexed world in {world.root}")
+            log(f"{label}: reusing the indexed world in {world.root}")
+        began = time.perf_counter()
+        read_model = ready_read_models(rig, log)
+        timings["read_model_s"] = time.perf_counter() - began
         seen = Seen(set())
         began = time.perf_counter()
         records = []
@@ -435,7 +538,7 @@ def measure_size(
                 record["gold"] = gold_id(query.gold)
             records.append(record)
             if number % 100 == 0:
-                log(f"{size}: {number}/{len(queries)} queries")
+                log(f"{label}: {number}/{len(queries)} queries")
         timings["queries_s"] = time.perf_counter() - began
         began = time.perf_counter()
         checks = anchors_and_turns(rig, records, log)
@@ -444,6 +547,7 @@ def measure_size(
     timings["total_s"] = time.perf_counter() - started
     return {
         "size": size,
+        "seed": seed,
         "entries": {project.project.name: len(project.entries) for project in world.projects},
         "sessions": {
             "files": sum(len(p.sessions) for p in world.projects),
@@ -452,12 +556,14 @@ def measure_size(
         },
         "index": index,
         "index_reused": kept is not None,
+        "read_model": read_model,
         "records": records,
         **checks,
         "secrets": secret_exposure(world, seen),
         "timings": timings,
         "floors": {
-            "pimem_similarity": DEFAULT_AUTO_CONTEXT_MIN_SIMILARITY,
+            "pimem_relevance": RELEVANCE_THRESHOLD,
+            "pimem_similarity": SIMILARITY_FLOOR,
             "memsearch_score": MEMSEARCH_FLOOR,
         },
     }
