@@ -104,6 +104,8 @@ class ScalingPlan:
     prompts: int = 60
     #: ``pimem search`` processes timed whole.
     first_results: int = 5
+    #: Searches timed step by step (where pimem's search goes).
+    breakdown: int = 40
 
 
 SCALING_FULL = ScalingPlan(sizes=(1_000, 10_000, 100_000), searches=100)
@@ -120,6 +122,7 @@ SCALING_QUICK = ScalingPlan(
     settles=30,
     prompts=30,
     first_results=2,
+    breakdown=10,
 )
 
 
@@ -216,9 +219,11 @@ def measure_search(rig: Rig, plan: ScalingPlan) -> dict[str, Any]:
     rss = _rss_mb()
     with read_model.busy_core():
         busy = read_model.search_samples(rig.pimem, rig.scope, asked, TOP_K)
+    steps = read_model.breakdown_samples(rig.index, asked[: plan.breakdown], TOP_K)
     result: dict[str, Any] = {
         "pimem_ms": samples,
         "busy_ms": busy,
+        "breakdown_ms": steps,
         "rss_mb": rss,
         "hashes": hashes,
         "paired_pimem_ms": [],
@@ -597,6 +602,9 @@ def summarize_size(raw: dict[str, Any]) -> dict[str, Any]:
         "search": pair("search")
         | {
             "busy": summarize(search["busy_ms"]),
+            "steps": {
+                name: summarize(values) for name, values in search.get("breakdown_ms", {}).items()
+            },
             "paired": paired,
             "memsearch": memsearch,
             "speedup_memsearch": (

@@ -426,6 +426,31 @@ def _read_model_rows(summaries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     return rows
 
 
+STEPS = (
+    ("check", "store files changed? (stat)"),
+    ("embed", "query embedding"),
+    ("legs", "dense + lexical legs"),
+    ("fuse", "fusion and relevance"),
+)
+
+
+def _step_rows(summaries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    rows = []
+    for size in summaries:
+        steps = size["search"].get("steps") or {}
+        if not steps:
+            continue
+        rows.append(
+            [
+                _label(size),
+                *(_ms(steps[name]["p50"]) for name, _ in STEPS),
+                _ms(sum(steps[name]["p50"] for name, _ in STEPS)),
+                _ms(size["search"]["pimem"]["p50"]),
+            ]
+        )
+    return rows
+
+
 def _session_rows(summaries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     rows = []
     for size in summaries:
@@ -522,6 +547,13 @@ def render(results: Mapping[str, Any], plots: str) -> str:
         *_table(
             ("Entries", "Operation", "pimem p50", "pimem p95", "CLI p50", "CLI / pimem"),
             _pair_rows(summaries),
+        ),
+        "Where pimem's search goes, its steps timed one by one (p50; as `Recall.search` runs "
+        "them):",
+        "",
+        *_table(
+            ("Entries", *(label for _, label in STEPS), "sum of the steps", "whole search p50"),
+            _step_rows(summaries),
         ),
         "The read model in fresh processes (its cache present): chunks and facts, the load, "
         "the resident memory it adds, and a new process's first search step by step "

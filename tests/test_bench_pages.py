@@ -52,6 +52,7 @@ def raw_size(size: int, *, search_ms: float = 20.0, skipped: int = 0) -> dict[st
         "search": {
             "pimem_ms": [search_ms, search_ms * 1.5],
             "busy_ms": [search_ms, search_ms * 1.2],
+            "breakdown_ms": {"check": [1.0], "embed": [4.0], "legs": [1.0], "fuse": [0.2]},
             "paired_pimem_ms": [search_ms, search_ms],
             "memsearch_ms": [search_ms * 10, search_ms * 10],
             "cli_ms": [1500.0, 1600.0],
@@ -175,6 +176,7 @@ def test_a_partly_synthetic_size_is_judged_on_what_it_measures(tmp_path: Path) -
     page = scaling_report.render(results, "benchmarks/scaling")
     assert "**Partly synthetic:** 100,000 entries." in page
     assert "| 100,000 (partly synthetic) | search | 8.8 ms | 9.5 ms | - | - |" in page
+    assert "| 10,000 | 1.0 ms | 4.0 ms | 1.0 ms | 0.2 ms | 6.2 ms | 25.0 ms |" in page
     scaling_report.plot(results["summary"], tmp_path)  # sizes without a CLI are left out
 
 
