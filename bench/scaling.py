@@ -546,6 +546,7 @@ def measure_size(
             raise RuntimeError(f"the built read model was not loaded from its cache: {ready}")
         phases: dict[str, Any] = {
             "chunks": ready["chunks"] if synthetic else rig.count(),
+            "day_files": sum(1 for _ in world.primary.memory_dir.glob("*.md")),
             "synthetic": synthetic,
             "index_at_build": kept,
             "read_model_ready": ready,
@@ -598,6 +599,7 @@ def summarize_size(raw: dict[str, Any]) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "size": raw["size"],
         "chunks": raw["chunks"],
+        "day_files": raw.get("day_files"),
         "synthetic": raw.get("synthetic", False),
         "search": pair("search")
         | {

@@ -371,7 +371,7 @@ def _notes(
             for size in summaries
         )
         + " entries; it loads from its cache in "
-        + ", ".join(f"{size['read_model']['probe']['load_s'] * 1000:.0f} ms" for size in summaries)
+        + ", ".join(_ms(size["read_model"]["probe"]["load_s"] * 1000) for size in summaries)
         + ".",
         "- Expand (p50) goes from "
         + _growth(summaries, lambda size: size["expand"]["pimem"]["p50"])
@@ -391,6 +391,26 @@ def _notes(
             "flushed, so a first index of N entries costs about N squared. That is why the "
             "largest size's read model is built without memsearch (see below)."
         )
+    largest = summaries[-1]
+    steps = largest["search"].get("steps") or {}
+    if steps:
+        files = largest.get("day_files")
+        notes.append(
+            f"- At {largest['size']:,} entries pimem's search spends "
+            f"{_ms(steps['check']['p50'])} checking the store's "
+            + (f"{files:,} " if files else "")
+            + "day files for changes (a stat of each, on every search), "
+            f"{_ms(steps['legs']['p50'])} in both legs (faiss over the fact vectors, bm25s, and "
+            f"the candidates' scores gathered in Python), {_ms(steps['embed']['p50'])} embedding "
+            f"the query and {_ms(steps['fuse']['p50'])} fusing: the first two grow with the store, "
+            "the embedding does not."
+        )
+    expand = largest["expand"]["pimem"]["p50"]
+    if largest.get("synthetic") and expand > 5:
+        notes.append(
+            f"- Expand takes {_ms(expand)} at {largest['size']:,} entries: the read model "
+            "looks the hash up in a map of every chunk that it builds on each call."
+        )
     synthetic = [size for size in summaries if size.get("synthetic")]
     for size in synthetic:
         built_with = size["read_model"]["ready"] or {}
@@ -398,7 +418,7 @@ def _notes(
             f"- {size['size']:,} entries are partly synthetic: no memsearch collection exists, so "
             "memsearch's search, the CLI, indexing, append, capture and the bridge are not "
             f"measured there; the read model ({built_with.get('chunks', 0):,} chunks) was loaded "
-            f"from its cache ({built_with.get('origin', '?')}) as any is."
+            f"from its {built_with.get('origin', '?')} as any is."
         )
     missed = [check for check in checks if not check["met"]]
     for check in missed:
@@ -415,7 +435,7 @@ def _read_model_rows(summaries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
             [
                 _label(size),
                 f"{probe['chunks']:,} / {probe['facts']:,}",
-                f"{probe['load_s'] * 1000:.0f} ms",
+                _ms(probe["load_s"] * 1000),
                 f"{probe['rss_growth_mb']:.0f} MB ({read['mb_per_100k']:.0f} MB per 100k)",
                 _ms(startup["embedder"] * 1000),
                 _ms(startup["read_model"] * 1000),

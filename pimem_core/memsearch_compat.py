@@ -14,6 +14,7 @@ memsearch calls on its backend queue's worker); they restore what they replaced.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,11 @@ def merged_config(global_path: Path, project_path: Path) -> Any:
 # -- embedding ----------------------------------------------------------------------------------
 
 
+def _usable_cpus() -> int:
+    affinity = getattr(os, "sched_getaffinity", None)  # not on macOS
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
 @contextlib.contextmanager
 def onnx_sessions_without_spinning() -> Iterator[None]:
     """ONNX Runtime sessions created meanwhile have idle worker threads that sleep.
@@ -74,6 +80,11 @@ def onnx_sessions_without_spinning() -> Iterator[None]:
 
     def quiet(path: object, sess_options: Any = None, *args: Any, **kwargs: Any) -> Any:
         options = sess_options if sess_options is not None else onnxruntime.SessionOptions()
+        if not options.intra_op_num_threads:
+            # ONNX Runtime's default counts physical cores, one on a 2-vCPU machine: two
+            # sleeping threads embed a query in 3.1 ms against 4.8 (3.5 against 4.2 with the
+            # other core busy).
+            options.intra_op_num_threads = min(4, _usable_cpus())
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         return create(path, options, *args, **kwargs)

@@ -22,6 +22,7 @@ import contextlib
 import fcntl
 import functools
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -125,10 +126,12 @@ def installed_model(environ: Mapping[str, str] | None = None) -> OfflineModel | 
 def revision() -> str:
     """The commit-like id of the cached repository: it changes whenever the recipe does.
 
-    Computed once: it hashes files of the installed package, which do not change while it runs."""
-    from pimem_core import minilm_graph
-
-    recipe = hashlib.sha1(Path(minilm_graph.__file__).read_bytes())
+    Computed once: it hashes files of the installed package, which do not change while it runs.
+    The recipe module is found, not imported: it imports onnx, a second of every start-up."""
+    spec = importlib.util.find_spec("pimem_core.minilm_graph")
+    if spec is None or spec.origin is None:
+        raise PimemError("pimem is installed incompletely: pimem_core.minilm_graph is missing")
+    recipe = hashlib.sha1(Path(spec.origin).read_bytes())
     recipe.update(f"{WEIGHTS_WHEEL} {WEIGHTS_SHA256}".encode())
     recipe.update(REFERENCE.read_bytes())
     return recipe.hexdigest()

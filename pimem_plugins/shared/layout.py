@@ -7,6 +7,7 @@ and the repository directory are public, in :mod:`pimem_core.scopes`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -85,17 +86,25 @@ def has_memory_files(memory_dir: Path) -> bool:
     cannot be listed counts as holding memory: what cannot be seen is not known to be empty,
     and the operation that follows reports why it cannot read it.
     """
+    # Stops at the first markdown file: a search asks this of a store of a thousand files.
     unreadable = False
-
-    def failed(error: OSError) -> None:
-        nonlocal unreadable
-        if not isinstance(error, (FileNotFoundError, NotADirectoryError)):
+    pending = [os.fspath(memory_dir)]
+    while pending:
+        subdirectories = []
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    if entry.name.startswith("."):
+                        continue
+                    with contextlib.suppress(OSError):
+                        if entry.name.endswith((".md", ".markdown")) and entry.is_file():
+                            return True
+                        if entry.is_dir(follow_symlinks=False):
+                            subdirectories.append(entry.path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
             unreadable = True
-
-    for directory, subdirectories, files in os.walk(memory_dir, onerror=failed):
-        subdirectories[:] = [name for name in subdirectories if not name.startswith(".")]
-        for name in files:
-            markdown = name.endswith((".md", ".markdown")) and not name.startswith(".")
-            if markdown and os.path.isfile(os.path.join(directory, name)):
-                return True
+            continue
+        pending.extend(reversed(subdirectories))
     return unreadable

@@ -16,7 +16,9 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import numpy as np
@@ -26,7 +28,10 @@ from pimem_plugins.memsearch.recall.dense import FactIndex
 from pimem_plugins.memsearch.recall.lexical import LexicalIndex
 from pimem_plugins.memsearch.recall.read_model import ChunkRecord, Generation
 
-FORMAT = 1
+#: 2: fact vectors as 8-bit codes and their scale. A cache of format 1 (float16 vectors) is
+#: read and encoded, so an upgrade embeds nothing again.
+FORMAT = 2
+READABLE = (1, 2)
 
 #: A store file's stat: (mtime in ns, size), what the read model last saw of it.
 Stamp = tuple[int, int]
@@ -41,6 +46,8 @@ class Saved:
     base: str
     added: list[tuple[ChunkRecord, npt.NDArray[np.float32]]] = attrs.field(factory=list)
     removed: list[str] = attrs.field(factory=list)
+    #: Whether it was saved in an older format (it is worth saving again).
+    outdated: bool = False
 
 
 def cache_dir(root: Path, uri: str, collection: str, model: str) -> Path:
@@ -56,9 +63,7 @@ def save(directory: Path, generation: Generation, stamps: dict[str, Stamp]) -> s
     staging.mkdir(parents=True)
     generation.dense.save(staging)
     generation.lexical.save(staging)
-    (staging / "chunks.json").write_text(
-        json.dumps([attrs.asdict(record) for record in generation.records]), encoding="utf-8"
-    )
+    (staging / "chunks.json").write_text(json.dumps(_columns(generation.records)), encoding="utf-8")
     (staging / "manifest.json").write_text(
         json.dumps({"format": FORMAT, "stamps": stamps, "base": base}), encoding="utf-8"
     )
@@ -97,6 +102,33 @@ def save_overlay(
     os.replace(staging.with_suffix(".json"), directory / "overlay.json")
 
 
+#: The chunks' fields saved column by column, each distinct source and heading once: parsing
+#: a list of 100,000 objects would leave tens of megabytes the process does not give back.
+_COLUMNS = ("chunk_hash", "content", "heading_level", "start_line", "end_line", "facts_ready")
+_SHARED = ("source", "heading")
+
+
+def _columns(records: Sequence[ChunkRecord]) -> dict[str, Any]:
+    saved: dict[str, Any] = {name: [getattr(r, name) for r in records] for name in _COLUMNS}
+    for name in _SHARED:
+        values = [getattr(record, name) for record in records]
+        table = {value: number for number, value in enumerate(dict.fromkeys(values))}
+        saved[name] = {"values": list(table), "index": [table[value] for value in values]}
+    return saved
+
+
+def _records(saved: Any) -> list[ChunkRecord]:
+    if isinstance(saved, list):  # format 1: one object per chunk
+        return [ChunkRecord(**item) for item in saved]
+    shared = {name: [saved[name]["values"][i] for i in saved[name]["index"]] for name in _SHARED}
+    columns = {name: saved[name] for name in _COLUMNS} | shared
+    names = list(columns)
+    return [
+        ChunkRecord(**dict(zip(names, values, strict=True)))
+        for values in zip(*columns.values(), strict=True)
+    ]
+
+
 @attrs.frozen
 class _Overlay:
     added: list[tuple[ChunkRecord, npt.NDArray[np.float32]]]
@@ -130,12 +162,9 @@ def load(directory: Path) -> Saved | None:
     """The saved read model, or ``None`` when there is none or it cannot be read."""
     try:
         manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-        if manifest.get("format") != FORMAT:
+        if manifest.get("format") not in READABLE:
             return None
-        records = [
-            ChunkRecord(**item)
-            for item in json.loads((directory / "chunks.json").read_text(encoding="utf-8"))
-        ]
+        records = _records(json.loads((directory / "chunks.json").read_text(encoding="utf-8")))
         dense = FactIndex.load(directory)
         lexical = LexicalIndex.load(directory)
         stamps = {key: (int(value[0]), int(value[1])) for key, value in manifest["stamps"].items()}
@@ -152,4 +181,5 @@ def load(directory: Path) -> Saved | None:
         base=base,
         added=overlay.added,
         removed=overlay.removed,
+        outdated=manifest.get("format") != FORMAT,
     )

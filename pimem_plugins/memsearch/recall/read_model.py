@@ -8,6 +8,7 @@ microseconds; rebuilding happens off the search path and swaps the generation in
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -15,7 +16,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from pimem_plugins.memsearch.recall.dense import FactIndex
+from pimem_plugins.memsearch.recall.dense import FactIndex, quantize, scale_for
 from pimem_plugins.memsearch.recall.lexical import LexicalIndex
 from pimem_plugins.memsearch.recall.text import clean_text, tokens
 
@@ -29,8 +30,9 @@ class ChunkRecord:
 
     chunk_hash: str
     content: str
-    source: str
-    heading: str
+    # Interned: a day file's chunks share one string (megabytes at 100k chunks).
+    source: str = attrs.field(converter=sys.intern)
+    heading: str = attrs.field(converter=sys.intern)
     heading_level: int
     start_line: int
     end_line: int
@@ -44,7 +46,6 @@ class Candidate:
     """A chunk a search found, with what each leg said (``None``: not among its candidates)."""
 
     record: ChunkRecord
-    vectors: npt.NDArray[np.float32]
     dense: float | None
     dense_rank: int | None
     lexical: float | None
@@ -87,19 +88,18 @@ class Generation:
         over the same records in the same order (only vectors changed)."""
         records = [record for record, _ in entries]
         dimension = next((vectors.shape[1] for _, vectors in entries if vectors.size), 0)
-        if entries:
-            vectors = np.concatenate(
-                [v.reshape(-1, dimension) for _, v in entries] or [np.zeros((0, dimension))]
-            ).astype(np.float16)
-            owners = np.repeat(
-                np.arange(len(entries), dtype=np.int32),
-                [len(v.reshape(-1, dimension)) for _, v in entries],
-            )
-        else:
-            vectors, owners = np.zeros((0, dimension), np.float16), np.zeros(0, np.int32)
+        groups = [vectors.reshape(-1, dimension) for _, vectors in entries]
+        owners = np.repeat(np.arange(len(groups), dtype=np.int32), [len(g) for g in groups])
+        # Encoded chunk by chunk into one array: no float copy of every vector at once.
+        scale = max((scale_for(group) for group in groups if group.size), default=1.0)
+        codes = np.empty((len(owners), dimension), np.int8)
+        start = 0
+        for group in groups:
+            codes[start : start + len(group)] = quantize(group, scale)
+            start += len(group)
         if lexical is None:
             lexical = LexicalIndex.build([tokens(clean_text(r.content)) for r in records])
-        return cls(records, FactIndex(vectors, owners), lexical)
+        return cls(records, FactIndex(codes, scale, owners), lexical)
 
     def vectors(self, position: int) -> npt.NDArray[np.float32]:
         start, end = int(self.starts[position]), int(self.starts[position + 1])
@@ -107,6 +107,19 @@ class Generation:
 
     def entries(self) -> list[tuple[ChunkRecord, npt.NDArray[np.float32]]]:
         return [(record, self.vectors(i)) for i, record in enumerate(self.records)]
+
+    def best_cosines(self, positions: Sequence[int], query: npt.NDArray[np.float32]) -> list[float]:
+        """Each chunk's best fact cosine with *query* (0 for a chunk without vectors)."""
+        starts, ends = self.starts[list(positions)], self.starts[[p + 1 for p in positions]]
+        ids = np.concatenate(
+            [np.arange(a, b) for a, b in zip(starts, ends, strict=True)] or [np.zeros(0, np.int64)]
+        )
+        cosines = self.dense.gather(ids.astype(np.int64)) @ query
+        found, offset = [], 0
+        for count in (ends - starts).tolist():
+            found.append(float(cosines[offset : offset + count].max()) if count else 0.0)
+            offset += count
+        return found
 
 
 EMPTY = Generation.build([])
@@ -220,24 +233,37 @@ class ReadModel:
                     note(item.record.chunk_hash, "lexical", bm25)
         ranked = {leg: _ranks(found, leg, depth) for leg in ("dense", "lexical")}
         by_key = {p.record.chunk_hash: p for p in pending}
+        kept = {
+            key: legs
+            for key, legs in found.items()
+            # beyond the depth of both legs once the overlay took its place
+            if key in ranked["dense"] or key in ranked["lexical"]
+        }
+        # A chunk the dense leg's depth missed gets its cosine from its stored vectors.
+        missed = [key for key, legs in kept.items() if "dense" not in legs and key not in by_key]
+        positions = [generation.positions[key] for key in missed]
+        for key, cosine in zip(
+            missed, generation.best_cosines(positions, query_vector), strict=True
+        ):
+            kept[key]["dense_missed"] = cosine
         candidates = []
-        for key, legs in found.items():
-            if key not in ranked["dense"] and key not in ranked["lexical"]:
-                continue  # beyond the depth of both legs once the overlay took its place
-            if key in by_key:
-                record, vectors = by_key[key].record, by_key[key].vectors
-            else:
-                position = generation.positions[key]
-                record, vectors = generation.records[position], generation.vectors(position)
+        for key, legs in kept.items():
+            record = (
+                by_key[key].record
+                if key in by_key
+                else generation.records[generation.positions[key]]
+            )
             if "dense" in legs:
                 cosine = legs["dense"]
-            else:  # the dense leg's depth missed it: its exact cosine
+            elif "dense_missed" in legs:
+                cosine = legs["dense_missed"]
+            else:
+                vectors = by_key[key].vectors
                 cosine = float(np.max(vectors @ query_vector)) if len(vectors) else 0.0
             lexical_score = legs.get("lexical")
             candidates.append(
                 Candidate(
                     record=record,
-                    vectors=vectors,
                     dense=float(cosine),
                     dense_rank=ranked["dense"].get(key),
                     lexical=None if lexical_score is None else float(lexical_score),
@@ -257,12 +283,13 @@ class ReadModel:
         removals: Iterable[str] = (),
     ) -> None:
         """Make *upserts* searchable and *removals* unsearchable, from the next search on."""
-        # Rounded as a generation stores them: a chunk scores the same before and after the
+        # Rounded as the generation stores them: a chunk scores the same before and after the
         # overlay is folded, in this process and in the next one that loads the cache.
+        dense = self.generation().dense
         staged = [
             _Pending(
                 record,
-                vectors.astype(np.float16).astype(np.float32),
+                dense.rounded(np.asarray(vectors, np.float32)),
                 tuple(tokens(clean_text(record.content))),
             )
             for record, vectors in upserts

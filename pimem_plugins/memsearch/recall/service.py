@@ -48,6 +48,12 @@ INLINE_CHUNKS = 16
 INLINE_FACTS = 256
 #: Seconds between saves of the overlay while the background backfill goes on.
 SAVE_EVERY_SECONDS = 30.0
+#: Seconds between checks of every file of the store; in between, a search checks the
+#: directory (a file made, renamed or removed) and the files written lately, which is where
+#: other agents append. A stat of every file costs milliseconds at a thousand files.
+FULL_CHECK_SECONDS = 1.0
+#: A file written this long before a full check is checked on every search until the next.
+RECENT_NS = 3_600 * 1_000_000_000
 
 
 class Collection(Protocol):
@@ -91,6 +97,10 @@ class Recall:
         self._worker_lock = threading.Lock()
         self._dirty_since: float | None = None
         self._resolved_dir: str | None = None
+        # What the last full check saw: when, the directory's stat, the recently written files.
+        self._checked_at = -FULL_CHECK_SECONDS
+        self._directory_stamp: Stamp | None = None
+        self._recent: list[str] = []
         #: The saved base the overlay file belongs to (``None``: nothing saved yet).
         self._base: str | None = None
         self._overlay_saved = 0.0
@@ -114,6 +124,8 @@ class Recall:
                 self._stamps = dict(saved.stamps)
                 self._base = saved.base
                 self.origin = "cache"
+                if saved.outdated:
+                    self._dirty_since = time.monotonic()
             else:
                 rows = self._collection.rows()
                 entries = [(_record(row, facts_ready=False), _vector(row)) for row in rows]
@@ -148,16 +160,12 @@ class Recall:
         """The store's daily files and their stats: one directory read, no path objects (a
         search pays for it)."""
         found: dict[str, Stamp] = {}
-        directory = self._store_dir()
-        with contextlib.suppress(OSError), os.scandir(directory) as entries:
+        with contextlib.suppress(OSError), os.scandir(self._store_dir()) as entries:
             for entry in entries:
                 if entry.name.endswith(".md"):
                     with contextlib.suppress(OSError):
                         stat = entry.stat()
-                        found[os.path.join(directory, entry.name)] = (
-                            stat.st_mtime_ns,
-                            stat.st_size,
-                        )
+                        found[entry.path] = (stat.st_mtime_ns, stat.st_size)
         return found
 
     def _store_dir(self) -> str:
@@ -167,8 +175,16 @@ class Recall:
 
     def changed_sources(self) -> list[str]:
         """Store files whose stat differs from what the read model saw (gone ones included);
-        under the refresh lock, which guards the stamps."""
+        under the refresh lock, which guards the stamps. Every file is checked at most
+        ``FULL_CHECK_SECONDS`` apart, or when the directory changed; the recent ones always."""
+        directory = _stamp(self._store_dir())
+        now = time.monotonic()
+        if directory == self._directory_stamp and now - self._checked_at < FULL_CHECK_SECONDS:
+            return [path for path in self._recent if _stamp(path) != self._stamps.get(path)]
         files = self._files()
+        self._checked_at, self._directory_stamp = now, directory
+        newest = max((mtime for mtime, _ in files.values()), default=0)
+        self._recent = [path for path, (mtime, _) in files.items() if mtime > newest - RECENT_NS]
         if files == self._stamps:
             return []
         return sorted(
@@ -393,6 +409,14 @@ class Recall:
     def record(self, chunk_hash: str) -> ChunkRecord | None:
         self.load()
         return self.model.records().get(chunk_hash)
+
+
+def _stamp(path: str) -> Stamp | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_mtime_ns, stat.st_size)
 
 
 def _record(row: dict[str, Any], *, facts_ready: bool) -> ChunkRecord:
