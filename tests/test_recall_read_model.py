@@ -3,15 +3,23 @@ disk, and the ranking (unit vectors stand in for the embedding model)."""
 
 from __future__ import annotations
 
+import json
+import os
+import time
 from pathlib import Path
+from typing import cast
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 import pytest
 
-from pimem_plugins.memsearch.recall import cache
+from pimem_core.types import Scope
+from pimem_plugins.memsearch.recall import cache, service
+from pimem_plugins.memsearch.recall.dense import FactIndex
 from pimem_plugins.memsearch.recall.ranking import RELEVANCE, coverage, rank
 from pimem_plugins.memsearch.recall.read_model import ChunkRecord, Generation, ReadModel
+from pimem_plugins.memsearch.recall.service import Collection, Recall
 from pimem_plugins.memsearch.recall.text import clean_text, facts, tokens
 
 ENTRY = (
@@ -145,3 +153,72 @@ def test_asking_for_fewer_hits_gives_the_first_of_more(model: ReadModel) -> None
     found = model.candidates(unit(1, 1, 1)[0], tokens("redis login deploys"), 100)
     words = tokens("redis login deploys")
     assert rank(found, words, 2, model.idf) == rank(found, words, 3, model.idf)[:2]
+
+
+def test_fact_vectors_are_kept_as_codes_within_a_few_thousandths_of_their_cosine() -> None:
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((300, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    owners = np.repeat(np.arange(100, dtype=np.int32), 3)
+    index = FactIndex.of(vectors, owners)
+    query = vectors[7] + 0.3 * vectors[200]
+    query /= np.linalg.norm(query)
+    exact = (vectors @ query).reshape(100, 3).max(axis=1)
+    found = index.search(query, 10)
+    assert found.positions[:2].tolist() == [2, 66]  # the chunks of facts 7 and 200
+    assert np.abs(found.scores - exact[found.positions]).max() < 0.005
+    assert np.abs(index.vectors(0, 300) - vectors).max() < 0.005
+
+
+def test_a_cache_of_float16_vectors_is_read_and_worth_saving_again(
+    model: ReadModel, tmp_path: Path
+) -> None:
+    directory = tmp_path / "read-model" / "c"
+    cache.save(directory, model.generation(), {})
+    # What the first format wrote: float16 vectors, no scale, one object per chunk.
+    generation = model.generation()
+    np.save(directory / "facts.npy", generation.dense.vectors(0, 3).astype(np.float16))
+    (directory / "scale.npy").unlink()
+    records = [attrs.asdict(record) for record in generation.records]
+    (directory / "chunks.json").write_text(json.dumps(records), encoding="utf-8")
+    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    (directory / "manifest.json").write_text(json.dumps(manifest | {"format": 1}), "utf-8")
+    saved = cache.load(directory)
+    assert saved is not None
+    assert saved.outdated
+    assert saved.generation.records == generation.records
+    assert keys(ReadModel(saved.generation), unit(0, 1), "login redirect")[0] == "b"
+
+
+def _recall(memory_dir: Path) -> Recall:
+    scope = Scope(
+        repository_dir=memory_dir.parent, scope_dir=memory_dir.parent, memory_dir=memory_dir,
+        collection="ms_test_0123456789ab", index_state_path=None,
+    )  # fmt: skip
+    return Recall(scope, cast(Collection, None))
+
+
+def test_recent_day_files_are_checked_on_every_search_and_all_of_them_once_a_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    old, today = memory / "2026-01-05.md", memory / "2026-12-02.md"
+    for path, days_ago in ((old, 300), (today, 0)):
+        path.write_text("- an entry\n", encoding="utf-8")
+        stamp = time.time() - days_ago * 86_400
+        os.utime(path, (stamp, stamp))
+    recall = _recall(memory)
+    assert recall.changed_sources() == [str(old), str(today)]  # nothing seen yet
+    recall._stamps = recall._files()
+    monkeypatch.setattr(service, "FULL_CHECK_SECONDS", 3_600.0)
+    assert recall.changed_sources() == []
+    with today.open("a", encoding="utf-8") as stream:
+        stream.write("- another agent's entry\n")
+    with old.open("a", encoding="utf-8") as stream:
+        stream.write("- an edit of an old file\n")
+    assert recall.changed_sources() == [str(today)]  # the old file waits for a full check
+    (memory / "2026-12-03.md").write_text("- a new day\n", encoding="utf-8")
+    assert len(recall.changed_sources()) == 3  # a new file changes the directory: all checked
+    monkeypatch.setattr(service, "FULL_CHECK_SECONDS", 0.0)
+    assert str(old) in recall.changed_sources()
