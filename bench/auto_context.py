@@ -20,6 +20,7 @@ import json
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,12 @@ from typing import IO, Any
 
 from bench.corpus import Corpus
 from pimem_core.types import SearchHit
-from pimem_plugins.auto_context import DEFAULT_MIN_RELEVANCE, DEFAULT_MIN_SIMILARITY, select_chunks
+from pimem_plugins.auto_context import (
+    DEFAULT_MIN_RELEVANCE,
+    DEFAULT_MIN_SIMILARITY,
+    TOP_K,
+    select_chunks,
+)
 
 #: The host's wait for a prompt's answer (the pi adapter's), and the issue's targets.
 HOST_CAP_MS = 300.0
@@ -92,6 +98,14 @@ def labelled_prompts(corpus: Corpus, answerable: int = 50, seed: int = 7) -> lis
     return asked + unknown[:answerable]
 
 
+def served_ceiling(corpus: Corpus, answerable: int = 50, seed: int = 7) -> float:
+    """The answerable prompts a perfect ranker and filter could serve, on average: a prompt asks
+    what the facts of n entries answer alike (the corpus's look-alikes), and auto-context's 3
+    hits hold the prompt's own entry with a chance of min(1, 3 / n)."""
+    alike = Counter(fact.query for entry in corpus.entries for fact in entry.facts)
+    return sum(min(1.0, TOP_K / alike[q.text]) for q in corpus.queries(answerable, seed=seed))
+
+
 def judge(prompts: Sequence[LabelledPrompt], chosen: Sequence[Sequence[str]]) -> dict[str, Any]:
     """What a filter injects: *chosen* holds, per prompt, the chunk texts it would inject."""
     irrelevant_prompts = answered = answerable = injected = irrelevant_chunks = 0
@@ -153,6 +167,7 @@ def measure_relevance(
     closest = [dense(text) for text in texts]
     return {
         "prompts": len(prompts),
+        "served_ceiling": served_ceiling(corpus),
         "relevance_floor": kept(DEFAULT_MIN_RELEVANCE),
         "rank_fusion_floor": {"floor": RANK_FUSION_FLOOR}
         | judge(

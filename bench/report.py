@@ -998,12 +998,20 @@ def _auto_context_notes(sizes: Sequence[Mapping[str, Any]]) -> list[str]:
         relevance = size["relevance"]
         ours = relevance["relevance_floor"]
         reachable = max(point["answerable_prompts_served"] for point in relevance["curve"])
+        ceiling = relevance.get("served_ceiling")
         notes.append(
             f"At {_count(size['chunks'])} chunks, {reachable} of {ours['answerable_prompts']} "
             "answerable prompts have their entry among auto-context's 3 hits at the lowest "
             f"relevance floor tried; the default floor keeps {ours['answerable_prompts_served']} "
             "of them. The rest is the search's recall on a corpus of look-alike entries, which "
-            "no filter after it can win back."
+            "no filter after it can win back"
+            + (
+                "."
+                if ceiling is None
+                else f": many prompts ask what several entries answer alike (the same symptom, "
+                f"decision or preference), so even a perfect ranker would serve {ceiling:.0f} "
+                f"of {ours['answerable_prompts']} on average."
+            )
         )
     return notes
 
