@@ -140,6 +140,11 @@ class Pimem:
         answer = self.pm.hook.pimem_distill_exchange(request=request)
         return self._require("pimem_distill_exchange", answer, Distillation)
 
+    def gate_exchange(self, window: Iterable[BranchEntry]) -> str | None:
+        """The first reason a capture gate gives for not capturing *window*, or ``None``."""
+        reasons = self.pm.hook.pimem_gate_exchange(window=tuple(window), settings=self.settings)
+        return next((str(reason) for reason in reasons if reason), None)
+
     @functools.cached_property
     def scrubber(self) -> Scrubber:
         """Every plugin's secret patterns (none when ``PIMEM_SCRUB_SECRETS=off``)."""

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pimem_core.settings import Settings, SettingSpec
     from pimem_core.types import (
         BackendCall,
+        BranchEntry,
         CrossRepoResult,
         Distillation,
         DistillRequest,
@@ -111,6 +112,33 @@ class PimemSpecs:
 
         Every implementation is called; all patterns apply. Scrubbing replaces the value with
         ``[REDACTED:<name>]``.
+        """
+
+    @_hookspec
+    def pimem_gate_exchange(
+        self, window: tuple[BranchEntry, ...], settings: Settings
+    ) -> str | None:
+        """Say why a settled exchange is not captured, or return ``None`` to let it through.
+
+        Every gate is asked about every exchange that passed the hard gates (someone asked,
+        the agent answered in words, the run was not aborted). An exchange any gate stops is
+        not distilled, and the first reason is counted in status (``skipped: 2 about
+        memory``). Gates are rules about what was said and done, never a judgement of what is
+        worth keeping. The bundled ``capture-gates`` stop exchanges about memory itself, an
+        explicit ``memory_write`` and a request to forget (ADR 0014).
+
+        Example, a gate that skips exchanges whose only work was running the tests::
+
+            @hookimpl
+            def pimem_gate_exchange(window, settings):
+                calls = [call for entry in window for call in entry.tool_calls]
+                if calls and all(call.startswith("bash(command=pytest") for call in calls):
+                    return "only tests"
+                return None
+
+        :param window: the exchange's entries, oldest first: the user's prompt, the
+            assistant's messages (their text and tool calls) and the tool results.
+        :returns: a reason of a few words, counted as given, or ``None``.
         """
 
     # -- storage -------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ BUNDLED = {
     "stable-snapshot",
     "memsearch-index",
     "pi-transcript",
+    "capture-gates",
     "distill-host",
     "distill-http",
     "distill-extractive",

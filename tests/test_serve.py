@@ -218,8 +218,7 @@ def test_a_second_session_shows_the_first_ones_capture_beside_its_own_zero(
         assert second.close() == 0
     lines = status["text"].splitlines()
     assert (
-        "capture (this session): 0 captured (0 distilled, 0 extractive, 0 failed, "
-        "0 skipped by the gates)"
+        "capture (this session): 0 captured (0 distilled, 0 extractive, 0 failed); skipped: none"
     ) in lines
     assert "today in this store (all sessions): 1 entry from 1 session" in lines
     assert status["capture"]["counters_of"] == "this session"

@@ -85,8 +85,14 @@ class Host:
         )
         self.branch: list[BranchEntry] = []
 
-    def exchange(self, n: int, ask: str, answer: str, **kwargs: bool) -> None:
-        self.branch += [user(f"u{n}", ask), assistant(f"a{n}", answer, **kwargs)]
+    def exchange(
+        self, n: int, ask: str, answer: str, *, aborted: bool = False, calls: tuple[str, ...] = ()
+    ) -> None:
+        reply = BranchEntry(
+            id=f"a{n}", kind="message", role="assistant", text=answer, tool_calls=calls,
+            aborted=aborted,
+        )  # fmt: skip
+        self.branch += [user(f"u{n}", ask), reply]
         self.session.settled(leaf=f"a{n}", branch=list(self.branch))
 
 
@@ -157,6 +163,24 @@ def test_a_gated_exchange_is_never_offered_again(
     host.session.shutdown(cap=10)
     assert [r.exchange.messages[0].text for r in distiller.requests] == ["real ask"]
     assert "just a prompt" not in day(repo)
+
+
+def test_exchanges_about_memory_and_repeats_are_not_captured_and_are_counted(
+    world: tuple[Host, ScriptedDistiller, CountingIndex], repo: Path
+) -> None:
+    host, distiller, _ = world
+    host.session.start(host.info)
+    host.exchange(1, "what did we decide?", "Redis", calls=("memory_search(query=cache)",))
+    host.exchange(2, "forget the cache entry", "gone", calls=("memory_forget(chunk_hash=ab)",))
+    host.exchange(3, "the cache", "chose Redis")
+    host.exchange(4, "the cache", "still Redis")  # distils to the same bullet: a repeat
+    capture = host.session.capture
+    assert capture is not None
+    host.session.shutdown(cap=10)
+    assert [r.exchange.messages[0].text for r in distiller.requests] == ["the cache"] * 2
+    assert day(repo).count("- the user asked about the cache") == 1
+    assert "forget" not in day(repo)
+    assert capture.counters.skipped == {"about memory": 1, "asked to forget": 1, "duplicate": 1}
 
 
 def test_an_aborted_run_is_not_captured(
@@ -355,8 +379,8 @@ def test_a_new_session_shows_what_another_captured_today_beside_its_own_zero(
         sections = second.status()
         text = render_status(second.scope, sections)
         own = text.index(
-            "capture (this session): 0 captured (0 distilled, 0 extractive, 0 failed, "
-            "0 skipped by the gates)\n"
+            "capture (this session): 0 captured (0 distilled, 0 extractive, 0 failed); "
+            "skipped: none\n"
         )
         # Beside each other, but for a line of this session's own catch-up index run, which
         # may have failed by now (this home has no embedding model).

@@ -1,7 +1,8 @@
 """Capture: turning each settled exchange into one memory entry, in the background.
 
 The exchange is cut from the session's current branch, passes hard gates only (a user message,
-assistant text, not aborted), is scrubbed of secrets, distilled and appended. Nothing here runs
+assistant text, not aborted, and the plugins' gates of ``pimem_gate_exchange``: not about
+memory itself), is scrubbed of secrets, distilled and appended. Nothing here runs
 on the agent's path: ``Capture.submit`` only queues. Exchanges are handled one at a time, so
 entries never interleave, and an exchange that reached distillation always leaves an entry:
 the bullets, or a diagnostic marker carrying the same anchor.
@@ -25,6 +26,7 @@ from pimem_core.api import Pimem
 from pimem_core.errors import PimemError
 from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.journal import CaptureJournal, Pending
+from pimem_core.runtime.repeats import recent_facts, repeats
 from pimem_core.runtime.scheduler import Scheduler
 from pimem_core.types import (
     Anchor,
@@ -44,6 +46,10 @@ ABORTED_AT_SHUTDOWN = "aborted by the shutdown cap"
 #: Entries held while the store refuses appends; beyond this the oldest is dropped.
 MAX_UNWRITTEN = 100
 
+
+#: The reasons counted for an exchange the hard gates stop, and for an entry memory holds.
+INCOMPLETE = "incomplete"
+DUPLICATE = "duplicate"
 
 #: How a marker entry's content begins.
 MARKER_PREFIX = "- [pimem] this exchange could not be distilled"
@@ -112,7 +118,8 @@ class CaptureCounters:
     distilled: int = 0
     extractive: int = 0
     failed: int = 0
-    gated: int = 0
+    #: Exchanges not captured, by the reason of the gate that stopped them.
+    skipped: dict[str, int] = attrs.field(factory=dict)
     #: Entries distilled but not written yet (the store refused the append): retried first
     #: at the next capture and at shutdown.
     unwritten: int = 0
@@ -223,24 +230,44 @@ class Capture:
             return
         # Remember before gating: an exchange that fails the gates is never offered again.
         before, self._last_captured = self._last_captured, window.last_id
-        if not window.entries or not passes_gates(window.entries):
-            self.counters.gated += 1
+        reason: str | None = INCOMPLETE
+        if window.entries and passes_gates(window.entries):
+            reason = self._gate(window.entries)
+        if reason is not None:
+            self.counters.skipped[reason] = self.counters.skipped.get(reason, 0) + 1
             if job.recovered is not None:
                 self._forget_pending(job.recovered.turn)
             return
         anchor = self._anchor(window.entries[-1].id)
         if self._journal is not None:
             self._journal.add(Pending(turn=anchor.turn, after=before))
-        self._write(anchor, self._distil(anchor, window.entries))
+        content = self._distil(anchor, window.entries)
+        known = () if content.startswith(MARKER_PREFIX) else self._recent_days()
+        if known and repeats(content, recent_facts(known, self._session_id)):
+            self.counters.skipped[DUPLICATE] = self.counters.skipped.get(DUPLICATE, 0) + 1
+            self._forget_pending(anchor.turn)
+            return
+        self._write(anchor, content)
+
+    def _gate(self, window: Sequence[BranchEntry]) -> str | None:
+        try:
+            return self._pimem.gate_exchange(window)
+        except Exception:  # a broken gate must not stop capture: the exchange is kept
+            log.exception("a capture gate failed; the exchange is captured")
+            return None
+
+    def _recent_days(self) -> list[str]:
+        """Yesterday's and today's daily memory files, as far as they exist."""
+        today = self._pimem.settings.now().date()
+        days = (
+            self._pimem.read_day(self._scope, day) for day in (today - timedelta(days=1), today)
+        )
+        return [text for text in days if text]
 
     def _written(self, turn: str) -> bool:
         """Whether today's or yesterday's daily memory file already holds *turn*'s entry."""
-        today = self._pimem.settings.now().date()
         needle = f"session:{self._session_id} turn:{turn} "
-        return any(
-            needle in (self._pimem.read_day(self._scope, day) or "")
-            for day in (today, today - timedelta(days=1))
-        )
+        return any(needle in text for text in self._recent_days())
 
     def _forget_pending(self, turn: str) -> None:
         if self._journal is not None:

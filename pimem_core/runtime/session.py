@@ -239,10 +239,13 @@ class Session:
         elif counters is None:
             lines = ["capture: on (no persisted transcript: nothing to anchor entries to)"]
         else:
+            skipped = ", ".join(
+                f"{count} {reason}" for reason, count in sorted(counters.skipped.items())
+            )
             lines = [
                 f"capture (this session): {counters.captured} captured ({counters.distilled} "
-                f"distilled, {counters.extractive} extractive, {counters.failed} failed, "
-                f"{counters.gated} skipped by the gates)"
+                f"distilled, {counters.extractive} extractive, {counters.failed} failed); "
+                f"skipped: {skipped or 'none'}"
             ]
         if self.capture is not None and self.capture.last_write_error is not None:
             lines.append(
