@@ -34,6 +34,7 @@ class _Job:
     label: str
     operation: Callable[[], Any]
     is_contention: Callable[[BaseException], bool]
+    on_wait: Callable[[str], None] | None = None
     result: Future[Any] = attrs.Factory(Future)
     started: threading.Event = attrs.Factory(threading.Event)
 
@@ -78,12 +79,13 @@ class BackendQueue:
 
         :param label: what the operation is, for callers queued behind it (``search``...).
         :param is_contention: whether a failure means another process holds the database.
-        :param on_wait: called once with the holder's label when this call has to queue.
+        :param on_wait: told what the call waits for: once with the holder's label when it has
+            to queue, and before each retry while another process holds the database.
         :param timeout: seconds the operation may run once started; time spent queued does
             not count. On expiry the caller gets :class:`BackendTimeout`; the operation itself
             finishes in the background, since a running database call cannot be interrupted.
         """
-        job = _Job(label=label, operation=operation, is_contention=is_contention)
+        job = _Job(label=label, operation=operation, is_contention=is_contention, on_wait=on_wait)
         with self._state:
             busy = self._pending > 0
             holder = self._holder
@@ -121,11 +123,17 @@ class BackendQueue:
                     self._pending -= 1
 
     def _attempt(self, job: _Job) -> Any:
-        for delay in (*self._backoff, None):
+        retries = len(self._backoff)
+        for retry, delay in enumerate((*self._backoff, None), 1):
             try:
                 return job.operation()
             except Exception as error:
                 if delay is None or not job.is_contention(error):
                     raise
+                if job.on_wait is not None:  # the person waiting sees why, and for how long
+                    job.on_wait(
+                        f"the memory database, which another process holds "
+                        f"(retry {retry} of {retries})"
+                    )
                 self._sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")

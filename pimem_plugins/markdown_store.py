@@ -101,8 +101,9 @@ class MarkdownMemoryStore:
                 raise StoreError(f"no memory entry at {address.time} in {file}")
             if len(found) > 1:
                 raise StoreError(
-                    f"{len(found)} entries at {address.time} in {file}: ambiguous; "
-                    "edit the daily memory file by hand to remove the one you mean"
+                    f"{len(found)} entries at {address.time} in {file}: ambiguous; forget "
+                    "the one you mean by its chunk_hash instead (each search hit shows it: "
+                    f"`pimem search` or memory_search), or edit the file by hand"
                 )
             return remove_entry(text, found[0]), (found[0].text, "entry")
 

@@ -88,8 +88,16 @@ def test_contention_is_retried_on_the_backoff_schedule() -> None:
             raise error
         return "ok"
 
-    assert queue.run("search", flaky, is_contention=lambda e: isinstance(e, Contention)) == "ok"
+    notes: list[str] = []
+    contended = queue.run(
+        "search", flaky, is_contention=lambda e: isinstance(e, Contention), on_wait=notes.append
+    )
+    assert contended == "ok"
     assert sleeps == [0.2, 0.5]
+    assert notes == [  # what the person waiting sees, before each retry
+        "the memory database, which another process holds (retry 1 of 4)",
+        "the memory database, which another process holds (retry 2 of 4)",
+    ]
 
 
 def test_contention_that_never_ends_fails_after_four_retries() -> None:

@@ -95,6 +95,8 @@ def test_two_entries_at_the_same_time_are_ambiguous(repo: Path, day: Path) -> No
     assert "ambiguous" in message
     assert "09:00" in message
     assert str(day) in message
+    assert "by its chunk_hash" in message  # the way that works, and where to find it
+    assert "memory_search" in message
     assert_untouched(day, TWINS)
 
 

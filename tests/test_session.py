@@ -139,6 +139,41 @@ def test_a_whole_session_writes_entries_and_indexes_once(
     assert sent == "[User]: the login bug\n\n[Assistant]: fixed it by escaping the query"
 
 
+def test_a_bridge_started_again_for_the_session_sends_the_same_snapshot(
+    world: tuple[Host, ScriptedDistiller, CountingIndex], repo: Path, tmp_path: Path
+) -> None:
+    host, _, _ = world
+    host.session.start(host.info)
+
+    def written(session: Session, n: int, ask: str) -> None:
+        host.exchange(n, ask, "done")
+        assert session.capture is not None
+        assert session.capture.drain(time.monotonic() + 10)
+
+    written(host.session, 1, "the cache")
+    host.session.compacted()  # a checkpoint: the snapshot now holds the first entry
+    first = host.session.before_prompt("hello").snapshot
+    assert first is not None
+    assert "the user asked about the cache" in first
+    written(host.session, 2, "the tests")  # memory changes; the snapshot does not
+    # The bridge dies without a shutdown; a new one starts the same session.
+    again = Host(make_pimem(), repo, tmp_path)
+    try:
+        again.session.start(host.info)
+        assert again.session.before_prompt("next").snapshot == first
+    finally:
+        again.session.shutdown(cap=5)
+    # A session that shut down keeps nothing: its next start builds a fresh snapshot.
+    later = Host(make_pimem(), repo, tmp_path)
+    try:
+        later.session.start(host.info)
+        fresh = later.session.before_prompt("next").snapshot
+        assert fresh is not None
+        assert "the user asked about the tests" in fresh
+    finally:
+        later.session.shutdown(cap=5)
+
+
 def test_the_second_capture_holds_only_the_new_exchange(
     world: tuple[Host, ScriptedDistiller, CountingIndex],
 ) -> None:

@@ -30,7 +30,7 @@ from pimem_core.runtime.indexer import SHUTDOWN_CAP_SECONDS, Indexer
 from pimem_core.runtime.journal import CaptureJournal
 from pimem_core.runtime.maintenance import MaintenanceRunner
 from pimem_core.runtime.scheduler import Scheduler
-from pimem_core.runtime.snapshot_cache import StableSnapshot
+from pimem_core.runtime.snapshot_cache import StableSnapshot, kept_snapshot_path
 from pimem_core.runtime.status import status_sections
 from pimem_core.types import (
     BranchEntry,
@@ -127,8 +127,9 @@ class Session:
         indexer = Indexer(self._index, scheduler=self.scheduler, **self._debounce_kwargs())
         self.indexer = indexer
         indexer.catch_up()
-        self.snapshot = StableSnapshot(self.pimem, self.scope)
-        self.snapshot.refresh()
+        kept = kept_snapshot_path(self._state_dir, info.session_id)
+        self.snapshot = StableSnapshot(self.pimem, self.scope, kept=kept)
+        self.snapshot.start()
         self.pimem.start_session(self.scope)
         self.maintenance = MaintenanceRunner(
             self.pimem,
@@ -188,6 +189,8 @@ class Session:
         indexed = True
         if self.indexer is not None:
             indexed = self.indexer.shutdown(max(0.0, deadline - time.monotonic()))
+        if self.snapshot is not None:
+            self.snapshot.discard()
         return ShutdownReport(
             captured_in_time=captured,
             indexed_in_time=indexed,
@@ -218,6 +221,8 @@ class Session:
             self.capture = None
         if self.indexer is not None:
             self.indexer.shutdown(max(0.0, deadline - time.monotonic()))
+        if self.snapshot is not None:
+            self.snapshot.discard()
 
     def _observe(self, scope: Scope, change: StoreChange) -> None:
         if scope != self.scope:

@@ -3,16 +3,35 @@
 Provider prefix caches key on the exact bytes of the system prompt, so the snapshot is rebuilt
 only at checkpoints: session start, a new local day, the agent's context compaction and a
 forgotten entry. Mid-session writes, including other agents' appends, leave it untouched.
+
+The bytes are also kept in a file of the session's own, so a bridge that is started again
+after a crash, for the same session and day, sends the same system prompt instead of a new
+snapshot; the file goes when the session shuts down.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
+import time
 from datetime import date, datetime
+from pathlib import Path
 
 import attrs
 
 from pimem_core.api import Pimem
 from pimem_core.types import Scope
+
+#: Kept snapshots of sessions that never shut down (a killed host) go after this long.
+STALE_SECONDS = 3 * 86_400
+
+
+def kept_snapshot_path(state_dir: Path, session_id: str) -> Path:
+    """Where the snapshot of the session *session_id* is kept."""
+    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return state_dir / "snapshots" / f"{digest}.json"
 
 
 @attrs.define
@@ -21,14 +40,32 @@ class StableSnapshot:
 
     pimem: Pimem
     scope: Scope
+    #: Where the session's snapshot is kept for a bridge started again (``None``: nowhere).
+    kept: Path | None = None
     _text: str | None = None
     _day: date | None = None
+
+    def start(self, now: datetime | None = None) -> str | None:
+        """The session's first snapshot: the kept one when this session already had one
+        today (a bridge started again), else a fresh one."""
+        moment = now or self.pimem.settings.now()
+        saved = self._read_kept() or {}
+        if (
+            saved.get("collection") == self.scope.collection
+            and saved.get("day") == moment.date().isoformat()
+        ):
+            text = saved.get("text")
+            self._text = text if isinstance(text, str) else None
+            self._day = moment.date()
+            return self._text
+        return self.refresh(moment)
 
     def refresh(self, now: datetime | None = None) -> str | None:
         """A checkpoint: rebuild from the memory files as they are now."""
         moment = now or self.pimem.settings.now()
         self._text = self.pimem.build_snapshot(self.scope, moment)
         self._day = moment.date()
+        self._keep()
         return self._text
 
     def current(self, now: datetime | None = None) -> str | None:
@@ -37,3 +74,40 @@ class StableSnapshot:
         if self._day != moment.date():
             return self.refresh(moment)
         return self._text
+
+    def discard(self) -> None:
+        """The session ended: no bridge will need its snapshot again."""
+        if self.kept is not None:
+            with contextlib.suppress(OSError):
+                self.kept.unlink()
+
+    def _read_kept(self) -> dict[str, object] | None:
+        if self.kept is None:
+            return None
+        try:
+            saved = json.loads(self.kept.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return saved if isinstance(saved, dict) else None
+
+    def _keep(self) -> None:
+        if self.kept is None or self._day is None:
+            return
+        record = {"collection": self.scope.collection, "day": self._day.isoformat()}
+        staging = self.kept.with_name(f"{self.kept.name}.{os.getpid()}.new")
+        try:
+            self.kept.parent.mkdir(parents=True, exist_ok=True)
+            staging.write_text(json.dumps(record | {"text": self._text}), encoding="utf-8")
+            os.replace(staging, self.kept)
+            _prune(self.kept.parent)
+        except OSError:
+            pass  # the snapshot still serves this bridge; only a restarted one rebuilds it
+
+
+def _prune(directory: Path) -> None:
+    cutoff = time.time() - STALE_SECONDS
+    with contextlib.suppress(OSError):
+        for path in directory.iterdir():
+            with contextlib.suppress(OSError):
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()

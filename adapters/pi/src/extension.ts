@@ -77,6 +77,9 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
   let registry: ModelRegistryLike | undefined;
   let sessionCtx: ContextLike | undefined;
   let prompts = 0;
+  // The session's last snapshot: a prompt that cannot reach the bridge (restarting after a
+  // crash) keeps the same system prompt, and with it the provider's prompt cache.
+  let lastSnapshot: string | undefined;
   let settledEventExists = false;
 
   const connection = new Connection({
@@ -106,6 +109,7 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
     if (connection.sessionId === sessionId) return; // pi 0.73 may announce a session twice
     if (connection.sessionId !== undefined) await connection.close(SHUTDOWN_CAP_MS, SHUTDOWN_GRACE_MS);
     prompts = 0;
+    lastSnapshot = undefined;
     sessionCtx = ctx;
     connection.open({
       session_id: sessionId,
@@ -117,14 +121,16 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
 
   pi.on("before_agent_start", timed("before_agent_start", deps.timing, async (event: BeforeAgentStartEvent) => {
     const wait = prompts++ === 0 ? FIRST_PROMPT_WAIT_MS : PROMPT_WAIT_MS;
-    if (!(await connection.whenStarted(wait))) return undefined;
+    const kept = () => promptAdditions(event, { snapshot: lastSnapshot });
+    if (!(await connection.whenStarted(wait))) return kept();
     try {
       const answer = await connection.request("session.before_prompt", { prompt: event.prompt }, "prompt", {
         timeoutMs: PROMPT_WAIT_MS,
       });
+      if (typeof answer.snapshot === "string") lastSnapshot = answer.snapshot;
       return promptAdditions(event, answer);
     } catch {
-      return undefined; // the prompt goes on without memory
+      return kept(); // the prompt goes on with the snapshot it had, and no other memory
     }
   }));
 

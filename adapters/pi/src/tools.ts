@@ -171,7 +171,9 @@ export function registerTools(pi: PiLike, connection: Connection): void {
         } catch (error) {
           // Missing memsearch is a normal answer: the agent relays the install instructions.
           if (error instanceof BridgeError && error.type === "unavailable") return text(error.message);
-          throw new Error(`${spec.name} failed: ${error instanceof Error ? error.message : String(error)}`);
+          const said = error instanceof Error ? error.message : String(error);
+          // pimem's own messages may already name the operation ("memory search failed: …").
+          throw new Error(/^memory \w+ (failed|timed out)/.test(said) ? said : `${spec.name} failed: ${said}`);
         }
       },
     });

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { realpathSync } from "node:fs";
 import { describe, test } from "node:test";
 import { HIDDEN_MESSAGE_TYPE } from "../src/extension.ts";
-import { exited, fakeContext, setup } from "./harness.ts";
+import { exited, fakeContext, killAndWait, setup } from "./harness.ts";
 
 describe("event wiring", () => {
   test("creating the extension spawns nothing; session_start does", async (t) => {
@@ -150,6 +150,14 @@ describe("before_agent_start", () => {
     assert.equal(s.children[0]!.exitCode, 3);
     assert.equal(await s.prompt(), undefined, "the prompt after the crash");
     assert.equal(s.children.length, 1, "prompts never wait for a respawn");
+  });
+
+  test("prompts while the bridge is down keep the session's snapshot", async (t) => {
+    const s = setup(t, { script: { answers: { "session.before_prompt": { snapshot: "SNAP", hidden: [] } } } });
+    await s.startSession();
+    assert.deepEqual(await s.prompt("p", "BASE"), { systemPrompt: "BASE\n\nSNAP" });
+    await killAndWait(s.children[0]!);
+    assert.deepEqual(await s.prompt("q", "BASE"), { systemPrompt: "BASE\n\nSNAP" }, "the same bytes");
   });
 
   test("a prompt before session_start goes on without memory", async (t) => {

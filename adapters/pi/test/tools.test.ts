@@ -148,6 +148,16 @@ describe("tool calls", () => {
     assert.deepEqual(result.content, [{ type: "text", text: message }]);
   });
 
+  test("a message that names the failed operation is not prefixed again", async (t) => {
+    const message = "memory search failed: another process kept the Milvus Lite database open";
+    const s = setup(t, { script: { errors: { "memory.search": { type: "memory", message } } } });
+    await s.startSession();
+    await assert.rejects(s.callTool("memory_search", { query: "q" }), (error: Error) => {
+      assert.equal(error.message, message);
+      return true;
+    });
+  });
+
   test("other errors throw, naming the tool and carrying pimem's message", async (t) => {
     const s = setup(t, {
       script: { errors: { "memory.forget": { type: "memory", message: "no entry at 2025-01-02 10:30" } } },
