@@ -254,9 +254,9 @@ def test_capture_then_recall_layer_by_layer(world: PiWorld) -> None:
         f"[Assistant] {local_time(reply)} (target)\n{REPLY_1}"
     )
 
-    (turn_2,) = exchange_ends(second)
-    assert day_file.read_text() == entry_1 + entry_bytes(second, turn_2, asked(prompt_2))
-    check_accounting(world, [first, second], entries=2)
+    # Session 2 only read memory: a gate kept it out of memory (ADR 0014).
+    assert day_file.read_text() == entry_1
+    check_accounting(world, [first, second], entries=1)
 
 
 # -- scenario 3: forget --------------------------------------------------------------------
@@ -289,8 +289,8 @@ def test_forget_by_chunk_hash_leaves_snapshot_file_and_index(world: PiWorld) -> 
         f"Forgot a memory entry in {day_file}. No other copy is kept; this was it:\n\n"
         f"{section(entry_1)}"
     )
-    (turn_3,) = exchange_ends(third)
-    remaining = OTHER_ENTRY + entry_bytes(third, turn_3, asked(prompt_3))
+    # The exchange that forgot is not captured: the subject does not come back (ADR 0014).
+    remaining = OTHER_ENTRY
     assert day_file.read_text() == remaining
 
     server.rules = [
@@ -303,11 +303,9 @@ def test_forget_by_chunk_hash_leaves_snapshot_file_and_index(world: PiWorld) -> 
     assert "PostgreSQL" not in system_prompt(server, "[s4]")
     searched = tool_message(server, "[s4]", "memory_search")
     assert "PostgreSQL" not in searched
-    assert {hit.content for hit in read_hits(searched)} == {
-        bullets(OTHER_ENTRY),
-        bullets(remaining.removeprefix(OTHER_ENTRY)),
-    }
-    check_accounting(world, [first, third, fourth], entries=3)
+    assert {hit.content for hit in read_hits(searched)} == {bullets(OTHER_ENTRY)}
+    assert day_file.read_text() == remaining  # a recall question is not memory either
+    check_accounting(world, [first, third, fourth], entries=1)
 
 
 # -- scenario 4: the bridge killed mid-session ---------------------------------------------
@@ -318,11 +316,13 @@ def test_killed_bridge_costs_one_tool_call(world: PiWorld) -> None:
     prompt still completes, its memory call says why it failed, and the one after works."""
     server, day_file = world.server, world.day_file(DAY)
     prompts = {
+        "[p0]": "[p0] We deploy the ledger with blue-green releases.",
         "[p1]": "[p1] How is memory set up here?",
         "[p2]": "[p2] Search memory for the setup.",
         "[p3]": "[p3] Search memory for the setup again.",
     }
     server.rules = [
+        on_prompt("[p0]", Text("Noted.")),
         on_prompt("[p1]", ToolCall("memory_status")),
         after_tool("memory_status", Text("Memory is set up."), marker="[p1]"),
         on_prompt("[p2]", ToolCall("memory_search", {"query": "memory setup"})),
@@ -332,6 +332,7 @@ def test_killed_bridge_costs_one_tool_call(world: PiWorld) -> None:
         on_distill(),
     ]
     with world.rpc() as pi:
+        pi.prompt(prompts["[p0]"])
         pi.prompt(prompts["[p1]"])
         status = tool_message(server, "[p1]", "memory_status")
         assert f"scope: {world.repo}\nstore: {world.repo / '.memsearch' / 'memory'}\n" in status
@@ -346,26 +347,27 @@ def test_killed_bridge_costs_one_tool_call(world: PiWorld) -> None:
         assert failed.startswith("memory_search failed: the pimem bridge was killed by SIGKILL")
         assert failed.endswith(". Memory restarts on the next memory call.")
         assert "The memory call failed." in assistant_texts(records)
-        # The prompt went on without memory instead of waiting for a new bridge.
-        assert "## Project memory" not in system_prompt(server, "[p2]")
+        # The prompt went on with the session's snapshot instead of waiting for a new bridge.
+        assert system_prompt(server, "[p2]") == system_prompt(server, "[p0]")
         (respawned,) = bridge_pids(pi.pid)
         assert respawned != bridge
 
         records = pi.prompt(prompts["[p3]"])
-        hit_with(asked(prompts["[p1]"]), tool_message(server, "[p3]", "memory_search"))
+        hit_with(asked(prompts["[p0]"]), tool_message(server, "[p3]", "memory_search"))
+        # The new bridge sends the snapshot the session had: the system prompt's bytes hold.
+        assert system_prompt(server, "[p3]") == system_prompt(server, "[p0]")
         assert "Memory works again." in assistant_texts(records)
         assert pi.close() == 0
         assert gone(respawned), "pi waited for the bridge's shutdown"
 
     (path,) = world.session_files()
     session = read_session(path)
-    assert anchors(day_file.read_text()) == [
-        (session.id, turn, str(path)) for turn in exchange_ends(session)
-    ]
+    # Only [p0] is memory: the other exchanges only used memory tools (ADR 0014).
+    assert anchors(day_file.read_text()) == [(session.id, exchange_ends(session)[0], str(path))]
     assert [line for line in day_file.read_text().splitlines() if line.startswith("- ")] == [
-        asked(prompt) for prompt in prompts.values()
+        asked(prompts["[p0]"])
     ]
-    check_accounting(world, [session], entries=3)
+    check_accounting(world, [session], entries=1)
 
 
 # -- scenario 5: pimem cannot be started ----------------------------------------------------
