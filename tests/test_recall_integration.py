@@ -7,8 +7,10 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
@@ -149,6 +151,32 @@ def test_a_new_process_loads_the_read_model_from_its_cache(
     origin, content = json.loads(out.stdout)
     assert origin == "cache"
     assert "Redis" in content
+
+
+def test_a_cached_read_model_does_not_wait_for_the_database(
+    indexed: tuple[Pimem, Scope], repo: Path
+) -> None:
+    """A session's catch-up index run holds the backend queue for a minute at 20k chunks; a
+    read model in its cache needs no database, so the first search does not wait for it."""
+    pimem, scope = indexed
+    recall = recall_of(pimem, scope)
+    search(pimem, scope, "warm up")
+    assert recall.idle(60)
+    later = make_pimem({"PIMEM_DB_LINGER_MS": "0"})  # another process, as it were
+    index = MemsearchMemoryIndex.opened_by(later, scope)
+    release = threading.Event()
+    holding = threading.Thread(target=index.queue.run, args=("index", release.wait))
+    holding.start()
+    pool = ThreadPoolExecutor(1)
+    try:
+        found = pool.submit(search, later, scope, "hot cache", 1).result(timeout=60)
+        assert "Redis" in found[0]
+        assert index.recall is not None
+        assert index.recall.origin == "cache"
+    finally:  # a search stuck behind the held queue is let go, and the test fails above
+        release.set()
+        holding.join()
+        pool.shutdown()
 
 
 def test_memsearch_ranker_stays_selectable(

@@ -200,7 +200,7 @@ class MemsearchMemoryIndex:
             raise no_memory_yet(scope)  # before the embedder loads: there is nothing to search
         recall = self.recall
         if recall is not None:
-            if not recall.loaded:  # reads the collection (or the cache): once per process
+            if not recall.load(cache_only=True):  # else reads the collection, once per process
                 # A load that outlasts the search's time limit goes on in the queue: the next
                 # search finds it loaded.
                 self._run("search", recall.load, call, call.settings.search_timeout_ms)
@@ -252,7 +252,7 @@ class MemsearchMemoryIndex:
         if recall is not None:
             if not has_memory_files(self.scope.memory_dir):
                 return ()
-            if not recall.loaded:
+            if not recall.load(cache_only=True):
                 self.queue.run("read model load", recall.load, is_contention=is_contention)
             return recall.similar(text, top_k)
         return self.queue.run(
@@ -266,7 +266,8 @@ class MemsearchMemoryIndex:
         if recall is not None:
             if has_memory_files(self.scope.memory_dir):
                 with contextlib.suppress(CollectionMissing):
-                    self.queue.run("read model load", recall.load, is_contention=is_contention)
+                    if not recall.load(cache_only=True):  # the cache needs no turn in the queue
+                        self.queue.run("read model load", recall.load, is_contention=is_contention)
                     recall.search("warm-up", 1)
             return
         self.queue.run("warm-up", lambda: self.engine.warm(self.scope), is_contention=is_contention)

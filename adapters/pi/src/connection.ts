@@ -30,6 +30,8 @@ export interface ConnectionOptions {
   onReady?: (ms: number) => void;
   /** Called once when the command could not be started: memory is off for the session. */
   onStartFailure?: (message: string) => void;
+  /** Called once when the bridge crashed too often: memory and capture are off for the session. */
+  onGiveUp?: (message: string) => void;
 }
 
 /** Who is asking: tools hear about crashes, prompts never wait for a respawn. */
@@ -47,6 +49,7 @@ export class Connection {
   private startFailure: string | undefined;
   private unreportedCrash: string | undefined;
   private lastCrash: string | undefined;
+  private gaveUp = false;
   private closing = false;
 
   constructor(options: ConnectionOptions) {
@@ -74,6 +77,7 @@ export class Connection {
     this.startFailure = undefined;
     this.unreportedCrash = undefined;
     this.lastCrash = undefined;
+    this.gaveUp = false;
     this.spawn();
   }
 
@@ -179,7 +183,13 @@ export class Connection {
   /** A new bridge after a crash, unless the command cannot start or the cap is reached. */
   private respawnOrGiveUp(): boolean {
     if (this.startFailure !== undefined) return false;
-    if (this.crashes > (this.options.maxRespawns ?? MAX_RESPAWNS)) return false;
+    if (this.crashes > (this.options.maxRespawns ?? MAX_RESPAWNS)) {
+      if (!this.gaveUp) {
+        this.gaveUp = true;
+        this.options.onGiveUp?.(this.gaveUpMessage());
+      }
+      return false;
+    }
     this.spawn();
     return true;
   }
@@ -188,9 +198,10 @@ export class Connection {
     if (this.startFailure !== undefined) return this.startFailure;
     const times = this.crashes === 1 ? "once" : `${this.crashes} times`;
     return sentences(
-      `memory is off for the rest of this session: the pimem bridge stopped ${times}` +
+      `memory is off for the rest of this session, capture included: the pimem bridge stopped ${times}` +
         `${this.lastCrash ? ` (last: ${this.lastCrash})` : ""}`,
       'Run "pimem status" in the project to see why',
+      "A new pi session (/new) turns memory on again",
     );
   }
 }

@@ -89,6 +89,7 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
     onReady: deps.timing && ((ms) => deps.timing?.("bridge_ready", ms)),
     // Known within moments of session_start (a missing command at once): the one notice.
     onStartFailure: (message) => notifyUser(sessionCtx, message, deps.stderr ?? writeStderr),
+    onGiveUp: (message) => notifyUser(sessionCtx, message, deps.stderr ?? writeStderr),
     onHostRequest: (method, params) =>
       method === "complete"
         ? completeWithRegistry(registry, params, deps.complete)

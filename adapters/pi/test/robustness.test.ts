@@ -223,16 +223,22 @@ describe("a bridge killed mid-session", () => {
     assert.equal(s.children.length, 3);
 
     await killAndWait(s.children.at(-1)!);
-    const off = /memory_status failed: memory is off for the rest of this session: the pimem bridge stopped 3 times \(last: the pimem bridge was killed by SIGKILL\)/;
+    const off = /memory_status failed: memory is off for the rest of this session, capture included: the pimem bridge stopped 3 times \(last: the pimem bridge was killed by SIGKILL\)/;
     await assert.rejects(s.callTool("memory_status"), (error: Error) => {
       assert.match(error.message, off);
-      assert.match(error.message, /\)\. Run "pimem status" in the project to see why\.$/);
+      assert.match(
+        error.message,
+        /\)\. Run "pimem status" in the project to see why\. A new pi session \(\/new\) turns memory on again\.$/,
+      );
       assert.doesNotMatch(error.message, /restart/i);
       return true;
     });
     await assert.rejects(s.callTool("memory_status"), off);
     assert.equal(await s.prompt(), undefined);
     assert.equal(s.children.length, 3, "no fourth bridge");
+    // The user is told once, whatever noticed it first; not again by later calls.
+    assert.equal(s.stderr.length, 1);
+    assert.match(s.stderr[0]!, /^pimem: memory is off for the rest of this session, capture included: /);
   });
 });
 

@@ -111,13 +111,17 @@ class Recall:
 
     # -- loading ---------------------------------------------------------------------------
 
-    def load(self) -> None:
-        """Load the read model: from its cache, else from the collection (seconds at 20k)."""
+    def load(self, *, cache_only: bool = False) -> bool:
+        """Load the read model: from its cache, else from the collection (seconds at 20k).
+        With *cache_only* nothing touches the database, so it needs no turn in the backend
+        queue (behind a session's catch-up index run); ``False`` when there is no cache."""
         with self._load_lock:
             if self._loaded:
-                return
+                return True
             directory = self._collection.cache_dir()
             saved = cache.load(directory) if directory is not None else None
+            if saved is None and cache_only:
+                return False
             if saved is not None:
                 self.model.replace(saved.generation)
                 self.model.apply(saved.added, saved.removed)
@@ -149,6 +153,7 @@ class Recall:
             # `pimem search` that exits before the background work is done.
             self.save()
         self._start_worker()
+        return True
 
     @property
     def loaded(self) -> bool:
