@@ -239,6 +239,12 @@ class _Bridge:
         self.process.wait(timeout=60)
 
 
+def _is_warm(bridge: _Bridge, probe: str | None) -> bool:
+    if probe is None:
+        return _auto_context_state(bridge) == "warm"
+    return bool(bridge.call("session.before_prompt", prompt=probe)["hidden"])
+
+
 def _auto_context_state(bridge: _Bridge) -> str:
     status = bridge.call("memory.status")
     section = status.get("auto-context") or {}
@@ -257,9 +263,14 @@ def measure_latency(
     warmup: int,
     *,
     pause: float = 0.0,
+    probe: str | None = None,
 ) -> dict[str, Any]:
     """Time *prompts* through a bridge on *project* with auto-context on, after *warmup*, with
-    *pause* seconds between prompts (a real session's prompts come seconds apart)."""
+    *pause* seconds between prompts (a real session's prompts come seconds apart).
+
+    The bridge is warm once a prompt gets memory: *probe*, the text of an entry, is sent until
+    its answer carries an injection. (Without one, warm is what status says; status itself
+    waits behind the session's catch-up index run, so it can only say so late.)"""
     # Only the store's own settings: nothing of the caller's pimem configuration leaks in.
     own = {k: v for k, v in env.items() if not k.startswith(("PIMEM_", "PI_MEMSEARCH_"))}
     spawned = time.perf_counter()
@@ -268,7 +279,7 @@ def measure_latency(
     try:
         bridge.call("session.start", session_id="bench", cwd=str(project), transcript=None)
         started_ms = (time.perf_counter() - spawned) * 1000
-        while _auto_context_state(bridge) != "warm":
+        while not _is_warm(bridge, probe):
             if time.perf_counter() - spawned > 300:
                 raise RuntimeError("auto-context never became warm")
             time.sleep(0.2)

@@ -106,7 +106,8 @@ def measure_store(
     size = store.size
     log(f"{size}: auto-context, {plan.prompts} prompts back to back through a bridge")
     prompts = latency_prompts(corpus, plan.warmup + plan.prompts)
-    warm = measure_latency(store.project, env, prompts, plan.warmup)
+    probe = corpus.entries[0].facts[0].bullet.removeprefix("- ")
+    warm = measure_latency(store.project, env, prompts, plan.warmup, probe=probe)
     log(f"{size}: auto-context, {plan.spaced_prompts} prompts {plan.pause_s:g} s apart")
     spaced = measure_latency(
         store.project, env, prompts[: 2 + plan.spaced_prompts], 2, pause=plan.pause_s
