@@ -1,10 +1,10 @@
 """The dense leg: one vector per fact, a chunk scored as its best fact.
 
 Vectors are kept as 8-bit codes in faiss's exhaustive scalar-quantizer scan, one scale for the
-whole generation (the largest component maps to 127). A scan is bound by memory bandwidth, so
-a quarter of float32's bytes is four times as fast, and a quarter of the memory; the cosine it
-gives is within 0.004 of the exact one for unit vectors of this size (ADR 0013). Vectors are
-unit length, so the inner product is the cosine.
+whole generation (the largest component maps to 127). A scan is bound by memory bandwidth:
+half of float16's bytes scanned about twice as fast (10 against 20 ms at 180k facts), in a
+quarter of float32's memory, and the cosine it gives is within 0.004 of the exact one for unit
+vectors of this size (ADR 0013). Vectors are unit length, so the inner product is the cosine.
 """
 
 from __future__ import annotations
