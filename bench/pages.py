@@ -7,9 +7,9 @@ folders of their own).
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -184,14 +184,40 @@ def render(results: Results, out: Path) -> Path:
     return page
 
 
+#: What a published page says for the directory a run kept its stores in.
+PUBLISHED_WORKDIR = "/tmp/pimem-bench"
+
+
+def local_paths(results: Results) -> dict[str, str]:
+    """This machine's paths in *results*, and what the published page says instead: the
+    runs' ``--workdir``, the repository and the home directory."""
+    places = {str(Path.home()): "~", str(Path(__file__).resolve().parents[1]): "."}
+    for part in results.values():
+        words = str(part.get("meta", {}).get("command", "")).split()
+        for flag, value in itertools.pairwise(words):
+            if flag == "--workdir":  # as given (absolute) or as it resolved here
+                places[str(Path(value).absolute())] = PUBLISHED_WORKDIR
+    return places
+
+
+def portable(text: str, places: Mapping[str, str]) -> str:
+    """*text* with each of *places* (longest first) written as the page says it."""
+    for path in sorted(places, key=len, reverse=True):
+        text = text.replace(path, places[path])
+    return text
+
+
 def publish(results: Results, out: Path, docs: Path) -> Path:
-    """``docs/benchmarks.md`` with its plots and the JSON it was rendered from."""
+    """``docs/benchmarks.md`` with its plots and the JSON it was rendered from, without this
+    machine's paths (a reader's machine has none of them)."""
+    places = local_paths(results)
     assets = docs / "benchmarks"
     _assets(results, assets)
     for part in results:
         target = raw_path(assets, part)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(raw_path(out, part), target)
+        raw = raw_path(out, part).read_text(encoding="utf-8")
+        target.write_text(portable(raw, places), encoding="utf-8")
     page = docs / PAGE
-    page.write_text(render_page(results, "benchmarks"), encoding="utf-8")
+    page.write_text(portable(render_page(results, "benchmarks"), places), encoding="utf-8")
     return page

@@ -246,3 +246,17 @@ def test_a_quick_run_is_never_combined() -> None:
     before["meta"]["quick"] = True
     merged = keep_other_sizes("scaling", scaling_results(raw_size(10_000)), before)
     assert [size["size"] for size in merged["raw"]] == [10_000]
+
+
+def test_published_results_say_nothing_of_this_machines_paths() -> None:
+    workdir = "/srv/bench-stores"
+    results = {"latency": {"meta": {"command": f"python -m bench --workdir {workdir}"}}}
+    places = pages.local_paths(results)
+    raw = json.dumps({"store": f"{workdir}/store-2000", "home": f"{Path.home()}/.cache"})
+    assert json.loads(pages.portable(raw, places)) == {
+        "store": f"{pages.PUBLISHED_WORKDIR}/store-2000",
+        "home": "~/.cache",
+    }
+    assert pages.portable(results["latency"]["meta"]["command"], places) == (
+        f"python -m bench --workdir {pages.PUBLISHED_WORKDIR}"
+    )
