@@ -65,6 +65,8 @@ def test_a_queued_caller_learns_what_it_waits_on() -> None:
         target=queue.run, args=("search", lambda: 1), kwargs={"on_wait": notes.append}
     )
     waiter.start()
+    while queue.pending < 2:  # the waiter is queued behind the holder
+        time.sleep(0.001)
     release.set()
     holder.join()
     waiter.join()
