@@ -18,9 +18,11 @@ start-up.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -72,6 +74,12 @@ class Params:
             return None
         if not isinstance(value, str):
             raise RequestError(f'"{name}" must be a string')
+        return value
+
+    def flag(self, name: str, default: bool) -> bool:
+        value = self.raw.get(name, default)
+        if not isinstance(value, bool):
+            raise RequestError(f'"{name}" must be true or false')
         return value
 
     def path(self, name: str) -> Path:
@@ -134,10 +142,17 @@ class Server:
     """Serves one host session over a pair of streams."""
 
     def __init__(
-        self, pimem: Pimem, reader: IO[str], writer: IO[str], *, announce: bool = True
+        self,
+        pimem: Pimem,
+        reader: IO[str],
+        writer: IO[str],
+        *,
+        announce: bool = True,
+        on_host_gone: Callable[[], None] = lambda: None,
     ) -> None:
         self._pimem = pimem
         self._announce = announce
+        self._on_host_gone = on_host_gone
         self._reader = reader
         self._writer = writer
         self._write_lock = threading.Lock()
@@ -165,6 +180,11 @@ class Server:
             self._send({"event": "ready", "methods": sorted(self._methods)})
         for line in iter(self._reader.readline, ""):
             self._receive(line)
+        # The host has said all it will: nothing it was asked can be answered any more, and
+        # what is left (an index run the host did not wait for) finishes without it.
+        self._on_host_gone()
+        for request_id in list(self._asked):
+            self._answered(request_id, {"error": "the host ended the session"})
         self._pool.shutdown(wait=True)
         if self.session.info is not None:
             self.session.shutdown()
@@ -314,7 +334,7 @@ class Server:
         return {}
 
     def _shutdown(self, params: Params) -> object:
-        report = self.session.shutdown()
+        report = self.session.shutdown(wait_for_index=params.flag("wait_for_index", True))
         return {
             "captured_in_time": report.captured_in_time,
             "indexed_in_time": report.indexed_in_time,
@@ -377,4 +397,19 @@ def serve(pimem: Pimem, *, announce: bool = True) -> None:
         stdin.reconfigure(encoding="utf-8", errors="replace")
     if hasattr(stdout, "reconfigure"):
         stdout.reconfigure(encoding="utf-8")
-    Server(pimem, stdin, stdout, announce=announce).serve()
+    Server(pimem, stdin, stdout, announce=announce, on_host_gone=_let_host_go).serve()
+
+
+def _let_host_go() -> None:
+    """Point stdout and stderr at the null device once stdin has ended: a host that does not
+    wait for the last index run closes its ends of the pipes, and a log line written then
+    must not fail."""
+    if sys.stdout.isatty() or sys.stderr.isatty():
+        return  # a person at a terminal still reads what follows
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.close(null)

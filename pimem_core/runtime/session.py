@@ -14,6 +14,7 @@ milliseconds, and a memory failure never reaches the agent as an exception from 
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -109,6 +110,8 @@ class Session:
         self.indexer: Indexer | None = None
         self.capture: Capture | None = None
         self.maintenance: MaintenanceRunner | None = None
+        self._starting: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._starting.set_result(None)
         #: Every background task of this session: capture, index runs, maintenance.
         self.scheduler = Scheduler("pimem-session")
         pimem.pm.add_plugin(_SessionPlugin(self), "session")
@@ -123,22 +126,28 @@ class Session:
         if self.info is not None:
             self._settle_previous()
         self.info = info
-        self.scope = self.pimem.resolve_scope(info.cwd)
+        scope = self.scope = self.pimem.resolve_scope(info.cwd)
         indexer = Indexer(self._index, scheduler=self.scheduler, **self._debounce_kwargs())
         self.indexer = indexer
-        indexer.catch_up()
         kept = kept_snapshot_path(self._state_dir, info.session_id)
-        self.snapshot = StableSnapshot(self.pimem, self.scope, kept=kept)
+        self.snapshot = StableSnapshot(self.pimem, scope, kept=kept)
         self.snapshot.start()
-        self.pimem.start_session(self.scope)
-        self.maintenance = MaintenanceRunner(
+        maintenance = self.maintenance = MaintenanceRunner(
             self.pimem,
-            self.scope,
+            scope,
             budget=self.budget,
             host_model=self.host_model,
             scheduler=self.scheduler,
         )
-        self.maintenance.wake("session start")
+
+        # What needs the index (memsearch and the read model: a few hundred milliseconds of
+        # imports) starts behind the host's answer, so the first prompt waits for none of it.
+        def start_in_background() -> None:
+            indexer.catch_up()
+            self.pimem.start_session(scope)
+            maintenance.wake("session start")
+
+        self._starting = self.scheduler.run("session-start", start_in_background)
         if info.transcript is not None:
             self.capture = Capture(
                 self.pimem,
@@ -177,8 +186,14 @@ class Session:
         if self.snapshot is not None:
             self.snapshot.refresh()
 
-    def shutdown(self, cap: float = SHUTDOWN_CAP_SECONDS) -> ShutdownReport:
-        """Flush capture, then index what was written, all within *cap* seconds."""
+    def shutdown(
+        self, cap: float = SHUTDOWN_CAP_SECONDS, *, wait_for_index: bool = True
+    ) -> ShutdownReport:
+        """Flush capture, then index what was written, all within *cap* seconds.
+
+        With *wait_for_index* false the last index run is started, not waited for: a host that
+        leaves the process to finish it alone calls ``shutdown()`` again, which waits.
+        """
         started = time.monotonic()
         deadline = started + cap
         captured = True
@@ -188,7 +203,10 @@ class Session:
             self.capture = None
         indexed = True
         if self.indexer is not None:
-            indexed = self.indexer.shutdown(max(0.0, deadline - time.monotonic()))
+            if wait_for_index:  # a catch-up not started yet would be missed
+                concurrent.futures.wait([self._starting], max(0.0, deadline - time.monotonic()))
+            wait = max(0.0, deadline - time.monotonic()) if wait_for_index else 0.0
+            indexed = self.indexer.shutdown(wait)
         if self.snapshot is not None:
             self.snapshot.discard()
         return ShutdownReport(
@@ -214,15 +232,7 @@ class Session:
 
     def _settle_previous(self) -> None:
         """Before a session switch: write and index what the previous session left."""
-        deadline = time.monotonic() + SHUTDOWN_CAP_SECONDS
-        if self.capture is not None:
-            self.capture.drain(deadline)
-            self.capture.close()
-            self.capture = None
-        if self.indexer is not None:
-            self.indexer.shutdown(max(0.0, deadline - time.monotonic()))
-        if self.snapshot is not None:
-            self.snapshot.discard()
+        self.shutdown()
 
     def _observe(self, scope: Scope, change: StoreChange) -> None:
         if scope != self.scope:

@@ -10,6 +10,8 @@ writes; search, expand and compact answer with install instructions.
 from __future__ import annotations
 
 import contextlib
+import functools
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
@@ -46,13 +48,15 @@ from pimem_plugins.memsearch.engine import (
     rebuild_instructions,
     section_of,
 )
-from pimem_plugins.memsearch.recall.cache import cache_dir
-from pimem_plugins.memsearch.recall.service import Recall, encoder_for
 from pimem_plugins.shared.index_state import index_status_section, read_index_health
 from pimem_plugins.shared.layout import has_memory_files
 
 if TYPE_CHECKING:
     from pimem_core.api import Pimem
+    from pimem_plugins.memsearch.recall.service import Recall
+
+# The read model (numpy, faiss, bm25s and scipy: a quarter of a second) is imported when a
+# search first needs it, so a bridge answers session.start before any of it is loaded.
 
 T = TypeVar("T")
 
@@ -101,6 +105,7 @@ class MemsearchIndex:
         self.queue = BackendQueue()
         self.engine = MemsearchEngine(self.queue)
         self._recalls: dict[tuple[str, str], Recall] = {}
+        self._recalls_lock = threading.Lock()
 
     @staticmethod
     @hookimpl
@@ -110,8 +115,10 @@ class MemsearchIndex:
     @hookimpl(trylast=True)
     def pimem_open_index(self, scope: Scope, settings: Settings) -> MemoryIndex:
         self.engine.linger = DB_LINGER_MS.read(settings) / 1000
-        recall = self._recall(scope) if RANKER.read(settings) == "pimem" else None
-        return MemsearchMemoryIndex(scope, self.engine, recall)
+        ranks = RANKER.read(settings) == "pimem"
+        return MemsearchMemoryIndex(
+            scope, self.engine, (lambda: self._recall(scope)) if ranks else None
+        )
 
     @hookimpl
     def pimem_observe_change(self, scope: Scope, change: StoreChange) -> None:
@@ -123,9 +130,10 @@ class MemsearchIndex:
 
     def _recall(self, scope: Scope) -> Recall:
         key = (str(scope.memory_dir), scope.collection)
-        if key not in self._recalls:
-            self._recalls[key] = open_recall(scope, self.engine)
-        return self._recalls[key]
+        with self._recalls_lock:  # one read model per collection, whichever thread asks first
+            if key not in self._recalls:
+                self._recalls[key] = open_recall(scope, self.engine)
+            return self._recalls[key]
 
 
 class MemsearchMemoryIndex:
@@ -143,11 +151,21 @@ class MemsearchMemoryIndex:
             )
         return index
 
-    def __init__(self, scope: Scope, engine: MemsearchEngine, recall: Recall | None = None) -> None:
+    def __init__(
+        self,
+        scope: Scope,
+        engine: MemsearchEngine,
+        open_recall: Callable[[], Recall] | None = None,
+    ) -> None:
         self.scope = scope
         self.engine = engine
-        #: pimem's ranker on the collection's read model; ``None``: memsearch ranks.
-        self.recall = recall
+        self._open_recall = open_recall
+
+    @functools.cached_property
+    def recall(self) -> Recall | None:
+        """pimem's ranker on the collection's read model; ``None``: memsearch ranks. Opened on
+        first use: a session that never searches never imports it."""
+        return None if self._open_recall is None else self._open_recall()
 
     @property
     def queue(self) -> BackendQueue:
@@ -382,6 +400,8 @@ class _EngineCollection:
 
     def encode(self, texts: list[str]) -> Any:
         if self._encoder is None:
+            from pimem_plugins.memsearch.recall.service import encoder_for
+
             self._encoder = encoder_for(self.engine.embedder(self.scope), self.engine.event_loop)
         return self._encoder(texts)
 
@@ -395,6 +415,8 @@ class _EngineCollection:
         return str(self.engine.embedder(self.scope).model_name)
 
     def cache_dir(self) -> Path | None:
+        from pimem_plugins.memsearch.recall.cache import cache_dir
+
         uri = str(self.engine.config(self.scope, bootstrap=False).milvus.uri)
         root = PimemPaths.from_env().cache_dir
         return cache_dir(root, uri, self.scope.collection, self.model_name())
@@ -402,4 +424,6 @@ class _EngineCollection:
 
 def open_recall(scope: Scope, engine: MemsearchEngine) -> Recall:
     """A read model of *scope*'s collection on *engine*; nothing is loaded until a search."""
+    from pimem_plugins.memsearch.recall.service import Recall
+
     return Recall(scope, _EngineCollection(scope, engine))

@@ -1,6 +1,7 @@
 // One `pimem serve` process and the JSON-lines conversation with it (docs/host-protocol.md).
 
 import { type ChildProcess, spawn as nodeSpawn } from "node:child_process";
+import type { Socket } from "node:net";
 import { sentences } from "./text.ts";
 
 export type Spawn = typeof nodeSpawn;
@@ -204,6 +205,16 @@ export class Bridge {
       });
       this.write({ id, method, params });
     });
+  }
+
+  /**
+   * End stdin and leave pimem to finish alone: its last index run needs nothing from pi, so
+   * pi exits without waiting for it (pimem bounds it by its shutdown cap).
+   */
+  release(): void {
+    this.child.stdin?.end();
+    this.child.unref();
+    for (const stream of [this.child.stdout, this.child.stderr]) (stream as Socket | null)?.unref();
   }
 
   /** End stdin so pimem finishes its session, then kill it if it is still there after `graceMs`. */

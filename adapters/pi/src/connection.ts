@@ -120,20 +120,30 @@ export class Connection {
     }
   }
 
-  /** Shut the session down in pimem within `capMs`, then stop the process (killed after `graceMs`). */
-  async close(capMs: number, graceMs: number): Promise<Record<string, unknown> | undefined> {
+  /**
+   * Shut the session down in pimem within `capMs`, then stop the process (killed after
+   * `graceMs`). With `detach`, pimem writes what capture holds and is then left to finish its
+   * last index run alone: how pi exits without waiting on memsearch.
+   */
+  async close(
+    capMs: number,
+    graceMs: number,
+    { detach = false }: { detach?: boolean } = {},
+  ): Promise<Record<string, unknown> | undefined> {
     this.closing = true;
     const bridge = this.bridge;
     if (!bridge) return undefined;
     let report: Record<string, unknown> | undefined;
     if (bridge.alive && this.started) {
+      const params = detach ? { wait_for_index: false } : {};
       report = await withDeadline(
-        this.started.then(() => bridge.call("session.shutdown", {}, { timeoutMs: capMs })),
+        this.started.then(() => bridge.call("session.shutdown", params, { timeoutMs: capMs })),
         capMs,
         undefined,
       ).catch(() => undefined);
     }
-    await bridge.stop(graceMs);
+    if (detach && report !== undefined) bridge.release();
+    else await bridge.stop(graceMs);
     this.bridge = undefined;
     this.started = undefined;
     return report;

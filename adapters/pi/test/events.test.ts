@@ -218,14 +218,26 @@ describe("capture", () => {
     assert.deepEqual(compacted.params, {});
   });
 
-  test("session_shutdown sends session.shutdown, then ends stdin and the bridge exits", async (t) => {
+  test("session_shutdown sends session.shutdown, then ends stdin and leaves the bridge to exit alone", async (t) => {
     const s = setup(t, { version: "1.x" });
     await s.startSession();
     await s.pi.fire("session_shutdown", {}, s.ctx);
+    // pi goes on at once: the last index run is not waited for.
+    assert.deepEqual(s.requests().at(-1)!.params, { wait_for_index: false });
+    await exited(s.children[0]!);
     assert.deepEqual(
       s.log().map((entry) => entry.method ?? entry.kind),
       ["started", "session.start", "session.shutdown", "eof"],
     );
+    assert.equal(s.children[0]!.exitCode, 0);
+  });
+
+  test("a session switch waits for the previous bridge's last index run", async (t) => {
+    const s = setup(t, { version: "1.x" });
+    await s.startSession();
+    await s.startSession(fakeContext({ cwd: s.dir, sessionId: "session-2" }));
+    // The new bridge must not fight the old one for the database.
+    assert.deepEqual(s.requests().find((entry) => entry.method === "session.shutdown")!.params, {});
     assert.equal(s.children[0]!.exitCode, 0);
   });
 

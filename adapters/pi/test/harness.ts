@@ -244,11 +244,13 @@ export function hasExited(child: ChildProcess): boolean {
 /** Waits for `child` to end (it was told to already). */
 export async function exited(child: ChildProcess): Promise<void> {
   if (child.pid === undefined || hasExited(child)) return;
+  child.ref(); // a released bridge no longer holds the event loop open: the test waits for it
   await once(child, "exit");
 }
 
 export async function killAndWait(child: ChildProcess): Promise<void> {
   if (child.pid === undefined || hasExited(child)) return;
+  child.ref();
   const exit = once(child, "exit");
   child.kill("SIGKILL");
   await exit;
