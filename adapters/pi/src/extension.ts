@@ -2,6 +2,7 @@
 
 import { appendFileSync } from "node:fs";
 import type { Spawn } from "./bridge.ts";
+import { registerCommands } from "./commands.ts";
 import { Connection, withDeadline } from "./connection.ts";
 import { type Complete, completeWithRegistry, modelCatalog, piComplete } from "./host-model.ts";
 import type { BeforeAgentStartEvent, BeforeAgentStartResult, ContextLike, ModelRegistryLike, PiLike } from "./pi.ts";
@@ -156,6 +157,7 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
   });
 
   registerTools(pi, connection);
+  registerCommands(pi, (ctx, message) => notifyUser(ctx, message, deps.stderr ?? writeStderr));
   return connection;
 }
 
