@@ -30,8 +30,8 @@ export type Notify = (ctx: ContextLike, message: string) => void;
 export function isBareRecall(text: string): boolean {
   const match = /^\/recall(?:\s+([\s\S]*))?$/.exec(text);
   if (!match) return false;
-  const words = (match[1] ?? "").split(/\s+/).filter((word) => word !== "--all");
-  return words.join("").replace(/["']/g, "") === "";
+  const words = (match[1] ?? "").replace(/["']/g, " ").split(/\s+/);
+  return words.every((word) => word === "" || word === "--all");
 }
 
 export function registerCommands(pi: PiLike, notify: Notify): void {

@@ -10,15 +10,27 @@ import { setup } from "./harness.ts";
 
 const TEMPLATE = join(import.meta.dirname, "..", "prompts", "recall.md");
 
-const BARE = ["/recall", "/recall ", "/recall   \t ", "/recall\n", "/recall --all", "/recall  --all  ", '/recall ""', "/recall --all ''"];
+const BARE = [
+  "/recall",
+  "/recall ",
+  "/recall   \t ",
+  "/recall\n",
+  "/recall --all",
+  "/recall  --all  ",
+  '/recall ""',
+  "/recall --all ''",
+  "/recall '--all'",
+];
 const QUERIES = ["/recall redis", "/recall --all redis cache", "/recall  why the login loops ", '/recall "cache ttl"'];
 const OTHERS = ["recall", "/recalls", "/recall-x", "/skill:recall", " /recall", "what does /recall do?"];
+
+const input = (text: string) => ({ type: "input", text, source: "interactive" });
 
 describe("/recall", () => {
   test("nothing to look for: the input is handled and the user sees the usage on stderr (no UI)", async (t) => {
     const s = setup(t);
     for (const text of BARE) {
-      assert.deepEqual(await s.pi.fire("input", { type: "input", text, source: "interactive" }, s.ctx), [{ action: "handled" }], text);
+      assert.deepEqual(await s.pi.fire("input", input(text), s.ctx), [{ action: "handled" }], text);
     }
     assert.deepEqual(s.stderr, BARE.map(() => `pimem: ${RECALL_USAGE}`));
     assert.deepEqual(s.ctx.notices, []);
@@ -27,7 +39,7 @@ describe("/recall", () => {
 
   test("with a UI the usage is a pi notification, not a stderr line", async (t) => {
     const s = setup(t, { context: { hasUI: true } });
-    assert.deepEqual(await s.pi.fire("input", { type: "input", text: "/recall", source: "rpc" }, s.ctx), [{ action: "handled" }]);
+    assert.deepEqual(await s.pi.fire("input", input("/recall"), s.ctx), [{ action: "handled" }]);
     assert.deepEqual(s.ctx.notices, [{ message: `pimem: ${RECALL_USAGE}`, level: "warning" }]);
     assert.deepEqual(s.stderr, []);
   });
@@ -35,7 +47,7 @@ describe("/recall", () => {
   test("a query, or any other input, is left to pi untouched and nothing is shown", async (t) => {
     const s = setup(t, { context: { hasUI: true } });
     for (const text of [...QUERIES, ...OTHERS]) {
-      assert.deepEqual(await s.pi.fire("input", { type: "input", text, source: "interactive" }, s.ctx), [undefined], text);
+      assert.deepEqual(await s.pi.fire("input", input(text), s.ctx), [undefined], text);
     }
     assert.deepEqual(s.ctx.notices, []);
     assert.deepEqual(s.stderr, []);
