@@ -1,6 +1,6 @@
 """``python -m bench [--quick] [--only PARTS] [--workdir DIR] [--out DIR] [--report-only]``.
 
-The whole benchmark suite, in three parts:
+The whole benchmark suite, in four parts:
 
 * ``latency``: search and append latency against the memsearch CLI (2k and 20k chunks),
   capture's cost to the host, the pi adapter inside the real pi process (both pi lines) and
@@ -9,7 +9,10 @@ The whole benchmark suite, in three parts:
   of seed 1), pimem's ranker beside memsearch's hybrid search on the same collection (and its
   dense and BM25 halves alone), the relevance score, abstention, anchors and transcript turns;
 * ``scaling``: the cost of every memory operation against store size on the same worlds (and a
-  partly synthetic 100k read model), beside the memsearch CLI, with its curves.
+  partly synthetic 100k read model), beside the memsearch CLI, with its curves;
+* ``workload``: what memory holds after scripted multi-session pi runs (decisions, chatter,
+  recall, writes, forgets, a killed bridge), this checkout beside the code before the capture
+  gates (``bench/workload.py``).
 
 Each part writes its raw results as JSON under OUT; the report (``OUT/benchmarks.md``) is
 rendered from those files alone, and a full run publishes it as ``docs/benchmarks.md`` with
@@ -34,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "bench" / "results"
 DOCS = ROOT / "docs"
-PARTS = ("latency", "quality", "scaling")
+PARTS = ("latency", "quality", "scaling", "workload")
 
 
 def _parts(text: str) -> tuple[str, ...]:
@@ -186,6 +189,17 @@ def _scaling(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, A
     return results
 
 
+def _workload(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, Any]:
+    from bench import workload
+
+    started_at = datetime.now().astimezone().isoformat(timespec="seconds")
+    started = time.perf_counter()
+    plan = workload.WORKLOAD_QUICK if args.quick else workload.WORKLOAD_FULL
+    results = workload.run_workload(plan, workdir, model, _log)
+    results["meta"] = _meta(started_at, started, args.quick) | {"format": workload.FORMAT}
+    return results
+
+
 #: Parts measured size by size: where their per-size lists are, and how targets are judged.
 SIZED = {"quality": ("raw", "summaries"), "scaling": ("raw", "summary")}
 
@@ -268,6 +282,7 @@ MEASURES: dict[str, Callable[[argparse.Namespace, Path, Any], dict[str, Any]]] =
     "latency": _latency,
     "quality": _quality,
     "scaling": _scaling,
+    "workload": _workload,
 }
 
 

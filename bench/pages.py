@@ -14,18 +14,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench import report, scaling_report
+from bench import report, scaling_report, workload_report
 from bench.quality import report as quality_report
 
 RAW = {
     "latency": "latency.json",
     "quality": "quality/quality.json",
     "scaling": "scaling/scaling.json",
+    "workload": "workload/workload.json",
 }
 TITLES = {
     "latency": "Latency",
     "quality": "Retrieval quality",
     "scaling": "Cost against store size",
+    "workload": "Memory under a workload",
 }
 PAGE = "benchmarks.md"
 Results = Mapping[str, Mapping[str, Any]]
@@ -141,6 +143,8 @@ def render_page(results: Results, plots: str) -> str:
         sections.append(quality_report.render(quality, f"{plots}/quality"))
     if "scaling" in results:
         sections.append(scaling_report.render(results["scaling"], f"{plots}/scaling"))
+    if "workload" in results:
+        sections.append(workload_report.render(results["workload"], plots))
     body = "\n\n".join(_demote(section.strip()) for section in sections)
     return f"""# Benchmarks
 
@@ -151,7 +155,7 @@ does it stay out of the agent's way? Every figure below comes from one command, 
 offline embedding model and Milvus Lite, and is rendered from the raw JSON next to its plot:
 
 ```sh
-make bench                       # everything: latency, quality, scaling (times below)
+make bench                       # everything: latency, quality, scaling, workload (times below)
 make bench BENCH_ARGS=--quick    # the smallest store of each part: under five minutes
 make bench BENCH_ARGS="--only scaling --workdir /tmp/pimem-bench"   # one part, kept stores
 make bench BENCH_ARGS="--only quality --sizes 10000 --seeds 1 --workdir /tmp/pimem-bench"

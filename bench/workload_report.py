@@ -1,0 +1,195 @@
+"""The workload's section of the benchmark page, from ``workload.json`` alone."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from bench.report import _table
+
+KIND_NAMES = {
+    "decision": "decisions",
+    "chatter": "chatter",
+    "recall": "recall questions",
+    "/recall": "`/recall` prompts",
+    "write": "explicit writes",
+    "forget": "forgets",
+    "status": "status checks",
+}
+
+Metrics = Mapping[str, Any]
+
+
+def _rate(name: str) -> Callable[[Metrics], str]:
+    def cell(m: Metrics) -> str:
+        return f"{m['per_100'][name]:.1f}"
+
+    return cell
+
+
+def _count_rate(name: str, count: str) -> Callable[[Metrics], str]:
+    def cell(m: Metrics) -> str:
+        return f"{m['per_100'][name]:.1f} ({m[count]})"
+
+    return cell
+
+
+def _snapshot(kind: str) -> Callable[[Metrics], str]:
+    def cell(m: Metrics) -> str:
+        return str(m["snapshots"][kind])
+
+    return cell
+
+
+def _of(part: str, whole: str) -> Callable[[Metrics], str]:
+    def cell(m: Metrics) -> str:
+        return f"{m[part]} of {m[whole]}"
+
+    return cell
+
+
+def _decisions(m: Metrics) -> str:
+    share = m["decisions_captured"] / m["decisions"] if m["decisions"] else 0.0
+    return f"{share:.0%} ({m['decisions_captured']} of {m['decisions']})"
+
+
+def _write_duplicates(m: Metrics) -> str:
+    missing = m["explicit_writes_missing"]
+    text = f"{m['per_100']['explicit_write_duplicates']:.1f} ({m['explicit_write_duplicates']})"
+    return text + (f", {missing} writes missing" if missing else "")
+
+
+ROWS: Sequence[tuple[str, Callable[[Metrics], str]]] = (
+    ("Entries written, per 100 exchanges", _count_rate("entries_written", "entries_written")),
+    (
+        "Entries about memory, per 100 exchanges",
+        _count_rate("entries_about_memory", "entries_about_memory"),
+    ),
+    ("Duplicates of an explicit write, per 100 exchanges", _write_duplicates),
+    (
+        "Duplicate entries (all), per 100 exchanges",
+        _count_rate("duplicate_entries", "duplicate_entries"),
+    ),
+    ("Forgotten subjects back, per 100 exchanges", _count_rate("forgotten_back", "forgotten_back")),
+    ("Decisions captured", _decisions),
+    (
+        "Snapshot changes within a session, per 100 exchanges",
+        _count_rate("snapshot_changes", "snapshot_changes_total"),
+    ),
+    ("- across a bridge kill", _snapshot("across_kills")),
+    ("- at a forget (a checkpoint)", _snapshot("at_checkpoints")),
+    ("- elsewhere", _snapshot("other")),
+    ("Forgets done", _of("forgets_done", "forgets")),
+    ("Recall questions answered from memory", _of("recalls_answered", "recalls_answered_of")),
+    (
+        "Recalls of a forgotten subject that found it",
+        _of("forgotten_found_by_recall", "recalls_of_forgotten"),
+    ),
+    ("Bridges killed", _of("kills", "sessions")),
+)
+
+
+def _with_totals(m: Metrics) -> dict[str, Any]:
+    """The metrics with the few totals the rows show beside their rates."""
+    return {
+        **m,
+        "snapshot_changes_total": m["snapshots"]["total"],
+        "recalls_answered_of": m["recalls"] - m["recalls_of_forgotten"],
+        "sessions": len(m["snapshots"]["distinct_per_session"]),
+    }
+
+
+def _heading(run: Mapping[str, Any]) -> str:
+    return f"pi {run['pi']}, {run['label']}"
+
+
+def _order(runs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """pi 1.x first, each line's before beside its after."""
+    return sorted(runs, key=lambda run: (run["line"] != "1.6", run["variant"] != "before"))
+
+
+def _notes(results: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    notes = [f"{run['label'].capitalize()}: {run['note']}." for run in runs if run.get("note")]
+    notes = list(dict.fromkeys(notes))
+    for run in runs:
+        m = run["metrics"]
+        if m["decisions_missed"]:
+            notes.append(
+                f"pi {run['pi']}, {run['label']}: decisions not in memory at the end: "
+                + "; ".join(f"`{bullet}`" for bullet in m["decisions_missed"])
+            )
+        if m["forgotten_back_subjects"]:
+            notes.append(
+                f"pi {run['pi']}, {run['label']}: forgotten subjects named again at the end: "
+                + ", ".join(m["forgotten_back_subjects"])
+            )
+        if m["entries_unknown"]:
+            notes.append(
+                f"pi {run['pi']}, {run['label']}: {m['entries_unknown']} entries match no "
+                "exchange of the script (diagnostic markers, say)"
+            )
+    for name, reason in results.get("skipped", {}).items():
+        notes.append(f"pi {name} was not measured: {reason}.")
+    return notes
+
+
+def render(results: Mapping[str, Any], plots: str) -> str:
+    """The section as its own page (``pages`` demotes its headings one level); *plots* is the
+    directory of the page's JSON relative to the page."""
+    plan, meta = results["plan"], results["meta"]
+    runs = _order(results["runs"])
+    kinds = runs[0]["metrics"]["kinds"] if runs else {}
+    exchanges = sum(kinds.values())
+    mix = ", ".join(f"{count} {KIND_NAMES.get(kind, kind)}" for kind, count in kinds.items())
+    if runs:
+        table = _table(
+            ("Per run", *(_heading(run) for run in runs)),
+            [
+                (label, *(cell(_with_totals(run["metrics"])) for run in runs))
+                for label, cell in ROWS
+            ],
+        )
+    else:
+        table = "No pi line could run."
+    times = ", ".join(f"{_heading(run)} {run['seconds']:.0f} s" for run in runs)
+    notes = "\n".join(f"- {note}" for note in _notes(results, runs))
+    kind = "quick run (`--quick`: this checkout only)" if meta["quick"] else "full run"
+    return f"""# Memory under a workload
+
+What memory holds after {plan["sessions"]} pi sessions of {plan["exchanges"]} prompts in one
+project: the real pi in RPC mode with the adapter and `pimem serve`, a scripted model on
+127.0.0.1, the offline embedding model. The script (`bench/workload.py`, seed {plan["seed"]})
+has {exchanges} exchanges: {mix}; in the middle of each session the bridge is killed with
+SIGKILL between two prompts. "Before" is pimem and its adapter as of the commit before the
+capture gates, run on the same script; "after" is this checkout. A {kind} started
+{meta["started_at"]}, taking {meta["duration_s"] / 60:.1f} minutes ({times}).
+
+{table}
+
+{notes}
+
+How it is counted, from the day files at the end and the requests the model received:
+
+- The scripted distiller restates each exchange as a model would: decisions as "the team
+  decided to use X for Y", chatter as what the user asked, a recall question as "the user
+  asked what we decided about Y", a forget request as "the user asked to forget the decision
+  to use X for Y", and "Remember that F" as the bullet `- F` that `memory_write` wrote. So
+  each entry says which exchange it came from.
+- **Entries written**: the entries in the day files at the end plus those forgotten. **About
+  memory**: entries from recall questions, `/recall`, status checks and forget requests.
+  **Duplicates of an explicit write**: copies of a written fact beyond the written one.
+  **Duplicate entries**: entries whose bullets (compared as capture compares them) equal an
+  earlier entry's.
+- **Forgotten subjects back**: subjects forgotten by a `memory_forget` that an entry names
+  at the end. Forgets target a decision of an earlier session, found by `memory_search`;
+  some later recall questions ask about a forgotten subject.
+- **Decisions captured**: decisions whose bullet is in the day files at the end, or which a
+  forget removed (the search found them).
+- **Snapshot changes**: the snapshot is the end of the system prompt each request carried;
+  a change between two requests of a session is counted at a forget (a checkpoint, where the
+  snapshot is rebuilt on purpose), across the kill (from the kill to the next checkpoint), or
+  elsewhere. A tool call that meets the killed bridge fails and says memory restarts; the
+  scripted model calls it again, as a model would.
+- Raw results, with the script, every request's record and the day files:
+  [workload.json]({plots}/workload/workload.json).
+"""

@@ -1,0 +1,295 @@
+"""The workload benchmark's counting, on hand-made day files and request records (no pi)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.pi_host import ChatRequest, Text, ToolCall
+from bench.workload import (
+    CHATTER,
+    DECISION,
+    FORGET,
+    RECALL,
+    RECALL_PREFIX,
+    STATUS,
+    STATUS_BULLET,
+    WRITE,
+    Exchange,
+    Script,
+    ScriptSession,
+    act,
+    decision_bullet,
+    distil,
+    entries,
+    generate,
+    measure,
+    snapshot_of,
+    targets,
+)
+
+A = Exchange(
+    kind=DECISION,
+    prompt="We decided to use Redis for the billing queue.",
+    bullets=(decision_bullet("the billing queue", "Redis"),),
+    subject="the billing queue",
+    choice="Redis",
+)
+B = Exchange(
+    kind=DECISION,
+    prompt="Let's go with Kafka for the audit cache from now on.",
+    bullets=(decision_bullet("the audit cache", "Kafka"),),
+    subject="the audit cache",
+    choice="Kafka",
+)
+CHAT = Exchange(
+    kind=CHATTER,
+    prompt="Add a test for src/billing/client.py.",
+    bullets=("- the user asked to add a test for src/billing/client.py",),
+)
+WRITE_W = Exchange(
+    kind=WRITE,
+    prompt="Remember that the data team owns the export cache.",
+    bullets=("- the data team owns the export cache",),
+    subject="the export cache",
+    written="- the data team owns the export cache",
+)
+ASK_A = Exchange(
+    kind=RECALL,
+    prompt="What did we decide about the billing queue?",
+    bullets=("- the user asked what we decided about the billing queue",),
+    subject="the billing queue",
+    choice="Redis",
+)
+FORGET_A = Exchange(
+    kind=FORGET,
+    prompt="Forget what we decided about the billing queue; it no longer holds.",
+    bullets=("- the user asked to forget the decision to use Redis for the billing queue",),
+    subject="the billing queue",
+    choice="Redis",
+)
+CHECK = Exchange(kind=STATUS, prompt="Is memory healthy?", bullets=(STATUS_BULLET,))
+ASK_GONE = Exchange(
+    kind=RECALL,
+    prompt="Remind me what we chose for the billing queue.",
+    bullets=("- the user asked what we decided about the billing queue",),
+    subject="the billing queue",
+    choice="Redis",
+    forgotten=True,
+)
+
+# Session 0 kills its bridge after exchange 1, session 1 after exchange 1.
+SCRIPT = Script(
+    seed=0,
+    sessions=(
+        ScriptSession(exchanges=(A, CHAT, WRITE_W, ASK_A), kill_after=1),
+        ScriptSession(exchanges=(FORGET_A, B, CHECK, ASK_GONE), kill_after=1),
+    ),
+)
+
+
+def day(*bodies: str) -> str:
+    """A day file with one entry per body, two sessions' headings as pimem writes them."""
+    text = "\n## Session 10:00\n\n"
+    for number, body in enumerate(bodies):
+        text += f"### 10:00\n<!-- session:s turn:t{number} transcript:/t.jsonl -->\n{body}\n\n"
+    return text
+
+
+def rec(
+    session: int, exchange: int, snapshot: str, tool: str | None = None, failed: bool = False
+) -> dict[str, Any]:
+    return {
+        "session": session,
+        "exchange": exchange,
+        "snapshot": snapshot,
+        "snapshot_bytes": len(snapshot),
+        "tool": tool,
+        "failed": failed,
+    }
+
+
+def session_records(kill_snapshots: tuple[str, str]) -> list[dict[str, Any]]:
+    """Both sessions' requests; *kill_snapshots* are what session 0's exchanges 2 and 3 carry
+    (after its kill)."""
+    after_kill, later = kill_snapshots
+    return [
+        rec(0, 0, "x"),
+        rec(0, 1, "x"),
+        rec(0, 2, after_kill),
+        rec(0, 2, after_kill, "memory_write"),
+        rec(0, 3, later),
+        rec(0, 3, later, "memory_search"),
+        rec(0, 3, later, "memory_expand"),
+        # Session 1: the search after the kill is in exchange 0, before the kill: it works.
+        rec(1, 0, "y"),
+        rec(1, 0, "y", "memory_search"),
+        rec(1, 0, "y", "memory_forget"),
+        rec(1, 1, "z"),  # rebuilt after the forget: a checkpoint
+        rec(1, 2, "z"),
+        rec(1, 2, "z", "memory_status", failed=True),
+        rec(1, 2, "z", "memory_status"),
+        rec(1, 3, "z"),
+        rec(1, 3, "z", "memory_search"),
+    ]
+
+
+def test_a_clean_run_meets_every_target() -> None:
+    # A was captured, then forgotten; nothing about memory, the write once.
+    files = [day(CHAT.bullets[0], WRITE_W.written, B.bullets[0])]
+    m = measure(SCRIPT, files, session_records(("x", "x")), kills=[0, 1])
+
+    assert m["exchanges"] == 8
+    assert (m["entries_at_end"], m["entries_written"]) == (3, 4)
+    assert m["entries_about_memory"] == m["duplicate_entries"] == m["entries_unknown"] == 0
+    assert (m["explicit_writes"], m["explicit_write_duplicates"]) == (1, 0)
+    assert (m["forgets"], m["forgets_done"], m["forgotten_back"]) == (1, 1, 0)
+    assert (m["decisions"], m["decisions_captured"], m["decisions_missed"]) == (2, 2, [])
+    assert (m["recalls"], m["recalls_answered"], m["recalls_of_forgotten"]) == (2, 1, 1)
+    assert m["forgotten_found_by_recall"] == 0
+    assert m["snapshots"] == {
+        "total": 1,
+        "at_checkpoints": 1,
+        "across_kills": 0,
+        "other": 0,
+        "distinct_per_session": [1, 2],
+    }
+    assert m["per_100"]["entries_written"] == 50.0
+    assert m["per_100"]["snapshot_changes"] == 12.5
+    checks = targets({"line": "1.6", "metrics": m})
+    assert [check["met"] for check in checks] == [True] * 5
+    assert checks[0]["target"] == "workload, pi 1.6: 0 entries about memory"
+    assert checks[0]["measured"] == "0.0 per 100 exchanges (0 of 3 entries)"
+
+
+def test_a_run_without_the_gates_misses_every_target() -> None:
+    # Everything captured: the recall question, the write twice, the forget request (which
+    # names the forgotten decision again), the status check; B lost; the snapshot gone after
+    # the kill, then rebuilt.
+    files = [
+        day(CHAT.bullets[0], WRITE_W.written, WRITE_W.written, ASK_A.bullets[0]),
+        day(FORGET_A.bullets[0], STATUS_BULLET, "- [pimem] this exchange could not be distilled"),
+    ]
+    m = measure(SCRIPT, files, session_records(("", "x2")), kills=[0, 1])
+
+    assert (m["entries_at_end"], m["entries_written"]) == (7, 8)
+    assert m["entries_about_memory"] == 3
+    assert m["entries_unknown"] == 1
+    assert m["duplicate_entries"] == 1
+    assert m["explicit_write_duplicates"] == 1
+    assert m["forgotten_back_subjects"] == ["the billing queue"]
+    assert m["decisions_missed"] == [B.bullets[0]]
+    assert m["snapshots"]["across_kills"] == 2
+    assert m["snapshots"]["at_checkpoints"] == 1
+    assert m["per_100"]["entries_about_memory"] == 37.5
+    checks = targets({"line": "0.73", "metrics": m})
+    assert [check["met"] for check in checks] == [False] * 5
+    assert checks[3]["measured"] == "50% (1 of 2)"
+
+
+def test_a_run_whose_forgets_and_kills_did_not_happen_proves_nothing() -> None:
+    records = [r for r in session_records(("x", "x")) if r["tool"] != "memory_forget"]
+    files = [day(A.bullets[0], CHAT.bullets[0], WRITE_W.written, B.bullets[0])]
+    m = measure(SCRIPT, files, records, kills=[0])
+
+    assert (m["forgets_done"], m["forgotten_back"]) == (0, 0)
+    met = {
+        check["target"].split(": ", 1)[1]: check["met"]
+        for check in targets({"line": "1.6", "metrics": m})
+    }
+    assert not met["0 forgotten subjects back"]
+    assert not met["0 snapshot changes within a session across a bridge kill"]
+    # Without the forget there is no checkpoint: session 1's change is unexplained.
+    assert m["snapshots"]["other"] == 1
+
+
+def test_entries_are_read_as_capture_compares_bullets() -> None:
+    text = (
+        "# 2026-09-01\n\n## Session 10:00\n\n### 10:00\n<!-- session:s turn:t -->\n"
+        "- The Team decided X.\n-   second  bullet\nprose\n\n## Memory Compact\n\n- not an entry\n"
+        "\n### 10:01\n<!-- session:s turn:u -->\n* starred\n"
+    )
+    assert entries(text) == [["the team decided x", "second bullet"], ["starred"]]
+
+
+def test_the_snapshot_is_the_end_of_the_system_prompt() -> None:
+    assert snapshot_of("You are pi.\n\n## Project memory\n\nbody") == "## Project memory\n\nbody"
+    assert snapshot_of("You are pi.") == ""
+
+
+def request(*messages: dict[str, Any], tools: bool = True) -> ChatRequest:
+    body: dict[str, Any] = {"messages": [{"role": "system", "content": "sys"}, *messages]}
+    if tools:
+        body["tools"] = [{"function": {"name": "memory_search"}}]
+    return ChatRequest(index=0, path="/v1/chat/completions", body=body)
+
+
+def called(name: str, arguments: dict[str, Any], content: str, n: int) -> list[dict[str, Any]]:
+    import json
+
+    call = {"id": f"c{n}", "function": {"name": name, "arguments": json.dumps(arguments)}}
+    return [
+        {"role": "assistant", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"c{n}", "content": content},
+    ]
+
+
+def test_the_scripted_model_forgets_the_hit_holding_the_decision_and_retries_a_killed_call() -> (
+    None
+):
+    user = {"role": "user", "content": FORGET_A.prompt}
+    assert act(FORGET_A, request(user)) == ToolCall(
+        "memory_search", {"query": "the billing queue decision"}
+    )
+    hits = (
+        "2 memory chunk(s), best first (score = relevance from 0 to 1):\n\n"
+        "1. 2026-09-01 10:00 | relevance 0.90 | chunk aaaa\n"
+        "- the user asked what we decided about the billing queue\n\n"
+        "2. 2026-09-01 10:00 | relevance 0.80 | chunk bbbb\n"
+        "- the team decided to use Redis for the billing queue\n"
+    )
+    searched = request(user, *called("memory_search", {"query": "q"}, hits, 1))
+    assert act(FORGET_A, searched) == ToolCall("memory_forget", {"chunk_hash": "bbbb"})
+
+    crash = "memory_search failed: the pimem bridge was killed by SIGKILL. " + (
+        "Memory restarts on the next memory call."
+    )
+    failed = request(user, *called("memory_search", {"query": "q"}, crash, 1))
+    assert act(FORGET_A, failed) == ToolCall("memory_search", {"query": "q"})
+    # An earlier exchange's calls are not this one's.
+    old = called("memory_search", {"query": "q"}, crash, 0)
+    assert act(CHAT, request(*old, {"role": "user", "content": CHAT.prompt})) == Text("Done.")
+
+
+def test_the_distiller_restates_each_user_message_of_the_exchange() -> None:
+    prompt = (
+        f"[User]: {A.prompt}\n\n[Assistant]: Noted.\n\n[User]: {CHAT.prompt}\n\n[Assistant]: Done."
+    )
+    reply = distil(SCRIPT)(request({"role": "user", "content": prompt}, tools=False))
+    assert reply == Text(f"{A.bullets[0]}\n{CHAT.bullets[0]}")
+    unknown = distil(SCRIPT)(request({"role": "user", "content": "[User]: hi\n\n[Assistant]: yo"}))
+    assert unknown == Text("- the user asked: hi")
+
+
+def test_the_generated_script_keeps_its_promises() -> None:
+    script = generate(seed=3, sessions=4, exchanges=16)
+    assert script == generate(seed=3, sessions=4, exchanges=16)
+    decided: list[Exchange] = []
+    forgotten: set[str] = set()
+    for number, session in enumerate(script.sessions):
+        assert session.exchanges[session.kill_after].kind != FORGET
+        earlier = list(decided)
+        for exchange in session.exchanges:
+            if exchange.kind == FORGET:
+                assert number > 0
+                assert exchange.subject in {d.subject for d in earlier} - forgotten
+                forgotten.add(exchange.subject)
+            elif exchange.kind == RECALL:
+                assert exchange.subject in {d.subject for d in decided}
+                assert exchange.forgotten == (exchange.subject in forgotten)
+            elif exchange.kind == "/recall":
+                assert exchange.prompt.startswith(RECALL_PREFIX)
+            elif exchange.kind == DECISION:
+                decided.append(exchange)
+    prompts = [x.prompt for x in script.exchanges if x.kind in (DECISION, CHATTER, WRITE)]
+    assert len(prompts) == len(set(prompts))
+    assert sum(x.kind == FORGET for x in script.exchanges) >= 3
