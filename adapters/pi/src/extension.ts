@@ -97,7 +97,11 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
         : Promise.reject(new Error(`pi does not answer "${method}"`)),
   });
 
+  // Whether an agent run began since the last settle: a pi 0.73 session that ends without one
+  // (a prompt an input handler took, say) has nothing to capture.
+  let runToSettle = false;
   const settle = (ctx: ContextLike): Promise<unknown> => {
+    runToSettle = false;
     const leaf = ctx.sessionManager.getLeafId();
     if (!leaf) return Promise.resolve();
     return connection
@@ -122,6 +126,7 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
   });
 
   pi.on("before_agent_start", timed("before_agent_start", deps.timing, async (event: BeforeAgentStartEvent) => {
+    runToSettle = true;
     const wait = prompts++ === 0 ? FIRST_PROMPT_WAIT_MS : PROMPT_WAIT_MS;
     const kept = () => promptAdditions(event, { snapshot: lastSnapshot });
     if (!(await connection.whenStarted(wait))) return kept();
@@ -152,8 +157,8 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
   });
 
   pi.on("session_shutdown", async (_event, ctx) => {
-    if (!settledEventExists) await withDeadline(settle(ctx), SETTLED_TIMEOUT_MS, undefined);
-    await connection.close(SHUTDOWN_CAP_MS, SHUTDOWN_GRACE_MS);
+    if (!settledEventExists && runToSettle) await withDeadline(settle(ctx), SETTLED_TIMEOUT_MS, undefined);
+    await connection.close(SHUTDOWN_CAP_MS, SHUTDOWN_GRACE_MS, { detach: true });
   });
 
   registerTools(pi, connection);

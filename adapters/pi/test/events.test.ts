@@ -197,17 +197,36 @@ describe("capture", () => {
   test("pi 0.73: session_shutdown flushes a settled before session.shutdown", async (t) => {
     const s = setup(t, { version: "0.73" });
     await s.startSession();
+    await s.pi.fire("before_agent_start", { prompt: "hi", systemPrompt: "base" }, s.ctx);
     s.ctx.leaf = "entry-9";
     await s.pi.fire("session_shutdown", {}, s.ctx);
-    assert.deepEqual(s.methods(), ["session.start", "session.settled", "session.shutdown"]);
-    assert.deepEqual(s.requests()[1]!.params, { leaf: "entry-9" });
+    assert.deepEqual(s.methods(), ["session.start", "session.before_prompt", "session.settled", "session.shutdown"]);
+    assert.deepEqual(s.requests()[2]!.params, { leaf: "entry-9" });
+  });
+
+  test("pi 0.73: a session without an agent run settles nothing at shutdown", async (t) => {
+    const s = setup(t, { version: "0.73" });
+    await s.startSession();
+    await s.pi.fire("session_shutdown", {}, s.ctx);
+    assert.deepEqual(s.methods(), ["session.start", "session.shutdown"]);
+  });
+
+  test("pi 0.73: a run settled by agent_end is not settled again at shutdown", async (t) => {
+    const s = setup(t, { version: "0.73" });
+    await s.startSession();
+    await s.pi.fire("before_agent_start", { prompt: "hi", systemPrompt: "base" }, s.ctx);
+    await s.pi.fire("agent_end", {}, s.ctx);
+    await s.waitForLog((entry) => entry.method === "session.settled");
+    await s.pi.fire("session_shutdown", {}, s.ctx);
+    assert.deepEqual(s.methods(), ["session.start", "session.before_prompt", "session.settled", "session.shutdown"]);
   });
 
   test("no leaf id, no settled", async (t) => {
     const s = setup(t, { version: "0.73", context: { leafId: null } });
     await s.startSession();
+    await s.pi.fire("before_agent_start", { prompt: "hi", systemPrompt: "base" }, s.ctx);
     await s.pi.fire("session_shutdown", {}, s.ctx);
-    assert.deepEqual(s.methods(), ["session.start", "session.shutdown"]);
+    assert.deepEqual(s.methods(), ["session.start", "session.before_prompt", "session.shutdown"]);
   });
 
   test("session_compact sends session.compacted", async (t) => {
