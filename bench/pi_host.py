@@ -65,11 +65,13 @@ class PiLine:
             return f"pi {self.name}: {self.cli} is missing (run `make node`)"
         return None
 
-    def command(self, *args: str) -> list[str]:
-        """pi with the adapter loaded by ``-e`` (an extension path is not gated by trust)."""
+    def command(self, *args: str, adapter: bool = True) -> list[str]:
+        """pi with the adapter loaded by ``-e`` (an extension path is not gated by trust), or
+        without it (*adapter* false: the baseline)."""
         if self.node is None:
             raise RuntimeError(self.missing())
-        return [self.node, str(self.cli), "-e", str(ADAPTER_DIR), *args]
+        extension = ["-e", str(ADAPTER_DIR)] if adapter else []
+        return [self.node, str(self.cli), *extension, *args]
 
 
 PI_LINES: dict[str, PiLine] = {
@@ -751,6 +753,20 @@ def cmdline(pid: int) -> list[str]:
 def bridge_pids(pi_pid: int) -> list[int]:
     """The ``pimem serve`` processes pi started (direct children whose command line ends so)."""
     return [pid for pid in children(pi_pid) if cmdline(pid)[-1:] == ["serve"]]
+
+
+def bridges_in(directory: Path) -> list[int]:
+    """The ``pimem serve`` processes working in *directory*, whoever their parent is now: a
+    bridge pi left to finish its last index run outlives pi."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and cmdline(int(entry.name))[-1:] == ["serve"]:
+            try:
+                if Path(os.readlink(entry / "cwd")) == directory:
+                    found.append(int(entry.name))
+            except OSError:
+                continue  # gone meanwhile
+    return found
 
 
 def gone(pid: int) -> bool:

@@ -27,8 +27,10 @@ Per line, with capture on as a user has it:
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -39,6 +41,7 @@ from typing import Any
 from bench.corpus import generate_corpus
 from bench.latency import CpuClock, summarize
 from bench.pi_host import (
+    MODEL,
     PI_LINES,
     ModelServer,
     PiLine,
@@ -47,15 +50,20 @@ from bench.pi_host import (
     Rule,
     Text,
     bridge_pids,
+    bridges_in,
     isolated_environment,
     on_distill,
     pimem_command,
+    wait_for,
     write_memsearch_config,
 )
 from pimem_core.offline_model import OfflineModel
 
 #: The issue's targets, in milliseconds.
 TARGET_BEFORE_AGENT_START_P95_MS = 10.0
+#: What the adapter may add to a one-prompt ``pi -p`` run, and to pi's exit (medians of pairs).
+TARGET_PRINT_RUN_EXTRA_MS = 500.0
+TARGET_EXIT_EXTRA_MS = 500.0
 TARGET_BRIDGE_READY_MS = 300.0
 TARGET_AGENT_SETTLED_P95_MS = 10.0
 #: Bridge start-up is judged on every spawn measured, not on a percentile.
@@ -76,12 +84,14 @@ class PiPlan:
     #: Prompts of the session that does not wait for its bridge to be idle.
     startup_prompts: int = 6
     print_runs: int = 10
+    #: Pairs of one-prompt ``pi -p`` runs, without the adapter and with it, alternating.
+    paired_runs: int = 12
     store_entries: int = 300
     seed: int = 0
 
 
 PI_FULL = PiPlan()
-PI_QUICK = PiPlan(prompts=20, startup_prompts=4, print_runs=2)
+PI_QUICK = PiPlan(prompts=20, startup_prompts=4, print_runs=2, paired_runs=3)
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,9 @@ def prepare_project(root: Path, plan: PiPlan, model: OfflineModel) -> Project:
         home, provider=model.provider, model=model.model, milvus_uri=root / "milvus.db"
     )
     env = isolated_environment(home, model.environment())
+    # An installed pimem runs from compiled bytecode; without it every bridge would compile
+    # pimem's modules again, a cost no user pays.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     # Already indexed, as a project in use is: the bridge's catch-up at start finds nothing new.
     subprocess.run(
         [pimem_command(), "index", "--cwd", str(repo)],
@@ -203,13 +216,76 @@ def _print_run(world: PiWorld, text: str, timings: Path) -> dict[str, Any]:
     return {"seconds": run.seconds, **read_timings(timings)}
 
 
+def _timed_print_run(world: PiWorld, text: str, *, adapter: bool) -> dict[str, float]:
+    """One ``pi -p`` run as a whole process, and its exit: from the first bytes of the answer
+    on stdout (pi prints it when the agent is done) to the process's end."""
+    command = world.line.command("--model", MODEL, "-p", text, adapter=adapter)
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        command,
+        cwd=world.repo,
+        env=world.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    answered: list[float] = []
+    said: list[bytes] = []
+
+    def read_stdout() -> None:
+        assert process.stdout is not None
+        descriptor = process.stdout.fileno()
+        while chunk := os.read(descriptor, 65536):
+            if not answered and chunk.strip():
+                answered.append(time.perf_counter())
+
+    def read_stderr() -> None:
+        assert process.stderr is not None
+        said.append(process.stderr.read())
+
+    readers = [
+        threading.Thread(target=read, name=f"pi-{read.__name__}")
+        for read in (read_stdout, read_stderr)
+    ]
+    for reader in readers:
+        reader.start()
+    try:
+        process.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    ended = time.perf_counter()
+    for reader in readers:
+        reader.join(timeout=5)
+    stderr = b"".join(said)
+    if process.returncode != 0 or not answered:
+        raise RuntimeError(
+            f"pi {world.line.name} -p ({'with' if adapter else 'without'} the adapter) exited "
+            f"with {process.returncode}: {stderr.decode(errors='replace')[-2000:]}"
+        )
+    return {"seconds": ended - started, "exit_s": ended - answered[0]}
+
+
+def paired_print_runs(world: PiWorld, texts: Sequence[str]) -> list[dict[str, Any]]:
+    """Each text as a one-prompt ``pi -p`` run without the adapter, then with it: pairs taken
+    back to back, so a slow moment of the machine weighs on both sides alike."""
+    pairs = []
+    for text in texts:
+        pair = {"without": _timed_print_run(world, text, adapter=False)}
+        pair["with"] = _timed_print_run(world, text, adapter=True)
+        # The bridge that pi left to index must not run into the next pair's baseline.
+        wait_for(lambda: not bridges_in(world.repo), 60, "the released bridge to exit")
+        pairs.append(pair)
+    return pairs
+
+
 def measure_line(
     line: PiLine, project: Project, plan: PiPlan, log: Callable[[str], None]
 ) -> dict[str, Any]:
     """One RPC session of ``plan.prompts`` prompts, then ``plan.print_runs`` ``pi -p`` runs."""
     texts = prompts(plan.prompts)
     # Each prompt is one agent request and one distillation; nothing else may get through.
-    limit = 2 * (plan.prompts + plan.startup_prompts + plan.print_runs) + 10
+    limit = 2 * (plan.prompts + plan.startup_prompts + plan.print_runs + plan.paired_runs) + 10
     with ModelServer([_any_prompt(), on_distill()], max_requests=limit) as server:
         world = PiWorld.create(
             line,
@@ -235,6 +311,15 @@ def measure_line(
             _print_run(world, text, Path(f"{timings}-print-{n}.jsonl"))
             for n, text in enumerate(texts[: plan.print_runs])
         ]
+        world.env.pop("PIMEM_PI_TIMINGS", None)
+        log(f"pi {line.name}: {plan.paired_runs} pairs of pi -p, without the adapter and with it")
+        paired = paired_print_runs(
+            world,
+            [
+                f"[pair {n}] {text}"
+                for n, text in enumerate((texts * plan.paired_runs)[: plan.paired_runs])
+            ],
+        )
         contention = CpuClock.now().others_since(clock)
         failures = list(server.failures)
     if failures:
@@ -246,6 +331,7 @@ def measure_line(
         "rpc": rpc,
         "startup": startup,
         "print_runs": runs,
+        "paired": paired,
         "contention": contention,
     }
 
@@ -269,6 +355,21 @@ def summarize_line(run: Mapping[str, Any]) -> dict[str, Any]:
         "bridge_ready": summarize([ms for s in sessions for ms in s["bridge_ready"]]),
         "prompts": len(before),
         "contention": run["contention"],
+        "print_run": _paired_summary(run.get("paired", []), "seconds"),
+        "exit": _paired_summary(run.get("paired", []), "exit_s"),
+    }
+
+
+def _paired_summary(pairs: Sequence[Mapping[str, Any]], field: str) -> dict[str, Any]:
+    """*field* in milliseconds without the adapter, with it, and what it added per pair."""
+    if not pairs:
+        return {}
+    without = [pair["without"][field] * 1000 for pair in pairs]
+    with_ = [pair["with"][field] * 1000 for pair in pairs]
+    return {
+        "without": summarize(without),
+        "with": summarize(with_),
+        "extra": summarize([w - o for w, o in zip(with_, without, strict=True)]),
     }
 
 
@@ -295,6 +396,20 @@ def targets(summaries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 TARGET_BRIDGE_READY_MS,
             )
         )
+        for key, label, limit in (
+            ("print_run", "a one-prompt pi -p run", TARGET_PRINT_RUN_EXTRA_MS),
+            ("exit", "pi's exit", TARGET_EXIT_EXTRA_MS),
+        ):
+            if line.get(key):
+                extra = line[key]["extra"]
+                checks.append(
+                    _check(
+                        f"{name}: the adapter adds <= {limit:g} ms to {label} (median of "
+                        f"{extra['n']} pairs)",
+                        extra["p50"],
+                        limit,
+                    )
+                )
         if line["agent_settled"]:
             checks.append(
                 _check(

@@ -54,6 +54,8 @@ def machine() -> dict[str, Any]:
 
 
 def _time(ms: float) -> str:
+    if ms < 0:
+        return f"-{_time(-ms)}"
     if ms >= 1000:
         return f"{ms / 1000:.2f} s"
     if ms >= 100:
@@ -858,6 +860,46 @@ def _pi_notes(lines: Sequence[Mapping[str, Any]]) -> list[str]:
     return notes
 
 
+def _print_run_rows(line: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    name = f"{line['pi']} (Node {line['node']})"
+    rows: list[tuple[str, ...]] = []
+    for key, label in (("print_run", "one-prompt `pi -p`, whole"), ("exit", "pi's exit")):
+        paired = line.get(key)
+        if paired:
+            extra = paired["extra"]
+            rows.append(
+                (
+                    name,
+                    label,
+                    _time(paired["without"]["p50"]),
+                    _time(paired["with"]["p50"]),
+                    _time(extra["p50"]),
+                    _time(extra["max"]),
+                    str(extra["n"]),
+                )
+            )
+    return rows
+
+
+def _print_run_table(lines: Sequence[Mapping[str, Any]]) -> str:
+    rows = [row for line in lines for row in _print_run_rows(line)]
+    if not rows:
+        return ""
+    table = _table(
+        ("pi", "What", "without (p50)", "with (p50)", "added (p50)", "added (max)", "pairs"),
+        rows,
+    )
+    return f"""
+
+What the adapter costs a user who runs pi once: pairs of one-prompt `pi -p` runs in the same
+project, the first without the adapter and the second with it, back to back. pi's exit is
+timed from the first bytes of the answer on stdout to the process's end. The added time is
+the median of the pairs' differences. Capture is flushed before pi exits. The last index run
+goes on in the bridge after pi has gone ([the pi adapter](pi-adapter.md#what-pi-waits-for)).
+
+{table}"""
+
+
 def _pi_section(results: Mapping[str, Any], plots: str) -> str:
     pi = results.get("pi")
     if not pi:
@@ -887,7 +929,7 @@ runs of `pi -p`, each with a bridge of its own.
 
 ![The pi adapter]({plots}/{PI_PLOT})
 
-{table}{skipped}
+{table}{skipped}{_print_run_table(lines)}
 
 {notes}
 """
