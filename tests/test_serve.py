@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,16 @@ from pimem_core.errors import QueryError
 from pimem_core.runtime.session import SessionInfo
 from pimem_core.services import MemoryIndex
 from pimem_core.testing import InMemoryIndex, read_hits
-from pimem_core.types import Anchor, BackendCall, Entry, LegScore, Scope, SearchHit, SearchQuery
+from pimem_core.types import (
+    Anchor,
+    BackendCall,
+    Entry,
+    IndexReport,
+    LegScore,
+    Scope,
+    SearchHit,
+    SearchQuery,
+)
 
 from conftest import CLOCK, make_pimem
 
@@ -289,6 +300,84 @@ def test_forget_by_day_and_the_transcript_tool(bridge: Bridge, repo: Path, tmp_p
 
 def test_end_of_input_ends_the_bridge(bridge: Bridge) -> None:
     assert bridge.close() == 0
+
+
+class _HeldIndex:
+    """An index whose runs wait until the test lets them finish."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.finished: list[str] = []
+
+    @hookimpl
+    def pimem_open_index(self, scope: Scope) -> MemoryIndex:
+        held = self
+
+        class Held(InMemoryIndex):
+            def index(self, reason: str, files: tuple[Path, ...], call: BackendCall) -> IndexReport:
+                assert held.release.wait(30)
+                held.finished.append(reason)
+                return super().index(reason, files, call)
+
+        return Held(scope)
+
+
+def test_a_host_that_does_not_wait_for_the_index_gets_its_answer_first(repo: Path) -> None:
+    """``session.shutdown`` with ``wait_for_index: false`` answers while an index run still
+    goes on; the process, left alone once stdin ends, finishes the run before it returns."""
+    pimem = make_pimem({"PIMEM_DISABLE_PLUGINS": "memsearch-index"})
+    index = _HeldIndex()
+    pimem.pm.add_plugin(index, "held-index")
+    output = io.StringIO()
+    requests = [
+        {"id": 1, "method": "session.start", "params": {"session_id": "s", "cwd": str(repo)}},
+        {"id": 2, "method": "session.shutdown", "params": {"wait_for_index": False}},
+    ]
+    seen_when_the_host_left: list[list[dict[str, Any]]] = []
+
+    def host_gone() -> None:
+        seen_when_the_host_left.append(
+            [json.loads(line) for line in output.getvalue().splitlines()]
+        )
+        index.release.set()
+
+    # One request at a time, as a host does: shutdown comes after start's answer.
+    reader = _Paced(requests, output)
+    Server(pimem, reader, output, on_host_gone=host_gone).serve()
+
+    (answers,) = seen_when_the_host_left
+    assert answers[-1]["id"] == 2
+    assert answers[-1]["result"]["indexed_in_time"] is False
+    assert index.finished == ["catch-up"], "serve() returned before the last index run"
+
+
+class _Paced(io.StringIO):
+    """Stdin that gives the next request only once the answer to the last one is out."""
+
+    def __init__(self, requests: list[dict[str, Any]], output: io.StringIO) -> None:
+        super().__init__()
+        self._requests = list(requests)
+        self._output = output
+        self._sent = 0
+
+    def readline(self, size: int | None = -1) -> str:
+        if self._sent:
+            deadline = time.monotonic() + 30
+            while self._output.getvalue().count('"result"') < self._sent:
+                assert time.monotonic() < deadline, self._output.getvalue()
+                time.sleep(0.01)
+        if not self._requests:
+            return ""
+        self._sent += 1
+        return json.dumps(self._requests.pop(0)) + "\n"
+
+
+def test_shutdowns_wait_for_index_must_be_true_or_false(bridge: Bridge) -> None:
+    answer = bridge.call("session.shutdown", wait_for_index="no")
+    assert answer["error"] == {
+        "type": "request",
+        "message": '"wait_for_index" must be true or false',
+    }
 
 
 class _QueuedSearch:
