@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import attrs
 import pytest
@@ -343,7 +343,7 @@ def test_a_host_that_does_not_wait_for_the_index_gets_its_answer_first(repo: Pat
 
     # One request at a time, as a host does: shutdown comes after start's answer.
     reader = _Paced(requests, output)
-    Server(pimem, reader, output, on_host_gone=host_gone).serve()
+    Server(pimem, cast(IO[str], reader), output, on_host_gone=host_gone).serve()
 
     (answers,) = seen_when_the_host_left
     assert answers[-1]["id"] == 2
@@ -351,16 +351,15 @@ def test_a_host_that_does_not_wait_for_the_index_gets_its_answer_first(repo: Pat
     assert index.finished == ["catch-up"], "serve() returned before the last index run"
 
 
-class _Paced(io.StringIO):
+class _Paced:
     """Stdin that gives the next request only once the answer to the last one is out."""
 
     def __init__(self, requests: list[dict[str, Any]], output: io.StringIO) -> None:
-        super().__init__()
         self._requests = list(requests)
         self._output = output
         self._sent = 0
 
-    def readline(self, size: int | None = -1) -> str:
+    def readline(self) -> str:
         if self._sent:
             deadline = time.monotonic() + 30
             while self._output.getvalue().count('"result"') < self._sent:
