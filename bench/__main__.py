@@ -1,10 +1,11 @@
 """``python -m bench [--quick] [--only PARTS] [--workdir DIR] [--out DIR] [--report-only]``.
 
-The whole benchmark suite, in four parts:
+The whole benchmark suite, in five parts:
 
 * ``latency``: search and append latency against the memsearch CLI (2k and 20k chunks),
-  capture's cost to the host, the pi adapter inside the real pi process (both pi lines) and
-  auto-context (latency and relevance);
+  capture's cost to the host and auto-context (latency and relevance);
+* ``pi``: the adapter inside the real pi process (both pi lines), and what it adds to a
+  one-prompt ``pi -p`` run and to pi's exit beside pi without it;
 * ``quality``: retrieval quality on generated coding sessions (1k and 10k entries of seed 0, 10k
   of seed 1), pimem's ranker beside memsearch's hybrid search on the same collection (and its
   dense and BM25 halves alone), the relevance score, abstention, anchors and transcript turns;
@@ -37,7 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "bench" / "results"
 DOCS = ROOT / "docs"
-PARTS = ("latency", "quality", "scaling", "workload")
+PARTS = ("latency", "pi", "quality", "scaling", "workload")
 
 
 def _parts(text: str) -> tuple[str, ...]:
@@ -134,24 +135,32 @@ def _meta(started_at: str, started: float, quick: bool) -> dict[str, Any]:
 
 
 def _latency(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, Any]:
-    from bench import auto_context_run, capture, latency, pi_latency
+    from bench import auto_context_run, capture, latency
 
     started_at = datetime.now().astimezone().isoformat(timespec="seconds")
     started = time.perf_counter()
     plan = latency.QUICK if args.quick else latency.FULL
     ac_plan = auto_context_run.AC_QUICK if args.quick else auto_context_run.AC_FULL
-    pi_plan = pi_latency.PI_QUICK if args.quick else pi_latency.PI_FULL
     results = latency.run_plan(plan, workdir, model, _log)
     # On the stores the latency benchmark left, released and restored to the corpus.
     auto_context = auto_context_run.run_auto_context(
         ac_plan, plan.sizes, plan.seed, workdir, model, _log
     )
-    results["pi"] = pi = pi_latency.run_pi(pi_plan, workdir, model, _log)
     results["capture"] = capture.measure_settled(50 if args.quick else 200, _log)
     results["targets"].append(capture.target(results["capture"]))
-    results["targets"] += pi["targets"]
     results["auto_context"] = auto_context
     results["targets"] += auto_context["targets"]
+    results["meta"] = _meta(started_at, started, args.quick)
+    return results
+
+
+def _pi(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, Any]:
+    from bench import pi_latency
+
+    started_at = datetime.now().astimezone().isoformat(timespec="seconds")
+    started = time.perf_counter()
+    plan = pi_latency.PI_QUICK if args.quick else pi_latency.PI_FULL
+    results = pi_latency.run_pi(plan, workdir, model, _log)
     results["meta"] = _meta(started_at, started, args.quick)
     return results
 
@@ -280,6 +289,7 @@ def keep_other_sizes(
 
 MEASURES: dict[str, Callable[[argparse.Namespace, Path, Any], dict[str, Any]]] = {
     "latency": _latency,
+    "pi": _pi,
     "quality": _quality,
     "scaling": _scaling,
     "workload": _workload,

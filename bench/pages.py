@@ -19,12 +19,14 @@ from bench.quality import report as quality_report
 
 RAW = {
     "latency": "latency.json",
+    "pi": "pi/pi.json",
     "quality": "quality/quality.json",
     "scaling": "scaling/scaling.json",
     "workload": "workload/workload.json",
 }
 TITLES = {
     "latency": "Latency",
+    "pi": "The pi adapter",
     "quality": "Retrieval quality",
     "scaling": "Cost against store size",
     "workload": "Memory under a workload",
@@ -44,6 +46,13 @@ def load(out: Path) -> dict[str, dict[str, Any]]:
         path = raw_path(out, part)
         if path.is_file():
             found[part] = json.loads(path.read_text())
+    latency = found.get("latency")
+    if "pi" in found and latency is not None and "pi" in latency:
+        # Latency results from before pi was a part of its own: the pi part replaces them.
+        found["latency"] = {
+            **{key: value for key, value in latency.items() if key != "pi"},
+            "targets": [t for t in latency["targets"] if not t["target"].startswith("pi ")],
+        }
     return found
 
 
@@ -51,6 +60,9 @@ def _assets(results: Results, directory: Path) -> None:
     """Every part's plots in *directory* (quality and scaling in their folders)."""
     if "latency" in results:
         report.write_plots(results["latency"], directory)
+    if "pi" in results:
+        (directory / "pi").mkdir(parents=True, exist_ok=True)
+        report.plot_pi_part(results["pi"], directory / "pi")
     if "quality" in results:
         (directory / "quality").mkdir(parents=True, exist_ok=True)
         quality_report.plot(results["quality"], directory / "quality")
@@ -138,6 +150,8 @@ def render_page(results: Results, plots: str) -> str:
     sections = []
     if "latency" in results:
         sections.append(report.render_markdown(results["latency"], plots))
+    if "pi" in results:
+        sections.append(report.render_pi(results["pi"], f"{plots}/pi"))
     if "quality" in results:
         quality = {**results["quality"], "plots": quality_report.PLOTS}
         sections.append(quality_report.render(quality, f"{plots}/quality"))
@@ -155,7 +169,7 @@ does it stay out of the agent's way? Every figure below comes from one command, 
 offline embedding model and Milvus Lite, and is rendered from the raw JSON next to its plot:
 
 ```sh
-make bench                       # everything: latency, quality, scaling, workload (times below)
+make bench                       # everything: latency, pi, quality, scaling, workload (times below)
 make bench BENCH_ARGS=--quick    # the smallest store of each part: under five minutes
 make bench BENCH_ARGS="--only scaling --workdir /tmp/pimem-bench"   # one part, kept stores
 make bench BENCH_ARGS="--only quality --sizes 10000 --seeds 1 --workdir /tmp/pimem-bench"

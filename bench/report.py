@@ -381,10 +381,7 @@ def write_plots(results: Mapping[str, Any], directory: Path) -> None:
     plot_search(summary, directory / SEARCH_PLOT)
     plot_append(summary, directory / APPEND_PLOT)
     plot_breakdown(summary, directory / BREAKDOWN_PLOT)
-    # Results recorded before these measurements existed have neither.
-    pi = results.get("pi")
-    if pi and pi["summary"]:
-        plot_pi(pi["summary"], directory / PI_PLOT)
+    # Results recorded before these measurements existed have none.
     auto_context = results.get("auto_context")
     if auto_context:
         plot_auto_context(auto_context, directory / AUTO_CONTEXT_PLOT)
@@ -900,24 +897,31 @@ goes on in the bridge after pi has gone ([the pi adapter](pi-adapter.md#what-pi-
 {table}"""
 
 
-def _pi_section(results: Mapping[str, Any], plots: str) -> str:
-    pi = results.get("pi")
-    if not pi:
-        return ""
-    lines = pi["summary"]
+def plot_pi_part(pi: Mapping[str, Any], directory: Path) -> None:
+    if pi["summary"]:
+        plot_pi(pi["summary"], directory / PI_PLOT)
+
+
+def render_pi(pi: Mapping[str, Any], plots: str) -> str:
+    """The pi part's section; *plots* is its plots' directory relative to the page."""
+    meta, plan = pi["meta"], pi["plan"]
+    kind = "quick run (`--quick`)" if meta["quick"] else "full run"
     skipped = "".join(
         f"\n\npi {name} was not measured: {reason}." for name, reason in pi["skipped"].items()
     )
+    lines = pi["summary"]
     if not lines:
-        return f"\n## The pi adapter, in the real pi process{skipped}\n"
+        return f"# The pi adapter, in the real pi process{skipped}\n"
     table = _table(
         ("pi", "Step", "p50", "p95", "max", "n"),
         [row for line in lines for row in _pi_rows(line)],
     )
-    plan = pi["plan"]
     notes = "\n".join(f"- {note}" for note in _pi_notes(lines))
-    return f"""
-## The pi adapter, in the real pi process
+    return f"""# The pi adapter, in the real pi process
+
+A {kind} started {meta["started_at"]}, taking {meta["duration_s"] / 60:.1f} minutes
+(`make bench BENCH_ARGS="--only pi"` measures this part alone). Raw results:
+[pi.json]({plots}/pi.json).
 
 The real pi CLI of each line, with the adapter loaded and its timing switch on
 (`PIMEM_PI_TIMINGS`), in a project whose memory holds {_count(plan["store_entries"])} indexed
@@ -932,6 +936,17 @@ runs of `pi -p`, each with a bridge of its own.
 {table}{skipped}{_print_run_table(lines)}
 
 {notes}
+
+## Method
+
+pi's own CLI (`node cli.js -e adapters/pi --mode rpc` or `-p`; without `-e` for the baseline)
+with `PIMEM_BIN` pointing at this checkout's `pimem`, an isolated `HOME` (memsearch
+configuration, Milvus Lite database) and agent directory, the offline model, `PI_OFFLINE=1`;
+the adapter times its handlers with `performance.now()` and appends them to the file named by
+`PIMEM_PI_TIMINGS`. The bridge counts as idle once its CPU time stood still for 1.5 s. The
+bridges run from compiled bytecode, as an installed pimem does. Between two pairs of `pi -p`
+runs the bench waits for the bridge pi released to finish its index run and exit, so that it
+does not run into the next baseline.
 """
 
 
@@ -1112,8 +1127,7 @@ def render_markdown(results: Mapping[str, Any], plots: str) -> str:
 Warm L1 search through pimem's search API, which ranks on pimem's own read model of the
 collection by default, side by side with memsearch's hybrid search on the same engine and the
 `memsearch` CLI on the same store in the same run; the read model's memory, start-up and
-backfill; append-to-searchable; what the pi adapter costs inside the real pi process;
-auto-context's latency and what its relevance filter lets through. Raw results:
+backfill; append-to-searchable; auto-context's latency and what its relevance filter lets through. Raw results:
 [latency.json]({plots}/latency.json).
 
 ## This run
@@ -1158,7 +1172,7 @@ until a search returns it; pimem's engine is warm (a search was just made).
 ## Indexing and memory
 
 {_resources_section(results)}
-{_capture_section(results)}{_pi_section(results, plots)}{_auto_context_section(results, plots)}
+{_capture_section(results)}{_auto_context_section(results, plots)}
 ## Notes on search
 
 {notes}
@@ -1204,11 +1218,6 @@ until a search returns it; pimem's engine is warm (a search was just made).
   file,))` and a search for that word, which must be among the hits. The CLI ({plan["cli_appends"]} times each):
   `memsearch index DAY_FILE -c COLLECTION` or `memsearch index MEMORY_DIR -c COLLECTION`, then
   `memsearch search`.
-- **pi** (`bench/pi_latency.py`): pi's own CLI (`node cli.js -e adapters/pi --mode rpc` or
-  `-p`) with `PIMEM_BIN` pointing at this checkout's `pimem`, an isolated `HOME` (memsearch
-  configuration, Milvus Lite database) and agent directory, the offline model, `PI_OFFLINE=1`;
-  the adapter times its handlers with `performance.now()` and appends them to the file named
-  by `PIMEM_PI_TIMINGS`. The bridge counts as idle once its CPU time stood still for 1.5 s.
 - **Auto-context** (`bench/auto_context.py`): latency through a `pimem serve` child on each
   store, the same process an adapter starts, capture off; relevance in this process with the
   index's `similar` (pimem's ranker: the best hits with their relevance), as auto-context
