@@ -181,6 +181,28 @@ async def index_with_progress(memsearch: Any, progress: Callable[[int, int], Non
     return await memsearch.index_with_report()
 
 
+def read_markdown_through(memsearch: Any, transform: Callable[[str], str]) -> None:
+    """Make *memsearch* (a ``MemSearch``) index each markdown file as ``transform(text)``.
+
+    Assumes: ``index_file`` and ``index_with_report`` index each file through
+    ``self._index_file(scanned, *, force)``, which reads it with ``read_utf8_text_replace``,
+    looked up on ``memsearch.core`` at call time, before chunking it.
+    """
+    from memsearch import core
+
+    index_file = memsearch._index_file
+
+    async def transformed(scanned: Any, *, force: bool = False) -> int:
+        read = core.read_utf8_text_replace
+        core.read_utf8_text_replace = lambda path: transform(read(path))
+        try:
+            return int(await index_file(scanned, force=force))
+        finally:
+            core.read_utf8_text_replace = read
+
+    memsearch._index_file = transformed
+
+
 # -- skill drafting -----------------------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@ release: an upgrade that breaks one fails here, by name."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from pathlib import Path
 from typing import Any
@@ -91,3 +92,20 @@ def test_the_skill_distiller_keeps_its_steps(tmp_path: Path) -> None:
     assert parameters(steps["commit"])[:2] == ["root", "message"]
     answer = '{"skills": [{"name": "Run Tests", "description": "d", "body": "b"}]}'
     assert [skill["name"] for skill in steps["parse_response"](answer)] == ["run-tests"]
+
+
+def test_memsearch_reads_each_file_it_indexes_through_the_core_module() -> None:
+    assert "read_utf8_text_replace(" in inspect.getsource(memsearch.core.MemSearch._index_file)
+    assert "self._index_file(" in inspect.getsource(memsearch.core.MemSearch.index_file)
+    read = memsearch.core.read_utf8_text_replace
+
+    class Indexer:
+        async def _index_file(self, scanned: Any, *, force: bool = False) -> int:
+            return len(memsearch.core.read_utf8_text_replace(scanned))
+
+    indexer = Indexer()
+    memsearch_compat.read_markdown_through(indexer, lambda text: text + "!")
+    file = Path(__file__)
+    counted = asyncio.run(indexer._index_file(file))
+    assert counted == len(file.read_text(encoding="utf-8")) + 1
+    assert memsearch.core.read_utf8_text_replace is read

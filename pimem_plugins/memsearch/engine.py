@@ -29,12 +29,19 @@ from typing import Any
 import attrs
 
 from pimem_core.backend import BackendQueue
+from pimem_core.conflicts import (
+    blank_conflicts,
+    conflicted_files,
+    describe_conflicted,
+    without_marker_lines,
+)
 from pimem_core.errors import CollectionMissing, IndexStateError, NoMemoryYet, PimemError
 from pimem_core.memsearch_compat import (
     dense_search,
     index_with_progress,
     memsearch_with_embedder,
     onnx_sessions_without_spinning,
+    read_markdown_through,
 )
 from pimem_core.memsearch_config import config_files, global_config_path, project_config_path
 from pimem_core.offline_model import MODEL_ID, PROVIDER, installed_model
@@ -377,7 +384,7 @@ class MemsearchEngine:
     def _memsearch(self, scope: Scope, config: Any, *, paths: tuple[str, ...] = ()) -> Any:
         """A ``MemSearch`` for *scope*'s collection that reuses the warm embedder."""
         _quiet_pymilvus()
-        return memsearch_with_embedder(
+        memsearch = memsearch_with_embedder(
             self._embedder(config),
             paths=list(paths),
             embedding_provider=config.embedding.provider,
@@ -391,6 +398,10 @@ class MemsearchEngine:
             exclude=list(config.indexing.exclude),
             reranker_model=config.reranker.model,
         )
+        # Conflict markers never reach the collection (ADR 0016): a conflicted file is
+        # chunked with its markers blank, so every other line keeps its number.
+        read_markdown_through(memsearch, blank_conflicts)
+        return memsearch
 
     def _missing(self, scope: Scope) -> CollectionMissing:
         """What to say when the collection does not exist: there may be nothing to index yet.
@@ -557,6 +568,10 @@ class MemsearchEngine:
         before the LLM reads them and the summary before it is returned (the store writes it).
         The database is closed during the LLM call, which can take minutes: other agents may
         use it meanwhile."""
+        conflicted = conflicted_files(scope.memory_dir)
+        if conflicted:
+            # A store in the middle of a merge is not settled enough to be summed up.
+            raise PimemError(f"memory compaction refused: {describe_conflicted(conflicted)}")
         config = self.config(scope)
         from memsearch.compact import compact_chunks
         from memsearch.store import CollectionNotFoundError
@@ -727,7 +742,9 @@ def section_of(chunk_hash: str, chunk: Mapping[str, Any]) -> Section:
             f"chunk {chunk_hash} points at {source}, which no longer exists (reindex pending)"
         ) from None
     content, start, end = extract_section(
-        text.splitlines(), int(chunk["start_line"]), int(chunk.get("heading_level", 0))
+        blank_conflicts(text).splitlines(),
+        int(chunk["start_line"]),
+        int(chunk.get("heading_level", 0)),
     )
     return Section(
         chunk_hash=chunk_hash,
@@ -780,7 +797,8 @@ def _hit(result: dict[str, Any], score_kind: ScoreKind = "rank_fusion") -> Searc
     start, end = int(result["start_line"]), int(result["end_line"])
     return SearchHit(
         chunk_hash=str(result["chunk_hash"]),
-        content=content,
+        # Another agent may have indexed a conflicted file markers and all.
+        content=without_marker_lines(content),
         source=str(result["source"]),
         heading=str(result.get("heading", "")),
         heading_level=int(result.get("heading_level", 0)),

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from pimem_core.conflicts import blank_conflicts, without_marker_lines
 from pimem_core.types import Scope, SearchHit
 from pimem_plugins.memsearch.recall import cache
 from pimem_plugins.memsearch.recall.cache import Stamp
@@ -272,6 +273,8 @@ class Recall:
             return (stat.st_mtime_ns, stat.st_size), None
         size, overlap = self._collection.chunking()
         model = self._collection.model_name()
+        # As pimem's index runs chunk it: conflict markers blank (ADR 0016).
+        text = blank_conflicts(text)
         chunks = chunk_markdown(text, source=str(path), max_chunk_size=size, overlap_lines=overlap)
         return (stat.st_mtime_ns, stat.st_size), [
             ChunkRecord(
@@ -427,7 +430,8 @@ def _stamp(path: str) -> Stamp | None:
 def _record(row: dict[str, Any], *, facts_ready: bool) -> ChunkRecord:
     return ChunkRecord(
         chunk_hash=str(row["chunk_hash"]),
-        content=str(row["content"]),
+        # Another agent may have indexed a conflicted file markers and all.
+        content=without_marker_lines(str(row["content"])),
         source=str(row["source"]),
         heading=str(row.get("heading", "")),
         heading_level=int(row.get("heading_level", 0)),

@@ -1,0 +1,126 @@
+"""git's conflict markers in a daily memory file: found, and kept out of memory.
+
+A merge git could not finish leaves each disputed region of a file as ``<<<<<<< ours``, our
+lines, (with ``merge.conflictStyle=diff3``: ``||||||| base`` and the common ancestor's lines),
+``=======``, their lines and ``>>>>>>> theirs``. Day files are append-only blocks, so the lines
+of both sides are memory and the markers and the ancestor's part are not: every reader sees a
+conflicted file as a union resolution would leave it (``git merge-file --union``).
+
+A file is conflicted when it holds a ``<<<<<<<`` or ``>>>>>>>`` line (seven characters, then a
+space or the end of the line, as git writes them); only then does a lone ``=======`` or
+``|||||||`` line count as a marker, so a day file that merely contains one is left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+_OPEN = re.compile(r"^<{7}(?: |$)")
+_CLOSE = re.compile(r"^>{7}(?: |$)")
+_BASE = re.compile(r"^\|{7}(?: |$)")
+_SPLIT = re.compile(r"^={7}$")
+# A byte-level prefilter: a file without either line cannot be conflicted.
+_PREFILTER = re.compile(rb"(?:^|\n)(?:<{7}|>{7})(?:[ \r\n]|$)")
+
+#: What to do about a conflicted day file, said once wherever pimem finds one.
+HOW_TO_RESOLVE = (
+    "keep both sides: delete the <<<<<<<, ======= and >>>>>>> lines (with diff3, also the "
+    "||||||| line and the lines after it up to =======), then `git add` the file. Not `git "
+    "checkout --ours/--theirs` nor `git merge --abort`: each side holds entries the other "
+    "lacks, and entries written since the merge sit below the markers. `pimem git "
+    "merge-driver` makes the next merges need no hand work"
+)
+
+
+def is_conflicted(text: str) -> bool:
+    """Whether *text* holds a region git left unresolved."""
+    return any(_OPEN.match(line) or _CLOSE.match(line) for line in text.split("\n"))
+
+
+def _dropped(lines: Sequence[str]) -> list[bool]:
+    """For each line: a marker, or a line of diff3's ancestor part (neither side's)."""
+    dropped = [False] * len(lines)
+    if not any(_OPEN.match(line) or _CLOSE.match(line) for line in lines):
+        return dropped
+    part = None  # None outside a region, else "ours", "base" or "theirs"
+    for number, line in enumerate(lines):
+        if _OPEN.match(line):
+            part, dropped[number] = "ours", True
+        elif _BASE.match(line):
+            part, dropped[number] = ("base" if part == "ours" else part), True
+        elif _SPLIT.match(line):
+            part, dropped[number] = ("theirs" if part in ("ours", "base") else part), True
+        elif _CLOSE.match(line):
+            part, dropped[number] = None, True
+        else:
+            dropped[number] = part == "base"
+    return dropped
+
+
+def marker_lines(text: str) -> list[int]:
+    """The 0-based numbers of the lines of *text* that are not memory: markers, ancestor lines."""
+    return [number for number, gone in enumerate(_dropped(text.split("\n"))) if gone]
+
+
+def blank_conflicts(text: str) -> str:
+    """*text* with its markers and ancestor lines made blank: what the index chunks, so every
+    other line keeps its number (search, expand and forget address the file by line)."""
+    lines = text.split("\n")
+    dropped = _dropped(lines)
+    if not any(dropped):
+        return text
+    return "\n".join("" if gone else line for line, gone in zip(lines, dropped, strict=True))
+
+
+def without_conflicts(text: str) -> str:
+    """*text* as a union resolution leaves it: both sides' lines, no marker, no ancestor part."""
+    lines = text.split("\n")
+    dropped = _dropped(lines)
+    if not any(dropped):
+        return text
+    return "\n".join(line for line, gone in zip(lines, dropped, strict=True) if not gone)
+
+
+def without_marker_lines(fragment: str) -> str:
+    """A chunk's text without marker lines. A chunk is part of a file, so its region cannot be
+    told: every line shaped like a marker goes (another agent may have indexed the file as it
+    was, markers and all)."""
+    lines = fragment.split("\n")
+    kept = [
+        line
+        for line in lines
+        if not (_OPEN.match(line) or _CLOSE.match(line) or _BASE.match(line) or _SPLIT.match(line))
+    ]
+    return fragment if len(kept) == len(lines) else "\n".join(kept)
+
+
+def conflicted_files(directory: Path) -> list[Path]:
+    """The markdown files directly in *directory* (its daily memory files) that are
+    conflicted, by name; an unreadable file is left to whoever reads it next."""
+    found = []
+    with contextlib.suppress(OSError), os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.startswith(".") or not entry.name.endswith(".md"):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.is_file() and file_is_conflicted(Path(entry.path)):
+                    found.append(Path(entry.path))
+    return sorted(found)
+
+
+def file_is_conflicted(file: Path) -> bool:
+    """Whether *file* is conflicted (``OSError`` when it cannot be read)."""
+    data = file.read_bytes()
+    if _PREFILTER.search(data) is None:
+        return False
+    return is_conflicted(data.decode("utf-8", errors="replace"))
+
+
+def describe_conflicted(files: Iterable[Path]) -> str:
+    """One sentence naming *files* and how to resolve them."""
+    names = ", ".join(str(file) for file in files)
+    return f"unresolved git conflict markers in {names}; resolve: {HOW_TO_RESOLVE}"
