@@ -15,7 +15,8 @@ serve``, a scripted model on 127.0.0.1) mixes the exchanges a coding agent sees:
   ``memory_forget`` on the chunk hash the search gave;
 * **status checks**: ``memory_status``;
 * and in the middle of every session the bridge (``pimem serve``) is killed with SIGKILL,
-  between two prompts, once it is idle: a crash while the user types.
+  between two prompts, once it is idle: a crash while the user types. A run of its own kills
+  it the moment the prompt settled instead, before capture may have taken the exchange.
 
 The scripted distiller restates each exchange the way a model would: the user's words as
 bullets. A captured recall question becomes "the user asked what we decided about ...", a
@@ -100,6 +101,7 @@ RECALL_PREFIX = "Use the recall skill to answer from memory:"
 RECALL_TEMPLATE = ADAPTER_DIR / "prompts" / "recall.md"
 #: What the adapter says when a tool call met a killed bridge; the model calls again.
 RESTARTS = "Memory restarts on the next memory call"
+KILLED = "the pimem bridge was killed"
 
 AREAS = (
     "billing", "ledger", "search", "auth", "export", "import", "notification", "reporting",
@@ -524,14 +526,22 @@ def record(session: int, exchange: int, request: ChatRequest) -> dict[str, Any]:
     the tool result it answered."""
     snapshot = snapshot_of(request.system)
     result = request.last_tool_result
+    broke = result is not None and failed(result.name, result.content)
     return {
         "session": session,
         "exchange": exchange,
         "snapshot": digest(snapshot),
         "snapshot_bytes": len(snapshot.encode()),
         "tool": result.name if result else None,
-        "failed": failed(result.name, result.content) if result else False,
+        "failed": broke,
+        **({"error": result.content[:300]} if result is not None and broke else {}),
     }
+
+
+def _first_sentence(text: str) -> str:
+    """An error's gist, the same in every run (collection names are per project)."""
+    gist = text.split(". ", 1)[0].split("\n", 1)[0]
+    return re.sub(r"\bms_\w+", "<collection>", gist)
 
 
 def per_100(count: int, exchanges: int) -> float:
@@ -591,6 +601,12 @@ def measure(
     found_again = [x for s, e, x in recalls if x.forgotten and succeeded(s, e, "memory_expand")]
     answered = [x for s, e, x in recalls if not x.forgotten and succeeded(s, e, "memory_expand")]
     snapshots = snapshot_changes(script, records, set(kills))
+    # A call that met the killed bridge is expected to fail once; any other failure is news.
+    errors = Counter(
+        _first_sentence(str(r.get("error", "")))
+        for r in records
+        if r["failed"] and KILLED not in str(r.get("error", ""))
+    )
     written = len(found) + len(forgotten)
     write_duplicates = sum(copies - 1 for copies in write_copies if copies > 1)
     return {
@@ -616,6 +632,10 @@ def measure(
         "decisions_captured": len(captured),
         "decisions_missed": [x.bullets[0] for x in decisions if x not in captured],
         "kills": len(set(kills)),
+        "calls_failed_after_kill": sum(
+            1 for r in records if r["failed"] and KILLED in str(r.get("error", ""))
+        ),
+        "calls_failed_otherwise": dict(errors),
         "per_100": {
             name: per_100(count, exchanges)
             for name, count in (
@@ -733,10 +753,12 @@ class WorkloadPlan:
     lines: tuple[str, ...] = ("1.6", "0.73")
     #: Also run the code before the capture gates (``BEFORE_COMMIT``).
     before: bool = True
+    #: Lines also run with the bridge killed the moment a prompt settles (no targets).
+    at_once: tuple[str, ...] = ("1.6",)
 
 
 WORKLOAD_FULL = WorkloadPlan()
-WORKLOAD_QUICK = WorkloadPlan(sessions=3, exchanges=16, lines=("1.6",), before=False)
+WORKLOAD_QUICK = WorkloadPlan(sessions=3, exchanges=16, lines=("1.6",), before=False, at_once=())
 
 
 @dataclass
@@ -748,10 +770,22 @@ class Variant:
     adapter: Path = ADAPTER_DIR
     env: dict[str, str] = field(default_factory=dict)
     note: str = ""
+    #: Kill the bridge as soon as the prompt settles, not once it is idle.
+    kill_at_once: bool = False
 
 
 def after_variant() -> Variant:
     return Variant(name="after", label="after (this checkout)")
+
+
+def at_once_variant() -> Variant:
+    return Variant(
+        name="after-at-once",
+        label="after, bridge killed at once",
+        kill_at_once=True,
+        note="this checkout, with each bridge killed the moment its prompt settled instead "
+        "of once idle: the exchanges it had not yet begun to distil die with it",
+    )
 
 
 def before_variant(root: Path, log: Callable[[str], None]) -> Variant:
@@ -903,7 +937,8 @@ def run_variant(
                         for request in server.agent_requests()
                         if request.index >= seen
                     ]
-                    if index == session.kill_after and _kill_bridge(pi):
+                    at_kill = index == session.kill_after
+                    if at_kill and _kill_bridge(pi, wait=not variant.kill_at_once):
                         kills.append(number)
                 code = pi.close(timeout=90)
             if code != 0:
@@ -923,6 +958,9 @@ def run_variant(
         path.name: path.read_text().replace(str(root), "<run>")
         for path in sorted(memory.glob("*.md"))
     }
+    for item in records:
+        if "error" in item:
+            item["error"] = item["error"].replace(str(root), "<run>")
     metrics = measure(script, list(day_files.values()), records, kills)
     return {
         "line": line.name,
@@ -938,13 +976,15 @@ def run_variant(
     }
 
 
-def _kill_bridge(pi: RpcSession) -> bool:
-    """SIGKILL the session's bridge once it is idle; ``False`` when there was none to kill."""
+def _kill_bridge(pi: RpcSession, *, wait: bool) -> bool:
+    """SIGKILL the session's bridge (once it is idle, with *wait*); ``False`` when there was
+    none to kill."""
     bridges = bridge_pids(pi.pid)
     if len(bridges) != 1:
         return False
     (bridge,) = bridges
-    _wait_quiet(bridge)
+    if wait:
+        _wait_quiet(bridge)
     os.kill(bridge, signal.SIGKILL)
     wait_for(lambda: gone(bridge), 10, "pi to reap the killed bridge")
     return True
@@ -978,7 +1018,8 @@ def run_workload(
             log(f"workload, pi {name}: not measured ({reason})")
             skipped[name] = reason
             continue
-        for variant in variants:
+        extra = [at_once_variant()] if name in plan.at_once else []
+        for variant in [*variants, *extra]:
             log(
                 f"workload {variant.name}, pi {name}: {plan.sessions} sessions of "
                 f"{plan.exchanges} exchanges"

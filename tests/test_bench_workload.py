@@ -95,8 +95,14 @@ def day(*bodies: str) -> str:
     return text
 
 
+KILLED = (
+    "memory_status failed: the pimem bridge was killed by SIGKILL. Memory restarts on the "
+    "next memory call."
+)
+
+
 def rec(
-    session: int, exchange: int, snapshot: str, tool: str | None = None, failed: bool = False
+    session: int, exchange: int, snapshot: str, tool: str | None = None, error: str = ""
 ) -> dict[str, Any]:
     return {
         "session": session,
@@ -104,7 +110,8 @@ def rec(
         "snapshot": snapshot,
         "snapshot_bytes": len(snapshot),
         "tool": tool,
-        "failed": failed,
+        "failed": bool(error),
+        **({"error": error} if error else {}),
     }
 
 
@@ -126,7 +133,7 @@ def session_records(kill_snapshots: tuple[str, str]) -> list[dict[str, Any]]:
         rec(1, 0, "y", "memory_forget"),
         rec(1, 1, "z"),  # rebuilt after the forget: a checkpoint
         rec(1, 2, "z"),
-        rec(1, 2, "z", "memory_status", failed=True),
+        rec(1, 2, "z", "memory_status", error=KILLED),
         rec(1, 2, "z", "memory_status"),
         rec(1, 3, "z"),
         rec(1, 3, "z", "memory_search"),
@@ -153,6 +160,7 @@ def test_a_clean_run_meets_every_target() -> None:
         "other": 0,
         "distinct_per_session": [1, 2],
     }
+    assert (m["calls_failed_after_kill"], m["calls_failed_otherwise"]) == (1, {})
     assert m["per_100"]["entries_written"] == 50.0
     assert m["per_100"]["snapshot_changes"] == 12.5
     checks = targets({"line": "1.6", "metrics": m})
@@ -169,7 +177,11 @@ def test_a_run_without_the_gates_misses_every_target() -> None:
         day(CHAT.bullets[0], WRITE_W.written, WRITE_W.written, ASK_A.bullets[0]),
         day(FORGET_A.bullets[0], STATUS_BULLET, "- [pimem] this exchange could not be distilled"),
     ]
-    m = measure(SCRIPT, files, session_records(("", "x2")), kills=[0, 1])
+    records = session_records(("", "x2"))
+    never = "memory_search failed: collection c was never indexed on this machine"
+    records[5] = rec(0, 3, "x2", "memory_search", error=f"{never}. Run pimem index.")
+    del records[6]  # no expand: the search failed
+    m = measure(SCRIPT, files, records, kills=[0, 1])
 
     assert (m["entries_at_end"], m["entries_written"]) == (7, 8)
     assert m["entries_about_memory"] == 3
@@ -178,6 +190,8 @@ def test_a_run_without_the_gates_misses_every_target() -> None:
     assert m["explicit_write_duplicates"] == 1
     assert m["forgotten_back_subjects"] == ["the billing queue"]
     assert m["decisions_missed"] == [B.bullets[0]]
+    assert m["calls_failed_otherwise"] == {never: 1}
+    assert m["recalls_answered"] == 0
     assert m["snapshots"]["across_kills"] == 2
     assert m["snapshots"]["at_checkpoints"] == 1
     assert m["per_100"]["entries_about_memory"] == 37.5
