@@ -249,6 +249,7 @@ class Pimem:
         progress: Callable[[int, int], None] | None = None,
         *,
         read_only: bool = False,
+        on_notice: Callable[[str], None] | None = None,
     ) -> BackendCall:
         return BackendCall(
             settings=self.settings,
@@ -256,6 +257,7 @@ class Pimem:
             progress=progress,
             read_only=read_only,
             scrub=self.scrubber.scrub,
+            on_notice=on_notice,
         )
 
     def index_memory(
@@ -278,16 +280,19 @@ class Pimem:
         *,
         on_wait: Callable[[str], None] | None = None,
         read_only: bool = False,
+        on_notice: Callable[[str], None] | None = None,
     ) -> tuple[SearchHit, ...]:
         """L1 recall in *scope*'s collection; *read_only* for another project's store.
 
         When a plugin reranks (``pimem_rerank_hits``), the index is asked for
         ``max(top_k, RERANK_DEPTH)`` candidates and the reranker's best ``top_k`` are kept;
-        without one, the index is asked for ``top_k`` and its answer stands."""
+        without one, the index is asked for ``top_k`` and its answer stands. *on_notice* hears
+        what the index did first that the person should know (indexing changed day files)."""
         reranking = bool(self.pm.implementing_plugins("pimem_rerank_hits"))
         asked = attrs.evolve(query, top_k=max(query.top_k, RERANK_DEPTH)) if reranking else query
+        call = self._call(on_wait, read_only=read_only, on_notice=on_notice)
         with self._service("MemoryIndex.search"):
-            hits = self.index(scope).search(asked, self._call(on_wait, read_only=read_only))
+            hits = self.index(scope).search(asked, call)
         return self.rerank_hits(query, hits) if reranking else hits
 
     def rerank_hits(self, query: SearchQuery, hits: tuple[SearchHit, ...]) -> tuple[SearchHit, ...]:
@@ -322,10 +327,11 @@ class Pimem:
         *,
         on_wait: Callable[[str], None] | None = None,
         progress: Callable[[int, int], None] | None = None,
+        on_notice: Callable[[str], None] | None = None,
     ) -> CrossRepoResult:
         """Cross-repo recall: *query* over the session's project (*scope*) and every project
-        under the scan roots. Only the session's own leg may bootstrap; the others write
-        nothing."""
+        under the scan roots. Only the session's own leg may bootstrap or index; the others
+        write nothing."""
         waited = False
 
         def wait_once(holder: str) -> None:
@@ -336,7 +342,14 @@ class Pimem:
                 on_wait(holder)
 
         def search_project(target: Scope) -> tuple[SearchHit, ...]:
-            return self.search_memory(target, query, on_wait=wait_once, read_only=target != scope)
+            own = target == scope
+            return self.search_memory(
+                target,
+                query,
+                on_wait=wait_once,
+                read_only=not own,
+                on_notice=on_notice if own else None,
+            )
 
         answer = self.pm.hook.pimem_search_projects(
             scope=scope,
@@ -354,10 +367,12 @@ class Pimem:
         *,
         on_wait: Callable[[str], None] | None = None,
         read_only: bool = False,
+        on_notice: Callable[[str], None] | None = None,
     ) -> Section:
         """L2 recall in *scope*'s collection; *read_only* for another project's store."""
+        call = self._call(on_wait, read_only=read_only, on_notice=on_notice)
         with self._service("MemoryIndex.expand"):
-            return self.index(scope).expand(chunk_hash, self._call(on_wait, read_only=read_only))
+            return self.index(scope).expand(chunk_hash, call)
 
     def forget_chunk(
         self, scope: Scope, chunk_hash: str, *, on_wait: Callable[[str], None] | None = None

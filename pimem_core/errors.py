@@ -40,6 +40,15 @@ class NoMemoryYet(CollectionMissing):
     """
 
 
+class TranscriptNotHere(PimemError):
+    """The transcript an anchor names is not on this machine: the session was recorded on
+    another one (its entries came with the store, through git), or the file moved since.
+
+    Not a failure for L3 recall: ``pimem transcript`` and ``memory.transcript`` answer that the
+    entry is all that was kept of that session. Capture, which needs the file, fails with it.
+    """
+
+
 class QueryError(PimemError):
     """A search query pimem cannot run: empty, or only whitespace."""
 

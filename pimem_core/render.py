@@ -184,20 +184,30 @@ def hit_to_json(hit: SearchHit) -> dict[str, object]:
     return data
 
 
-def render_section(section: Section) -> str:
+#: What L2 says above the anchor of an entry whose transcript is not on this machine: a store
+#: shared through git holds entries of sessions that ran on a teammate's machine.
+TRANSCRIPT_ELSEWHERE = (
+    "The session's transcript is not on this machine (it was recorded on another one, or the "
+    "file moved since): the entry above is all that was kept of it."
+)
+
+
+def render_section(section: Section, *, transcript_here: bool = True) -> str:
     """L2: the section behind a chunk and, when it is anchored, its session anchor: one line
-    each for the session, the turn and the transcript, named as in the anchor comment."""
+    each for the session, the turn and the transcript, named as in the anchor comment, after
+    a line saying so when the transcript is not on this machine (not *transcript_here*)."""
     text = f"{section.source}:{section.start_line}-{section.end_line} | {section.heading}\n\n"
     text += section.content
     if section.anchor is not None:
+        text += "\n\n" if transcript_here else f"\n\n{TRANSCRIPT_ELSEWHERE}\n"
         text += (
-            f"\n\nsession: {section.anchor.session}\nturn: {section.anchor.turn}"
+            f"session: {section.anchor.session}\nturn: {section.anchor.turn}"
             f"\ntranscript: {section.anchor.transcript}"
         )
     return text
 
 
-def section_to_json(section: Section) -> dict[str, object]:
+def section_to_json(section: Section, *, transcript_here: bool = True) -> dict[str, object]:
     anchor = section.anchor
     return {
         "chunk_hash": section.chunk_hash,
@@ -209,6 +219,7 @@ def section_to_json(section: Section) -> dict[str, object]:
         "anchor": None
         if anchor is None
         else {"session": anchor.session, "turn": anchor.turn, "transcript": anchor.transcript},
+        "transcript_on_this_machine": None if anchor is None else transcript_here,
     }
 
 
@@ -268,4 +279,18 @@ def transcript_to_json(transcript: Transcript) -> dict[str, object]:
             {"role": turn.role, "time": turn.time, "body": turn.body, "target": turn.target}
             for turn in transcript.turns
         ],
+        "on_this_machine": True,
     }
+
+
+def render_transcript_elsewhere(path: Path) -> str:
+    """L3 for a transcript that is not on this machine: an answer, not a failure."""
+    return (
+        f"The transcript {path} is not on this machine: the session was recorded on another "
+        "one (its entries came with the memory store), or the file moved since. The entry that "
+        "names it is all that was kept of that session."
+    )
+
+
+def transcript_elsewhere_to_json(path: Path) -> dict[str, object]:
+    return {"path": str(path), "turns": [], "on_this_machine": False}

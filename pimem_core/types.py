@@ -413,6 +413,9 @@ class BackendCall:
     read_only: bool = False
     #: Takes secrets out of text the operation sends to a model or writes (compaction).
     scrub: Callable[[str], str] = attrs.field(default=str, eq=False)
+    #: Told one line for the person when the operation did more than it was asked and they
+    #: should know (a search that indexed changed day files first).
+    on_notice: Callable[[str], None] | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen(kw_only=True)

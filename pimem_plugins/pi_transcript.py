@@ -21,7 +21,7 @@ from pathlib import Path
 import attrs
 
 from pimem_core import hookimpl
-from pimem_core.errors import PimemError
+from pimem_core.errors import PimemError, TranscriptNotHere
 from pimem_core.services import TranscriptReader
 from pimem_core.types import BranchEntry, Transcript, TranscriptRequest, TranscriptTurn
 
@@ -57,7 +57,7 @@ def _read_lines(path: Path) -> list[str]:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
-        raise PimemError(f"the transcript {path} does not exist") from None
+        raise TranscriptNotHere(f"the transcript {path} is not on this machine") from None
     except OSError as error:
         raise PimemError(
             f"could not read the transcript {path}: {error.strerror or error}"

@@ -121,7 +121,12 @@ def test_write_index_search_expand_forget_round_trip(
     assert section["content"] == best["content"]
     text = ok(pimem(memsearch_env, "expand", str(best["chunk_hash"]), "--cwd", str(repo)))
     assert text.startswith(f"{best['source']}:{best['start_line']}-{best['end_line']} | 22:41\n")
-    assert text.endswith("\n\nsession: s1\nturn: t1\ntranscript: /home/user/s1.jsonl\n")
+    # The transcript is not on this machine: a line above the anchor says the entry is all.
+    assert text.endswith(
+        "the entry above is all that was kept of it.\n"
+        "session: s1\nturn: t1\ntranscript: /home/user/s1.jsonl\n"
+    )
+    assert section["transcript_on_this_machine"] is False
 
     forgotten = json.loads(
         ok(
@@ -313,22 +318,35 @@ def test_a_store_with_no_memory_says_so_everywhere_and_advises_nothing_that_loop
     assert not (repo / ".memsearch").exists()
 
 
-def test_a_collection_never_indexed_is_a_clear_message_that_index_resolves(
+def test_a_collection_never_indexed_here_is_built_by_the_first_search_or_expand(
     memsearch_env: dict[str, str], repo: Path
 ) -> None:
+    """Day files that were never indexed on this machine (a fresh clone) are indexed before
+    the first search or expand, which says so in one line; nothing has to run `pimem index`."""
     write_entries(memsearch_env, repo)
     text = ok(pimem(memsearch_env, "status", "--cwd", str(repo)))
     assert "indexed chunks: 0 (collection not created yet; `pimem index` builds it)" in text
-    for args in (("search", "login redirect"), ("expand", "0123456789abcdef")):
-        result = pimem(memsearch_env, *args, "--cwd", str(repo))
-        assert result.code == 1
-        assert result.stderr == (
-            f"pimem: error: collection {derive_collection(repo)} was never indexed on this "
-            f"machine; `pimem index` builds it from {repo / '.memsearch' / 'memory'}\n"
-        )
-    # The advice does not loop: the index run builds the collection, and search finds.
-    ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
-    assert search(memsearch_env, repo, "login redirect")
+    notice = (
+        "pimem: indexed 1 daily memory file new or changed since the last index run, "
+        "before searching\n"
+    )
+    expanded = pimem(memsearch_env, "expand", "0123456789abcdef", "--cwd", str(repo))
+    assert expanded.code == 1
+    assert expanded.stderr == (
+        f"pimem: error: chunk 0123456789abcdef is not in collection {derive_collection(repo)}; "
+        "it may have been re-indexed under a new hash: search again\n"
+    )
+    assert "indexed chunks: 3" in ok(pimem(memsearch_env, "status", "--cwd", str(repo)))
+    found = pimem(memsearch_env, "search", "login redirect", "--json", "--cwd", str(repo))
+    assert (found.code, found.stderr) == (0, "")
+    assert "login redirect loop" in json.loads(found.stdout)[0]["content"]
+    # Another store, never indexed: the search indexes it first and tells.
+    other = repo.parent / "other"
+    (other / ".git").mkdir(parents=True)
+    write_entries(memsearch_env, other)
+    first = pimem(memsearch_env, "search", "login redirect", "--json", "--cwd", str(other))
+    assert (first.code, first.stderr) == (0, notice)
+    assert "login redirect loop" in json.loads(first.stdout)[0]["content"]
 
 
 def test_status_reports_backend_store_and_health(memsearch_env: dict[str, str], repo: Path) -> None:

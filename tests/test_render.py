@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
+
 from pimem_core.render import (
     NO_LEGS,
     SOME_LEGS,
@@ -16,6 +18,7 @@ from pimem_core.render import (
     render_hit_block,
     render_hits,
     render_section,
+    section_to_json,
 )
 from pimem_core.testing import read_hits
 from pimem_core.types import Anchor, CrossRepoResult, LegScore, ScoreKind, SearchHit, Section
@@ -196,3 +199,26 @@ def test_expand_still_shows_the_anchor_in_full() -> None:
         f"{DAY_FILE}:4-7 | 22:41\n\n{ENTRY}\n\n"
         f"session: 3f2c9b1e\nturn: ab12cd34\ntranscript: {TRANSCRIPT}"
     )
+
+
+def test_expand_says_when_the_transcript_is_not_on_this_machine() -> None:
+    """A teammate's entry, pulled: the line above the anchor says the entry is all there is,
+    and the anchor stays last, one line each, for the transcript tool."""
+    section = Section(
+        chunk_hash="0123456789abcdef",
+        source=DAY_FILE,
+        heading="22:41",
+        start_line=4,
+        end_line=7,
+        content=ENTRY,
+        anchor=Anchor(session="3f2c9b1e", turn="ab12cd34", transcript=TRANSCRIPT),
+    )
+    assert render_section(section, transcript_here=False) == (
+        f"{DAY_FILE}:4-7 | 22:41\n\n{ENTRY}\n\n"
+        "The session's transcript is not on this machine (it was recorded on another one, or "
+        "the file moved since): the entry above is all that was kept of it.\n"
+        f"session: 3f2c9b1e\nturn: ab12cd34\ntranscript: {TRANSCRIPT}"
+    )
+    assert section_to_json(section, transcript_here=False)["transcript_on_this_machine"] is False
+    unanchored = attrs.evolve(section, anchor=None)
+    assert section_to_json(unanchored)["transcript_on_this_machine"] is None

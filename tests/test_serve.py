@@ -293,9 +293,11 @@ def test_forget_by_day_and_the_transcript_tool(bridge: Bridge, repo: Path, tmp_p
     bridge.call("memory.write", content="- a fact to forget", turn="t0")
     forgotten = bridge.call("memory.forget", date="2026-08-13", time="22:41")["result"]
     assert "- a fact to forget" in forgotten["removed"]
-    missing = bridge.call("memory.transcript", transcript_path=str(tmp_path / "none.jsonl"))
-    assert missing["error"]["type"] == "memory"
-    assert "does not exist" in missing["error"]["message"]
+    # A transcript recorded on another machine is an answer: the entry is all there is.
+    elsewhere = str(tmp_path / "none.jsonl")
+    missing = bridge.call("memory.transcript", transcript_path=elsewhere)["result"]
+    assert missing["text"].startswith(f"The transcript {elsewhere} is not on this machine")
+    assert (missing["turns"], missing["on_this_machine"]) == ([], False)
 
 
 def test_end_of_input_ends_the_bridge(bridge: Bridge) -> None:

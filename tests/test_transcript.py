@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pimem_core import Pimem, PimemError
+from pimem_core.errors import TranscriptNotHere
 from pimem_core.render import render_transcript, transcript_to_json
 from pimem_core.types import BranchEntry, Transcript, TranscriptRequest
 from pimem_plugins.pi_transcript import read_pi_branch, read_pi_transcript
@@ -118,9 +119,9 @@ def test_an_empty_turn_is_an_error(tmp_path: Path, turn: str) -> None:
         read(linear(tmp_path / "s.jsonl"), turn)
 
 
-def test_a_missing_file_is_an_error(tmp_path: Path) -> None:
+def test_a_missing_file_is_not_on_this_machine(tmp_path: Path) -> None:
     path = tmp_path / "gone.jsonl"
-    with pytest.raises(PimemError, match="does not exist") as caught:
+    with pytest.raises(TranscriptNotHere, match="is not on this machine") as caught:
         read(path)
     assert str(path) in str(caught.value)
 
@@ -309,6 +310,7 @@ def test_json_output_carries_every_turn(tmp_path: Path) -> None:
             {"role": "user", "time": "09:05", "body": "third question", "target": False},
             {"role": "assistant", "time": "09:06", "body": "third answer", "target": True},
         ],
+        "on_this_machine": True,
     }
 
 
@@ -337,7 +339,26 @@ def test_cli_json(tmp_path: Path) -> None:
     assert json.loads(result.stdout) == {
         "path": str(path),
         "turns": [{"role": "assistant", "time": "09:06", "body": "third answer", "target": False}],
+        "on_this_machine": True,
     }
+
+
+def test_a_transcript_recorded_on_another_machine_is_an_answer_not_an_error(
+    tmp_path: Path,
+) -> None:
+    """A store shared through git anchors entries to a teammate's transcripts: reading one
+    here says the entry is all there is, and exits 0."""
+    path = tmp_path / "teammate" / "s.jsonl"
+    text = run_cli("transcript", str(path), "--turn", "a1")
+    assert (text.code, text.stderr) == (0, "")
+    assert text.stdout == (
+        f"The transcript {path} is not on this machine: the session was recorded on another "
+        "one (its entries came with the memory store), or the file moved since. The entry that "
+        "names it is all that was kept of that session.\n"
+    )
+    data = run_cli("transcript", str(path), "--json")
+    assert data.code == 0
+    assert json.loads(data.stdout) == {"path": str(path), "turns": [], "on_this_machine": False}
 
 
 def test_cli_reports_errors_in_one_line(tmp_path: Path) -> None:
@@ -512,7 +533,7 @@ def test_branch_of_a_file_that_is_not_a_pi_session_is_not_answered(tmp_path: Pat
 
 
 def test_branch_of_a_missing_or_unreadable_file_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(PimemError, match="does not exist"):
+    with pytest.raises(TranscriptNotHere, match="is not on this machine"):
         read_pi_branch(tmp_path / "gone.jsonl")
     with pytest.raises(PimemError, match="could not read"):
         read_pi_branch(tmp_path)

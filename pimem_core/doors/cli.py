@@ -57,6 +57,10 @@ class CliDoor(Door):
     def note(self, line: str) -> None:
         print(line, file=sys.stderr)
 
+    def notice(self, line: str) -> None:
+        # Now, before the result: a search that indexed first took longer, and this says why.
+        print(f"pimem: {line}", file=sys.stderr, flush=True)
+
     def content(self, value: str) -> str:
         if value != "-":
             return value

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import argparse
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,7 @@ from pimem_core.doors.skills import (
     render_candidates,
     render_installed,
 )
-from pimem_core.errors import NoMemoryYet, PimemError
+from pimem_core.errors import NoMemoryYet, PimemError, TranscriptNotHere
 from pimem_core.render import (
     cross_repo_to_json,
     hit_to_json,
@@ -37,8 +38,10 @@ from pimem_core.render import (
     render_section,
     render_status,
     render_transcript,
+    render_transcript_elsewhere,
     section_to_json,
     status_to_json,
+    transcript_elsewhere_to_json,
     transcript_to_json,
 )
 from pimem_core.runtime.budget import DistillBudget
@@ -274,6 +277,12 @@ class Door(abc.ABC):
     def note(self, line: str) -> None:
         """A line for the person beside the result (the CLI's stderr, the server's log)."""
 
+    def notice(self, line: str) -> None:
+        """A line the person or agent reading the result should see with it: what the command
+        did first (a search that indexed changed day files). The CLI prints it on stderr,
+        ``pimem serve`` puts it at the top of the result's text."""
+        self.note(line)
+
     def content(self, value: str) -> str:
         """A write's content as given (the CLI reads ``-`` from stdin)."""
         return value
@@ -362,12 +371,14 @@ def _search(door: Door, a: Args) -> Outcome:
     query = SearchQuery(text=text, top_k=a["top_k"])
     # The JSON always carries every hit's legs: --explain changes only the text.
     if a["scope"] == "all":
-        result = pimem.search_everywhere(door.scope(), query, on_wait=door.on_wait)
+        result = pimem.search_everywhere(
+            door.scope(), query, on_wait=door.on_wait, on_notice=door.notice
+        )
         return Outcome(
             text=render_cross_repo(text, result, explain=explain), data=cross_repo_to_json(result)
         )
     try:
-        hits = pimem.search_memory(door.scope(), query, on_wait=door.on_wait)
+        hits = pimem.search_memory(door.scope(), query, on_wait=door.on_wait, on_notice=door.notice)
     except NoMemoryYet as empty:  # not an error: an empty store has no hits
         return Outcome(text=str(empty), data=[], key="hits")
     return Outcome(
@@ -384,9 +395,15 @@ def _expand(door: Door, a: Args) -> Outcome:
     if project is not None and foreign:
         scope = door.pimem.resolve_project(project)
     section = door.pimem.expand_chunk(
-        scope, a["chunk_hash"], on_wait=door.on_wait, read_only=foreign
+        scope, a["chunk_hash"], on_wait=door.on_wait, read_only=foreign, on_notice=door.notice
     )
-    return Outcome(text=render_section(section), data=section_to_json(section), key="section")
+    # A store shared through git holds entries of sessions that ran on a teammate's machine.
+    here = section.anchor is None or os.path.exists(section.anchor.transcript)
+    return Outcome(
+        text=render_section(section, transcript_here=here),
+        data=section_to_json(section, transcript_here=here),
+        key="section",
+    )
 
 
 def _compact(door: Door, a: Args) -> Outcome:
@@ -408,7 +425,14 @@ def _transcript(door: Door, a: Args) -> Outcome:
     request = TranscriptRequest(
         path=a["transcript_path"], turn=a["turn"], context=a["context"], limit=a["limit"]
     )
-    transcript = door.pimem.read_transcript(request)
+    try:
+        transcript = door.pimem.read_transcript(request)
+    except TranscriptNotHere:
+        # Not a failure: the answer is that the entry is all there is.
+        path = request.path
+        return Outcome(
+            text=render_transcript_elsewhere(path), data=transcript_elsewhere_to_json(path)
+        )
     return Outcome(text=render_transcript(transcript), data=transcript_to_json(transcript))
 
 

@@ -359,7 +359,13 @@ class Server:
                 command = actions[action]
             info = self.session.info
             args = {param.name: param.from_request(params.raw, info) for param in command.params}
-            return command.run(_ServedDoor(self, params.progress), args).served()
+            door = _ServedDoor(self, params.progress)
+            result = command.run(door, args).served()
+            text = result.get("text")
+            if door.notices and isinstance(text, str):
+                # The agent reads the text only: what the command did first belongs in it.
+                result["text"] = "\n".join(door.notices) + "\n\n" + text
+            return result
 
         return handle
 
@@ -371,6 +377,7 @@ class _ServedDoor(Door):
         super().__init__(server._pimem)
         self._server = server
         self._progress = progress
+        self.notices: list[str] = []
 
     def scope(self) -> Scope:
         return self._server._scope()
@@ -383,6 +390,9 @@ class _ServedDoor(Door):
 
     def note(self, line: str) -> None:
         log.warning("%s", line)
+
+    def notice(self, line: str) -> None:
+        self.notices.append(line)
 
     def budget(self) -> DistillBudget:
         return self._server.session.budget

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import errno
 import fcntl
+import hashlib
 import importlib.metadata
 import logging
 import os
@@ -45,6 +46,7 @@ from pimem_core.memsearch_compat import (
 )
 from pimem_core.memsearch_config import config_files, global_config_path, project_config_path
 from pimem_core.offline_model import MODEL_ID, PROVIDER, installed_model
+from pimem_core.paths import PimemPaths
 from pimem_core.types import (
     Anchor,
     FailedFile,
@@ -59,6 +61,7 @@ from pimem_plugins.memsearch.embedding_model import (
     check_model,
     load_embedder,
 )
+from pimem_plugins.memsearch.ledger import DayFile, IndexLedger
 from pimem_plugins.shared.index_state import read_index_state
 from pimem_plugins.shared.layout import has_memory_files
 
@@ -254,6 +257,7 @@ class MemsearchEngine:
         self._zero_configs: dict[int, Any] = {}
         #: Seconds the database stays open after a call, waiting for the next one.
         self.linger = DEFAULT_LINGER_SECONDS
+        self._ledgers: dict[tuple[str, str], IndexLedger] = {}
 
     @property
     def _loop(self) -> asyncio.AbstractEventLoop:
@@ -472,15 +476,50 @@ class MemsearchEngine:
 
     # -- operations ---------------------------------------------------------------------
 
+    def ledger(self, scope: Scope) -> IndexLedger:
+        """*scope*'s index ledger for the collection as memsearch's configuration names it
+        now (database and embedding model): what this machine last indexed of each day file."""
+        config = self.config(scope)
+        embedding = config.embedding
+        key = "\0".join(
+            (
+                str(config.milvus.uri),
+                scope.collection,
+                str(embedding.provider),
+                str(embedding.model or ""),
+                str(scope.memory_dir),
+            )
+        )
+        file = (
+            PimemPaths.from_env().state_dir
+            / "index-ledger"
+            / f"{scope.collection}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json"
+        )
+        slot = (str(scope.memory_dir), scope.collection)
+        ledger = self._ledgers.get(slot)
+        if ledger is None or ledger.file != file:
+            ledger = self._ledgers[slot] = IndexLedger(file, scope.memory_dir)
+        return ledger
+
+    def ledger_if_open(self, scope: Scope) -> IndexLedger | None:
+        """*scope*'s ledger when this engine has used it: a write need not load memsearch."""
+        return self._ledgers.get((str(scope.memory_dir), scope.collection))
+
     def index(
         self,
         scope: Scope,
         files: tuple[Path, ...],
         progress: Callable[[int, int], None] | None,
+        *,
+        budget: float | None = None,
     ) -> IndexReport:
         """memsearch's index of the store, or of just *files* (a partial update, as
-        ``memsearch index <file>`` does: nothing else is pruned)."""
+        ``memsearch index <file>`` does: nothing else is pruned). With a *budget* (seconds),
+        *files* are taken in order until it is spent, at least one: the report's
+        ``total_files`` says how many. The ledger records what the run took in."""
         config = self.config(scope)
+        ledger = self.ledger(scope)
+        taken = ledger.fingerprint(files or None)
         from memsearch.index_report import IndexFailure
         from memsearch.index_state import (
             record_index_error,
@@ -503,8 +542,9 @@ class MemsearchEngine:
             if files:
                 # A few changed files go through the leased client: reopening the database
                 # afterwards would cost more than the update (at 20,000 chunks, a second).
+                deadline = None if budget is None else time.monotonic() + budget
                 with self._database(scope, config) as memsearch:
-                    report = self._loop.run_until_complete(_index_files(memsearch, files))
+                    report = self._loop.run_until_complete(_index_files(memsearch, files, deadline))
             else:
                 # Searching through the client that ran a full index is slow: use a client
                 # of its own, and close it.
@@ -525,6 +565,7 @@ class MemsearchEngine:
         if state_path is not None:
             record_index_report(state_path, report, **state)
         failures: tuple[IndexFailure, ...] = report.failed_files
+        ledger.record(_taken_in(taken, files[: report.total_files] if files else None, failures))
         return IndexReport(
             indexed_chunks=report.indexed_chunks,
             total_files=report.total_files,
@@ -809,12 +850,34 @@ def _hit(result: dict[str, Any], score_kind: ScoreKind = "rank_fusion") -> Searc
     )
 
 
-async def _index_files(memsearch: Any, files: tuple[Path, ...]) -> Any:
-    """Re-index changed files one by one; a file that is gone loses its chunks."""
+def _taken_in(
+    taken: list[DayFile], attempted: tuple[Path, ...] | None, failures: tuple[Any, ...]
+) -> list[DayFile]:
+    """The fingerprinted day files a run took in: those it reached (all of them when
+    *attempted* is ``None``, a whole-store run) and did not fail on."""
+    failed = {os.path.realpath(failure.path) for failure in failures}
+    reached = None if attempted is None else {os.path.realpath(file) for file in attempted}
+    return [
+        day
+        for day in taken
+        if (reached is None or os.path.realpath(day.path) in reached)
+        and os.path.realpath(day.path) not in failed
+    ]
+
+
+async def _index_files(
+    memsearch: Any, files: tuple[Path, ...], deadline: float | None = None
+) -> Any:
+    """Re-index changed files one by one; a file that is gone loses its chunks. Past the
+    *deadline* (monotonic seconds) the files left are not reached; the first always is."""
     from memsearch.index_report import IndexFailure, IndexReport, format_error
 
     indexed, failed = 0, []
+    reached = 0
     for file in files:
+        if reached and deadline is not None and time.monotonic() >= deadline:
+            break
+        reached += 1
         try:
             if file.exists():
                 indexed += int(await memsearch.index_file(file))
@@ -824,7 +887,7 @@ async def _index_files(memsearch: Any, files: tuple[Path, ...]) -> Any:
             failed.append(IndexFailure(path=str(file), error=format_error(error)))
     return IndexReport(
         indexed_chunks=indexed,
-        total_files=len(files),
-        indexed_files=len(files) - len(failed),
+        total_files=reached,
+        indexed_files=reached - len(failed),
         failed_files=tuple(failed),
     )

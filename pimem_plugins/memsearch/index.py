@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -20,7 +21,7 @@ import attrs
 
 from pimem_core import SettingSpec, hookimpl
 from pimem_core.backend import BackendQueue
-from pimem_core.errors import CollectionMissing, PimemError
+from pimem_core.errors import CollectionMissing, NoMemoryYet, PimemError
 from pimem_core.paths import PimemPaths
 from pimem_core.services import MemoryIndex
 from pimem_core.settings import Settings, parse_milliseconds
@@ -36,6 +37,7 @@ from pimem_core.types import (
     StatusSection,
     StoreChange,
 )
+from pimem_plugins.memsearch.catch_up import CATCH_UP_MS, CatchUp, catch_up
 from pimem_plugins.memsearch.engine import (
     CHUNK_HASH,
     DatabaseFailed,
@@ -48,6 +50,7 @@ from pimem_plugins.memsearch.engine import (
     rebuild_instructions,
     section_of,
 )
+from pimem_plugins.memsearch.ledger import DayFile
 from pimem_plugins.shared.index_state import index_status_section, read_index_health
 from pimem_plugins.shared.layout import has_memory_files
 
@@ -59,6 +62,7 @@ if TYPE_CHECKING:
 # search first needs it, so a bridge answers session.start before any of it is loaded.
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 DEFAULT_DB_LINGER_MS = 1_000
@@ -109,8 +113,8 @@ class MemsearchIndex:
 
     @staticmethod
     @hookimpl
-    def pimem_declare_settings() -> tuple[SettingSpec[int], SettingSpec[Ranker]]:
-        return (DB_LINGER_MS, RANKER)
+    def pimem_declare_settings() -> tuple[SettingSpec[int], SettingSpec[Ranker], SettingSpec[int]]:
+        return (DB_LINGER_MS, RANKER, CATCH_UP_MS)
 
     @hookimpl(trylast=True)
     def pimem_open_index(self, scope: Scope, settings: Settings) -> MemoryIndex:
@@ -127,6 +131,11 @@ class MemsearchIndex:
         recall = self._recalls.get((str(scope.memory_dir), scope.collection))
         if recall is not None and recall.loaded:
             recall.refresh([str(change.file.resolve())])
+        # This process's index runs take the file in (a session's indexer, the forget command);
+        # its searches need not index it first.
+        ledger = self.engine.ledger_if_open(scope)
+        if ledger is not None:
+            ledger.hold(change.file)
 
     def _recall(self, scope: Scope) -> Recall:
         key = (str(scope.memory_dir), scope.collection)
@@ -213,9 +222,14 @@ class MemsearchMemoryIndex:
         return self._run("index", lambda: engine.index(scope, files, call.progress), call, None)
 
     def search(self, query: SearchQuery, call: BackendCall) -> tuple[SearchHit, ...]:
+        if not has_memory_files(self.scope.memory_dir):
+            raise no_memory_yet(self.scope)  # before the embedder loads: there is nothing to search
+        if call.read_only:
+            return self._search(query, call)  # another project's store: nothing is indexed
+        return self._caught_up(lambda: self._search(query, call), call, first=True)
+
+    def _search(self, query: SearchQuery, call: BackendCall) -> tuple[SearchHit, ...]:
         scope, engine = self.scope, self.engine
-        if not has_memory_files(scope.memory_dir):
-            raise no_memory_yet(scope)  # before the embedder loads: there is nothing to search
         recall = self.recall
         if recall is not None:
             if not recall.load(cache_only=True):  # else reads the collection, once per process
@@ -241,12 +255,68 @@ class MemsearchMemoryIndex:
                 return section_of(chunk_hash, attrs.asdict(record))
         if CHUNK_HASH.fullmatch(chunk_hash) and not has_memory_files(scope.memory_dir):
             raise no_memory_yet(scope)  # a malformed hash is refused first, by the engine
-        return self._run(
-            "expand",
-            lambda: engine.expand(scope, chunk_hash, bootstrap=not call.read_only),
-            call,
-            call.settings.search_timeout_ms,
-        )
+
+        def expand() -> Section:
+            return self._run(
+                "expand",
+                lambda: engine.expand(scope, chunk_hash, bootstrap=not call.read_only),
+                call,
+                call.settings.search_timeout_ms,
+            )
+
+        if call.read_only:
+            return expand()
+        # An expand pays for a catch-up only when there is no collection to look in.
+        return self._caught_up(expand, call, first=False)
+
+    def _caught_up(self, operation: Callable[[], T], call: BackendCall, *, first: bool) -> T:
+        """*operation* (a search, an expand) on a collection that holds the day files as they
+        are: those that changed since this machine last indexed them are indexed *first*
+        (else only when the collection turns out to be missing). A collection missing though
+        the ledger vouched for every file (its database was moved aside or reset) gets the
+        ledger cleared and every file indexed again, once."""
+        done = self._catch_up(call) if first else None
+        try:
+            result = operation()
+        except NoMemoryYet:
+            raise
+        except CollectionMissing:
+            if done is None:
+                done = self._catch_up(call)
+            if not done.reached and done.error is None:
+                self.engine.ledger(self.scope).clear()
+                done = self._catch_up(call)
+            if done.error is not None:
+                raise CollectionMissing(
+                    f"collection {self.scope.collection} was never indexed on this machine, "
+                    f"and indexing {self.scope.memory_dir} first failed: {done.error}"
+                ) from None
+            result = operation()
+        # Told once the answer is sure: an operation that fails says why itself.
+        if done is not None and done.notice is not None:
+            (call.on_notice or log.info)(done.notice)
+        return result
+
+    def _catch_up(self, call: BackendCall) -> CatchUp:
+        """Index the day files that changed since this machine last indexed them, within the
+        catch-up budget."""
+        scope, engine = self.scope, self.engine
+        ledger = engine.ledger(scope)
+
+        def run(files: tuple[DayFile, ...], budget: float) -> IndexReport:
+            def index() -> IndexReport:
+                # Another run may have taken some in while this one waited in the queue.
+                left = ledger.outstanding(files)
+                if not left:
+                    return IndexReport(indexed_chunks=0, total_files=len(files))
+                paths = tuple(Path(day.path) for day in left)
+                report = engine.index(scope, paths, None, budget=budget)
+                skipped = len(files) - len(left)
+                return attrs.evolve(report, total_files=report.total_files + skipped)
+
+            return self._run("index", index, call, None)
+
+        return catch_up(ledger, CATCH_UP_MS.read(call.settings) / 1000, run)
 
     def compact(self, call: BackendCall) -> CompactResult:
         scope, engine = self.scope, self.engine
