@@ -285,7 +285,8 @@ def measure_line(
     """One RPC session of ``plan.prompts`` prompts, then ``plan.print_runs`` ``pi -p`` runs."""
     texts = prompts(plan.prompts)
     # Each prompt is one agent request and one distillation; nothing else may get through.
-    limit = 2 * (plan.prompts + plan.startup_prompts + plan.print_runs + plan.paired_runs) + 10
+    # A pair is one request without the adapter, and one request and its distillation with it.
+    limit = 2 * (plan.prompts + plan.startup_prompts + plan.print_runs) + 3 * plan.paired_runs + 10
     with ModelServer([_any_prompt(), on_distill()], max_requests=limit) as server:
         world = PiWorld.create(
             line,

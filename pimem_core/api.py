@@ -223,6 +223,11 @@ class Pimem:
         with self._service("MemoryStore.read_day"):
             return self.store(scope).read_day(day)
 
+    def merge_day_file(self, base: str, ours: str, theirs: str) -> str:
+        """Two sides' versions of one daily memory file merged (git's merge driver)."""
+        answer = self.pm.hook.pimem_merge_day_file(base=base, ours=ours, theirs=theirs)
+        return self._require("pimem_merge_day_file", answer, str)
+
     def start_session(self, scope: Scope) -> None:
         """Tell plugins a host session started; like a change, a failure is logged, never
         raised: the session goes on without what that plugin would have started."""
@@ -237,7 +242,7 @@ class Pimem:
         """Announce *change*. The change is already on disk, so an observer's failure is logged
         rather than raised: it must not make a successful write look failed."""
         try:
-            self.pm.hook.pimem_observe_change(scope=scope, change=change)
+            self.pm.hook.pimem_observe_change(scope=scope, change=change, settings=self.settings)
         except Exception:
             log.exception("a plugin failed while observing a %s of %s", change.kind, change.file)
 

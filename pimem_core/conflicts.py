@@ -28,11 +28,11 @@ _PREFILTER = re.compile(rb"(?:^|\n)(?:<{7}|>{7})(?:[ \r\n]|$)")
 
 #: What to do about a conflicted day file, said once wherever pimem finds one.
 HOW_TO_RESOLVE = (
-    "keep both sides: delete the <<<<<<<, ======= and >>>>>>> lines (with diff3, also the "
-    "||||||| line and the lines after it up to =======), then `git add` the file. Not `git "
-    "checkout --ours/--theirs` nor `git merge --abort`: each side holds entries the other "
-    "lacks, and entries written since the merge sit below the markers. `pimem git "
-    "merge-driver` makes the next merges need no hand work"
+    "`pimem git resolve` merges both sides block by block (a forget stays forgotten) and keeps "
+    "the entries written since; by hand, keep both sides: delete the <<<<<<<, ======= and "
+    ">>>>>>> lines (with diff3 also the ||||||| line and the lines after it up to =======), "
+    "then `git add` the file. Not `git checkout --ours/--theirs` nor `git merge --abort`: each "
+    "side holds entries the other lacks, and entries written since sit below the markers"
 )
 
 
@@ -83,6 +83,15 @@ def without_conflicts(text: str) -> str:
     if not any(dropped):
         return text
     return "\n".join(line for line, gone in zip(lines, dropped, strict=True) if not gone)
+
+
+def after_conflicts(text: str) -> str:
+    """What follows the last marker of *text* (all of it when it has none): where entries
+    appended since the merge went."""
+    markers = marker_lines(text)
+    if not markers:
+        return text
+    return "\n".join(text.split("\n")[markers[-1] + 1 :])
 
 
 def without_marker_lines(fragment: str) -> str:

@@ -172,11 +172,26 @@ class PimemSpecs:
         """
 
     @_hookspec
-    def pimem_observe_change(self, scope: Scope, change: StoreChange) -> None:
+    def pimem_observe_change(self, scope: Scope, change: StoreChange, settings: Settings) -> None:
         """Notification: the memory store of *scope* changed (an append, a forget, a compaction).
 
         Every implementation is called. Indexers schedule a re-index here. Keep it quick:
         it runs on the writer's path.
+        """
+
+    @_hookspec(firstresult=True)
+    def pimem_merge_day_file(self, base: str, ours: str, theirs: str) -> str | None:
+        """Merge two sides' versions of one daily memory file: git's merge driver for the
+        store's day files (``pimem git merge-day-files``, registered by ``pimem git
+        merge-driver``).
+
+        Stops at the first non-``None`` result; the bundled ``markdown-store`` answers last, block
+        by block (ADR 0016). Raise :class:`~pimem_core.errors.StoreError` when the versions
+        cannot be merged: git then writes conflict markers instead.
+
+        :param base: the common ancestor's text (``""`` when both sides created the file).
+        :param ours: this side's text; the answer replaces it.
+        :param theirs: the other side's text.
         """
 
     # -- indexing ------------------------------------------------------------------------------

@@ -8,19 +8,35 @@ file at the session's first write to it: the worst a race can cost is a duplicat
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import date, datetime
 from pathlib import Path
 from typing import Literal, TypeVar
 
 from pimem_core import hookimpl
+from pimem_core.conflicts import (
+    HOW_TO_RESOLVE,
+    conflicted_files,
+    describe_conflicted,
+    file_is_conflicted,
+    is_conflicted,
+)
 from pimem_core.errors import StoreError
 from pimem_core.services import MemoryStore
-from pimem_core.types import ChunkAddress, DayAddress, Entry, Redaction, Scope, Section
+from pimem_core.types import (
+    ChunkAddress,
+    DayAddress,
+    Entry,
+    Redaction,
+    Scope,
+    Section,
+    StatusSection,
+)
 from pimem_plugins.shared.day_file import (
     day_file_name,
     format_entry,
@@ -29,6 +45,7 @@ from pimem_plugins.shared.day_file import (
     remove_compact_block,
     remove_entry,
 )
+from pimem_plugins.shared.day_merge import merge_day_file
 
 T = TypeVar("T")
 RedactionKind = Literal["entry", "compact block"]
@@ -45,6 +62,36 @@ class MarkdownStore:
     @hookimpl(trylast=True)
     def pimem_open_store(self, scope: Scope) -> MemoryStore:
         return MarkdownMemoryStore(scope, headed=self._headed)
+
+    @staticmethod
+    @hookimpl(trylast=True)
+    def pimem_merge_day_file(base: str, ours: str, theirs: str) -> str:
+        for side, text in (("base", base), ("ours", ours), ("theirs", theirs)):
+            if is_conflicted(text):
+                # Blocks cannot be told apart across markers: git's own merge says what it can.
+                raise StoreError(f"the {side} version already holds git conflict markers")
+        return merge_day_file(base, ours, theirs)
+
+    @staticmethod
+    @hookimpl
+    def pimem_collect_status(scope: Scope) -> Iterator[StatusSection]:
+        files = conflicted_files(scope.memory_dir)
+        lines = (
+            ()
+            if not files
+            else (
+                "conflicts: unresolved git conflict markers in "
+                + ", ".join(file.name for file in files)
+                + "; search and the snapshot read both sides, new entries go below the markers",
+                f"  resolve: {HOW_TO_RESOLVE}",
+            )
+        )
+        yield StatusSection(
+            name="conflicts",
+            rank=12,
+            lines=lines,
+            data={"files": [str(file) for file in files]},
+        )
 
 
 class MarkdownMemoryStore:
@@ -78,6 +125,9 @@ class MarkdownMemoryStore:
     def append_compaction(self, summary: str, now: datetime) -> Path:
         name = f"{now.date().isoformat()}.md"
         file = self.scope.memory_dir / name
+        with contextlib.suppress(OSError):  # no file yet: nothing to refuse
+            if file_is_conflicted(file):
+                raise StoreError(f"memory compaction refused: {describe_conflicted([file])}")
         new = not (file.is_file() and file.stat().st_size)
         title = f"# {now.date().isoformat()}\n" if new else ""
         block = f"{title}\n\n## Memory Compact {now:%H:%M}\n\n{summary}\n"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from pimem_core import Settings, hookimpl
+from pimem_core.conflicts import without_conflicts
 from pimem_core.services import MemoryStore
 
 TODAY_BUDGET = 3000
@@ -58,7 +59,8 @@ def pimem_build_snapshot(now: datetime, store: MemoryStore) -> str:
         ("Today", today, TODAY_BUDGET),
         ("Yesterday", today - timedelta(days=1), YESTERDAY_BUDGET),
     ):
-        body = (store.read_day(day) or "").strip()
+        # A day file git left conflicted shows both sides, never the markers (ADR 0016).
+        body = without_conflicts(store.read_day(day) or "").strip()
         if not body:
             continue
         kept, truncated = tail(body, budget)

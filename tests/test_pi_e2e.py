@@ -14,6 +14,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -35,10 +37,12 @@ from bench.pi_host import (
     after_tool,
     anchors,
     bridge_pids,
+    bridges_in,
     gone,
     missing_pi,
     on_distill,
     on_prompt,
+    pimem_command,
     read_session,
     text_of,
     wait_for,
@@ -369,6 +373,32 @@ def test_killed_bridge_costs_one_tool_call(world: PiWorld) -> None:
         asked(prompts["[p0]"])
     ]
     check_accounting(world, [session], entries=1)
+
+
+def test_pi_exits_before_the_last_index_run_and_the_bridge_finishes_it(world: PiWorld) -> None:
+    """pi's exit waits for capture, not for indexing (ADR 0015): the entry is on disk when pi
+    has exited, and the bridge pi released indexes it on its own, so memsearch's own CLI, as
+    any other agent of the mesh, then finds it in the collection."""
+    capture_first_session(world)  # the entry is on disk once pi has exited
+    wait_for(lambda: not bridges_in(world.repo), 30, "the released bridge to index and exit")
+    scope = json.loads(
+        subprocess.run(
+            [pimem_command(), "scope", "--json", "--cwd", str(world.repo)],
+            env=world.env,
+            capture_output=True,
+            check=True,
+        ).stdout
+    )
+    memsearch = Path(sys.executable).with_name("memsearch")
+    found = subprocess.run(
+        [str(memsearch), "search", "ledger database", "-j", "-k", "5", "-c", scope["collection"]],
+        cwd=world.repo,
+        env=world.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert any(FACT in hit["content"] for hit in json.loads(found.stdout)), found.stdout
 
 
 # -- scenario 5: pimem cannot be started ----------------------------------------------------

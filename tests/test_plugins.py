@@ -51,6 +51,7 @@ BUNDLED = {
     "user-profile",
     "memory-to-skill",
     "memsearch-llm",
+    "git-merge",
 }
 INACTIVE = {"store-command", "distill-http"}  # on only when their setting is given
 HOOKS = sorted(name for name in dir(PimemSpecs) if name.startswith("pimem_"))
@@ -87,7 +88,11 @@ def test_bundled_plugins_are_loaded_from_the_entry_point_group() -> None:
     assert {record.distribution for record in records.values()} == {"pimem"}
     assert {name for name in BUNDLED if records[name].status == "inactive-by-setting"} == INACTIVE
     assert all(records[name].status == "active" for name in BUNDLED - INACTIVE)
-    assert records["markdown-store"].hooks == ("pimem_open_store",)
+    assert records["markdown-store"].hooks == (
+        "pimem_collect_status",
+        "pimem_merge_day_file",
+        "pimem_open_store",
+    )
     assert records["memsearch-index"].hooks == (
         "pimem_declare_settings",
         "pimem_observe_change",
@@ -104,6 +109,7 @@ def test_defaults_answer_every_implemented_single_answer_hook() -> None:
     assert answers["pimem_distill_exchange"] == "distill-host"
     assert answers["pimem_open_transcript"] == "pi-transcript"
     assert answers["pimem_open_skills"] == "memory-to-skill"
+    assert answers["pimem_merge_day_file"] == "markdown-store"
     assert "pimem_observe_change" not in answers  # a collecting hook
 
 

@@ -29,6 +29,8 @@ from pimem_core.doors.commands import (
     Param,
     UsageError,
 )
+from pimem_core.doors.git import COMMANDS as GIT_COMMANDS
+from pimem_core.doors.git import GROUP as GIT_GROUP
 from pimem_core.errors import PimemError, StoreError
 from pimem_core.manager import shown_setting
 from pimem_core.types import Scope
@@ -277,12 +279,12 @@ OWN: tuple[Command, ...] = (
 #: The help's order of the commands (a group's commands in the table's order).
 _ORDER = (
     "scope", "write", "forget", "index", "search", "expand", "compact", "status", "transcript",
-    "serve", "model", "config", "skills", "maintenance", "snapshot", "plugins",
+    "serve", "model", "config", "skills", "maintenance", "snapshot", "plugins", "git",
 )  # fmt: skip
 
 #: Every command of the command line, in its help's order.
 COMMANDS: tuple[Command, ...] = tuple(
-    sorted((*SHARED, *OWN), key=lambda command: _ORDER.index(command.path[0]))
+    sorted((*SHARED, *OWN, *GIT_COMMANDS), key=lambda command: _ORDER.index(command.path[0]))
 )
 
 #: The commands that group others (``pimem skills list``): their help and description.
@@ -294,6 +296,7 @@ GROUPS = {
         "Skill candidates are drafts: nothing is installed until you ask.",
     ),
     "maintenance": ("run the maintenance tasks", None),
+    "git": GIT_GROUP,
 }
 
 

@@ -15,12 +15,14 @@ import abc
 import argparse
 import os
 from collections.abc import Callable, Mapping, Sequence
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from pimem_core.api import Pimem
+from pimem_core.conflicts import describe_conflicted, is_conflicted
 from pimem_core.doors.skills import (
     candidate_to_json,
     render_candidate,
@@ -338,7 +340,21 @@ def _write(door: Door, a: Args) -> Outcome:
         written_at=door.pimem.settings.now(),
     )
     file = door.pimem.append_entry(door.scope(), entry)
-    return Outcome(text=f"Saved the memory entry to {file}", data={"file": str(file)})
+    text = f"Saved the memory entry to {file}"
+    conflicted = _conflicted(door, entry.written_at.date())
+    if conflicted:
+        # Kept all the same, below the markers: said now so that the merge gets resolved.
+        text += f"\nNote: the entry went below the markers: {describe_conflicted([file])}"
+    return Outcome(text=text, data={"file": str(file), "conflicted": conflicted})
+
+
+def _conflicted(door: Door, day: date) -> bool:
+    """Whether *day*'s daily memory file holds git conflict markers (``False`` when it cannot
+    be read: the entry was written, and that is what the command answers)."""
+    try:
+        return is_conflicted(door.pimem.read_day(door.scope(), day) or "")
+    except PimemError:
+        return False
 
 
 def _check_forget(a: Args) -> None:

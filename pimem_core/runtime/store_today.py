@@ -24,6 +24,7 @@ import re
 import attrs
 
 from pimem_core.api import Pimem
+from pimem_core.conflicts import without_conflicts
 from pimem_core.errors import PimemError
 from pimem_core.runtime.capture import MARKER_PREFIX
 from pimem_core.types import Scope, StatusSection
@@ -81,7 +82,8 @@ def store_today_status(pimem: Pimem, scope: Scope) -> StatusSection:
             lines=(f"{LABEL}: unreadable ({error})",),
             data={**data, "error": str(error)},
         )
-    count = count_entries(text or "")
+    # diff3's ancestor part of a conflicted file holds no entry of today's.
+    count = count_entries(without_conflicts(text or ""))
     if count.entries == 0:
         line = f"{LABEL}: no entries yet"
     else:

@@ -13,6 +13,7 @@ import re
 
 import attrs
 
+from pimem_core.conflicts import marker_lines
 from pimem_core.types import Entry
 
 _ENTRY_HEADING = re.compile(r"^###\s+(\d{2}:\d{2})\s*$")
@@ -48,14 +49,22 @@ class DayEntry:
 
 
 def list_entries(text: str) -> list[DayEntry]:
+    """Every entry of *text*, in order. In a file git left conflicted an entry also ends at a
+    conflict marker, so a forget takes the entry and leaves the markers where they are."""
     lines = text.split("\n")
+    markers = set(marker_lines(text))
     entries = []
     for start, line in enumerate(lines):
         match = _ENTRY_HEADING.match(line)
-        if match is None:
+        if match is None or start in markers:
             continue
         end = next(
-            (i for i in range(start + 1, len(lines)) if _ENTRY_BOUNDARY.match(lines[i])), len(lines)
+            (
+                i
+                for i in range(start + 1, len(lines))
+                if _ENTRY_BOUNDARY.match(lines[i]) or i in markers
+            ),
+            len(lines),
         )
         body = lines[start:end]
         while body and not body[-1].strip():
@@ -114,15 +123,16 @@ def list_compact_blocks(text: str) -> list[CompactBlock]:
     entry of the same session appended after a compaction opens no ``## Session`` heading.
     """
     lines = text.split("\n")
+    markers = set(marker_lines(text))
     blocks = []
     for start, line in enumerate(lines):
-        if _COMPACT_HEADING.match(line) is None:
+        if _COMPACT_HEADING.match(line) is None or start in markers:
             continue
         end = next(
             (
                 i
                 for i in range(start + 1, len(lines))
-                if _GROUP_HEADING.match(lines[i]) or _ENTRY_HEADING.match(lines[i])
+                if _GROUP_HEADING.match(lines[i]) or _ENTRY_HEADING.match(lines[i]) or i in markers
             ),
             len(lines),
         )

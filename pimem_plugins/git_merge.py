@@ -1,0 +1,173 @@
+"""git-merge: team memory through git. The repository's ``.gitattributes`` marks the store's
+daily memory files ``merge=union``, and status says how git merges them (ADR 0016).
+
+The line is written at the first change to a store that lies in the session's own work tree,
+never by a read: one line, added once, and never when a line for the pattern already says how
+to merge, when git ignores the day files (nothing of them is merged), or when
+``PIMEM_GIT_UNION_MERGE=off``. A store that a store command or ``MEMSEARCH_DIR`` put outside the
+repository is left to whoever put it there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from pimem_core import SettingSpec, hookimpl
+from pimem_core.gitrepo import (
+    ATTRIBUTES,
+    DRIVER,
+    StorePlace,
+    ensure_attribute,
+    ignored,
+    locate_store,
+    merge_attribute,
+    run_git,
+)
+from pimem_core.settings import Settings, parse_switch
+from pimem_core.types import Scope, StatusSection, StoreChange
+
+SOURCE = "git-merge"
+UNION = "merge=union"
+
+log = logging.getLogger(__name__)
+
+UNION_MERGE = SettingSpec(
+    plugin=SOURCE,
+    name="union_merge",
+    env="PIMEM_GIT_UNION_MERGE",
+    parse=parse_switch("PIMEM_GIT_UNION_MERGE"),
+    default=True,
+    help="mark the store's daily memory files merge=union in the repository's .gitattributes",
+)
+
+
+class GitMerge:
+    """The ``git-merge`` plugin."""
+
+    def __init__(self) -> None:
+        # Scopes whose .gitattributes need nothing more from this process.
+        self._settled: set[Scope] = set()
+
+    @staticmethod
+    @hookimpl
+    def pimem_declare_settings() -> tuple[SettingSpec[bool]]:
+        return (UNION_MERGE,)
+
+    @hookimpl(trylast=True)
+    def pimem_observe_change(self, scope: Scope, change: StoreChange, settings: Settings) -> None:
+        if scope in self._settled or not UNION_MERGE.read(settings):
+            return
+        try:
+            self._mark_union(scope, change.file)
+        except OSError as error:
+            # The write itself succeeded; the next process tries again.
+            log.warning("could not mark the daily memory files merge=union: %s", error)
+            return
+        self._settled.add(scope)
+
+    def _mark_union(self, scope: Scope, file: Path) -> None:
+        place = locate_store(scope)
+        if place.work_tree is None or place.pattern is None:
+            return
+        attributes = place.work_tree / ATTRIBUTES
+        if merge_attribute(_read(attributes), place.pattern) is not None:
+            return  # in place already, or someone decided otherwise
+        # Only now is git asked, once: is anything of the store committed at all?
+        if ignored(place, _relative(place, file)) is not False:
+            return
+        if ensure_attribute(attributes, place.pattern, UNION):
+            log.info("marked %s %s in %s", place.pattern, UNION, attributes)
+
+    @staticmethod
+    @hookimpl
+    def pimem_collect_status(scope: Scope, settings: Settings) -> Iterator[StatusSection]:
+        yield _status(locate_store(scope), UNION_MERGE.read(settings))
+
+
+def _status(place: StorePlace, union_on: bool) -> StatusSection:
+    data: dict[str, object] = {
+        "work_tree": None if place.work_tree is None else str(place.work_tree),
+        "pattern": place.pattern,
+        "union_merge": union_on,
+    }
+    if place.work_tree is None or place.pattern is None:
+        line = f"git: {place.why_not}; pimem leaves .gitattributes alone"
+        return StatusSection(name="git", rank=53, lines=(line,), data={**data, "why_not": line})
+    is_ignored = ignored(place, place.sample())
+    merge, driver = _effective_merge(place), _driver_defined(place.work_tree)
+    said = merge_attribute(_read(place.work_tree / ATTRIBUTES), place.pattern)
+    data.update(ignored=is_ignored, merge=merge, driver_defined=driver, gitattributes=said)
+    if is_ignored:
+        line = "git: git ignores the daily memory files: nothing of them is merged"
+        return StatusSection(name="git", rank=53, lines=(line,), data=data)
+    lines = [f"git: daily memory files ({place.pattern}) merge by {_how(merge, driver)}"]
+    if said is not None:
+        lines.append(
+            f"  .gitattributes: `{place.pattern} {said}`"
+            + ("" if said == UNION else ", left as it is")
+        )
+    elif union_on:
+        lines.append(
+            f"  .gitattributes: no line yet; the next write adds `{place.pattern} {UNION}`"
+        )
+    else:
+        lines.append("  .gitattributes: no line (PIMEM_GIT_UNION_MERGE=off)")
+    if merge != DRIVER or not driver:
+        lines.append(
+            "  merges that keep forgets and entries of the same minute apart: `pimem git "
+            "merge-driver` (once per clone)"
+        )
+    return StatusSection(name="git", rank=53, lines=tuple(lines), data=data)
+
+
+def _how(merge: str | None, driver: bool) -> str:
+    if merge == DRIVER:
+        if driver:
+            return "pimem's merge driver, block by block (defined in this clone)"
+        return (
+            f"{DRIVER}, which this clone does not define: a text merge, with conflict markers; "
+            "`pimem git merge-driver` defines it"
+        )
+    if merge == "union":
+        return "git's union merge"
+    if merge == "unset":
+        return "no merge (-merge): git keeps this side and reports a conflict"
+    if merge in ("unspecified", "set"):
+        return "git's text merge: two sides that write on the same day conflict"
+    if merge is None:
+        return "whatever git decides (git could not be asked)"
+    return f"the merge driver {merge}"
+
+
+def _effective_merge(place: StorePlace) -> str | None:
+    assert place.work_tree is not None
+    done = run_git(place.work_tree, "check-attr", "merge", "--", place.sample())
+    if done is None or done.returncode != 0 or ": merge: " not in done.stdout:
+        return None
+    return done.stdout.strip().rsplit(": ", 1)[1]
+
+
+def _driver_defined(work_tree: Path) -> bool:
+    done = run_git(work_tree, "config", "--get", f"merge.{DRIVER}.driver")
+    return done is not None and done.returncode == 0 and bool(done.stdout.strip())
+
+
+def _relative(place: StorePlace, file: Path) -> str:
+    assert place.work_tree is not None
+    real = os.path.realpath(file)
+    root = str(place.work_tree)
+    if os.path.commonpath([real, root]) != root:
+        return place.sample()
+    return Path(real).relative_to(root).as_posix()
+
+
+def _read(file: Path) -> str:
+    """An attributes file's text; ``""`` when there is none (or it cannot be read: writing it
+    then fails too, and says why)."""
+    try:
+        return file.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
