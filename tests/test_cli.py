@@ -74,7 +74,10 @@ def test_write_reads_content_from_stdin_and_names_the_file(repo: Path) -> None:
 
 def test_write_json_output(repo: Path) -> None:
     result = run_cli("write", "- x", "--cwd", str(repo), "--json", *ANCHOR)
-    assert json.loads(result.stdout) == {"file": str(repo / ".memsearch/memory/2026-08-13.md")}
+    assert json.loads(result.stdout) == {
+        "file": str(repo / ".memsearch/memory/2026-08-13.md"),
+        "conflicted": False,
+    }
 
 
 def test_status_shows_what_the_store_holds_today_from_every_session(repo: Path) -> None:
