@@ -238,7 +238,8 @@ def _counts(exchanges: int, first: bool) -> list[str]:
 
 
 def generate(seed: int, sessions: int, exchanges: int) -> Script:
-    """A script of *sessions* sessions of *exchanges* prompts each, the same for every seed."""
+    """A script of *sessions* sessions of *exchanges* prompts each; a seed always gives the
+    same one."""
     if exchanges < 8:
         raise ValueError("a session needs at least 8 exchanges for its mix and its kill")
     rng = random.Random(seed)
