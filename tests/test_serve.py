@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -52,6 +52,8 @@ class Bridge:
         self.next_id = 0
         self.completions: list[dict[str, Any]] = []
         self.model_answer = "- the user asked for a fix\n- the agent fixed it"
+        #: Distils each exchange into its own bullets, when set (else every answer is alike).
+        self.distil: Callable[[str], str] | None = None
 
     def read(self) -> dict[str, Any]:
         assert self.process.stdout is not None
@@ -75,7 +77,9 @@ class Bridge:
             message = self.read()
             if message.get("method") == "complete":  # pimem asks the host's model
                 self.completions.append(message["params"])
-                self.send({"id": message["id"], "result": {"text": self.model_answer}})
+                prompt = message["params"]["prompt"]
+                text = self.model_answer if self.distil is None else self.distil(prompt)
+                self.send({"id": message["id"], "result": {"text": text}})
                 continue
             assert message.get("id") == request_id, message
             return message
@@ -567,6 +571,53 @@ def test_an_exchange_whose_bridge_was_killed_mid_capture_is_captured_by_the_next
         "[User]: why does the login loop?\n\n[Assistant]: escaping"
     )
     assert day.read_text().count("turn:a1 ") == 1
+
+
+def test_exchanges_queued_behind_a_capture_survive_a_killed_bridge(
+    tmp_path: Path, repo: Path
+) -> None:
+    # Found by the workload benchmark: exchanges settled while another was being distilled
+    # waited only in the killed process's queue, and the next bridge started after them.
+    from pi_sessions import assistant, session_file, user
+
+    session_file(
+        tmp_path / "s1.jsonl",
+        [
+            user("u1", None, 1, "why does the login loop?"),
+            assistant("a1", "u1", 2, "escaping"),
+            user("u2", "a1", 3, "we pick Redis for the cache"),
+            assistant("a2", "u2", 4, "noted"),
+            user("u3", "a2", 5, "and Postgres for the ledger"),
+            assistant("a3", "u3", 6, "noted too"),
+        ],
+    )
+    env = {"HOME": str(tmp_path / "home"), "PIMEM_DISABLE_PLUGINS": "memsearch-index"}
+    first = Bridge(env)
+    start(first, repo, tmp_path)
+    for n, leaf in enumerate(("a1", "a2", "a3"), start=90):
+        first.send({"id": n, "method": "session.settled", "params": {"leaf": leaf}})
+    replies = [first.read() for _ in range(4)]  # three replies, and the first "complete"
+    assert sum(message.get("method") == "complete" for message in replies) == 1
+    first.process.kill()  # a1 is with the host's model, a2 and a3 wait in the queue
+    first.process.wait()
+    assert first.process.stdin is not None
+    assert first.process.stdout is not None
+    first.process.stdin.close()
+    first.process.stdout.close()
+
+    second = Bridge(env)
+    second.distil = lambda prompt: "- " + prompt.splitlines()[0]
+    start(second, repo, tmp_path)
+    assert second.call("session.shutdown")["result"]["captured_in_time"] is True
+    assert second.close() == 0
+    assert [completion["prompt"] for completion in second.completions] == [
+        "[User]: why does the login loop?\n\n[Assistant]: escaping",
+        "[User]: we pick Redis for the cache\n\n[Assistant]: noted",
+        "[User]: and Postgres for the ledger\n\n[Assistant]: noted too",
+    ]
+    day = (repo / ".memsearch" / "memory" / "2026-08-13.md").read_text()
+    assert [day.count(f"turn:{leaf} ") for leaf in ("a1", "a2", "a3")] == [1, 1, 1]
+    assert day.index("turn:a1 ") < day.index("turn:a2 ") < day.index("turn:a3 ")
 
 
 class _BuggyIndex(InMemoryIndex):

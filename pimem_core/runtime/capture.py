@@ -131,6 +131,9 @@ class _Settled:
     branch: tuple[BranchEntry, ...] | None
     #: Set for an exchange a previous process left unfinished in the journal.
     recovered: Pending | None = None
+    #: In the journal under *leaf* since it was queued: a process killed before capturing it
+    #: hands it to the next one.
+    journaled: bool = False
 
 
 class Capture:
@@ -165,19 +168,32 @@ class Capture:
         self.last_write_error: str | None = None
         self.counters = CaptureCounters()
         self._journal = journal
+        #: The leaf queued last: where the window of the next queued exchange begins.
+        self._last_queued: str | None = None
         self._scheduler = scheduler or Scheduler("pimem-capture")
         self._worker = self._scheduler.run("capture", self._work)
         for item in journal.pending() if journal is not None else ():
             # A process before this one stopped while capturing these: capture them first.
             with self._lock:
                 self._pending += 1
-            self._jobs.put(_Settled(leaf=item.turn, branch=None, recovered=item))
+                self._last_queued = item.turn
+            self._jobs.put(_Settled(leaf=item.turn, branch=None, recovered=item, journaled=True))
 
     def submit(self, leaf: str | None, branch: Sequence[BranchEntry] | None) -> None:
         """Queue the settled exchange ending at *leaf* (or the given *branch*). Returns at once."""
         with self._lock:
             self._pending += 1
-        self._jobs.put(_Settled(leaf=leaf, branch=None if branch is None else tuple(branch)))
+            after, self._last_queued = self._last_queued, leaf or self._last_queued
+        # Journaled before it waits in the queue: a bridge killed while earlier exchanges are
+        # distilled would otherwise lose this one with its queue.
+        journaled = self._journal is not None and leaf is not None
+        if self._journal is not None and leaf is not None:
+            self._journal.add(Pending(turn=leaf, after=after))
+        self._jobs.put(
+            _Settled(
+                leaf=leaf, branch=None if branch is None else tuple(branch), journaled=journaled
+            )
+        )
 
     def drain(self, deadline: float) -> bool:
         """Wait until every queued exchange is written, or *deadline* (monotonic) passes; at the
@@ -204,6 +220,9 @@ class Capture:
             except Exception:  # one bad exchange must not stop capture
                 log.exception("capture failed for the exchange ending at %s", job.leaf)
             finally:
+                held = {entry.anchor.turn for entry in self._unwritten}
+                if job.journaled and job.leaf is not None and job.leaf not in held:
+                    self._forget_pending(job.leaf)  # done with, whichever way it went
                 with self._idle:
                     self._pending -= 1
                     self._idle.notify_all()

@@ -1,8 +1,9 @@
 """The capture journal: exchanges a session is capturing, on disk until their entry is written.
 
-A bridge killed mid-capture (waiting for a model, say) loses its queue with it. The journal
-outlives it: the next process that starts the same session finds the exchange there and
-captures it again from the transcript, or leaves a marker entry when that cannot be done. One
+A bridge killed mid-capture (waiting for a model, say), or with settled exchanges still
+queued behind one, loses its queue with it. The journal outlives it: an exchange is recorded
+when it is queued, and the next process that starts the same session finds it there and
+captures it from the transcript, or leaves a marker entry when that cannot be done. One
 small JSON file per session under pimem's state directory; every failure to keep it is
 logged and ignored, since it must never stop capture itself.
 """
@@ -15,6 +16,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 import attrs
@@ -37,6 +39,9 @@ class CaptureJournal:
     def __init__(self, directory: Path, session_id: str) -> None:
         digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
         self.path = directory / f"{digest}.json"
+        # The host's thread queues exchanges while capture's worker finishes others: each
+        # change reads and rewrites the file, so one at a time.
+        self._lock = threading.Lock()
 
     def pending(self) -> list[Pending]:
         try:
@@ -56,12 +61,22 @@ class CaptureJournal:
         ]
 
     def add(self, item: Pending) -> None:
-        self._save([*(p for p in self.pending() if p.turn != item.turn), item])
+        """Record *item*; one already there for its turn is replaced where it stands, so the
+        next process captures in the order the exchanges were queued."""
+        with self._lock:
+            items = self.pending()
+            turns = [p.turn for p in items]
+            if item.turn in turns:
+                items[turns.index(item.turn)] = item
+            else:
+                items.append(item)
+            self._save(items)
 
     def remove(self, turn: str) -> None:
-        items = self.pending()
-        if any(item.turn == turn for item in items):
-            self._save([item for item in items if item.turn != turn])
+        with self._lock:
+            items = self.pending()
+            if any(item.turn == turn for item in items):
+                self._save([item for item in items if item.turn != turn])
 
     def _save(self, items: list[Pending]) -> None:
         try:
