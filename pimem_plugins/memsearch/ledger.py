@@ -176,9 +176,9 @@ class IndexLedger:
         return files, True
 
     def _hashed(self, path: str, stamp: Stamp | None) -> DayFile:
-        seen = self._seen.get(path)
-        if seen is not None and seen.stamp is not None and seen.stamp == stamp:
-            return seen
+        for known in (self._seen.get(path), self._entries.get(path)):
+            if known is not None and known.stamp is not None and known.stamp == stamp:
+                return known  # the stat vouches for the bytes last hashed
         digest = _digest(path)
         settled = stamp is not None and self._clock() - stamp[0] > SETTLE_NS
         day = DayFile(path=path, digest=digest, stamp=stamp if settled else None)

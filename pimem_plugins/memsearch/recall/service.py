@@ -47,6 +47,8 @@ BACKFILL_BATCH = 32
 INLINE_CHUNKS = 16
 #: Facts a load from the collection embeds before it returns; more are left to the background.
 INLINE_FACTS = 256
+#: Changed files the background worker takes in per step.
+STEP_FILES = 4
 #: Seconds between saves of the overlay while the background backfill goes on.
 SAVE_EVERY_SECONDS = 30.0
 #: Seconds between checks of every file of the store; in between, a search checks the
@@ -329,9 +331,11 @@ class Recall:
         more = False
         try:
             with self._refresh_lock:  # the stamps change under this lock only
-                changed = bool(self.changed_sources())
+                changed = self.changed_sources()
             if changed:
-                self.refresh()
+                # The newest few files a step: a pull or a fresh clone brings hundreds, and a
+                # process that exits (`pimem search`) waits for the step in hand.
+                self.refresh(changed[-STEP_FILES:])
                 more = True
             elif self._backfill_some():
                 if self.model.needs_folding():
