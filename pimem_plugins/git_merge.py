@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from pimem_core.types import Scope, StatusSection, StoreChange
 
 SOURCE = "git-merge"
 UNION = "merge=union"
+_DAY_FILE = re.compile(r"\d{4}-\d{2}-\d{2}\.md")
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +86,33 @@ class GitMerge:
     @staticmethod
     @hookimpl
     def pimem_collect_status(scope: Scope, settings: Settings) -> Iterator[StatusSection]:
-        yield _status(locate_store(scope), UNION_MERGE.read(settings))
+        place = locate_store(scope)
+        yield _unmerged_status(place)
+        yield _status(place, UNION_MERGE.read(settings))
+
+
+def _unmerged_status(place: StorePlace) -> StatusSection:
+    """The day files git has not merged yet: conflict markers, or a side that deleted the file
+    (a forget of its last entry) while the other wrote to it, which leaves no marker."""
+    files: list[str] = []
+    if place.work_tree is not None and place.pattern is not None:
+        store = place.pattern.rsplit("/", 1)[0]
+        done = run_git(place.work_tree, "ls-files", "--unmerged", "-z", "--", store)
+        if done is not None and done.returncode == 0:
+            paths = {
+                record.split("\t", 1)[1] for record in done.stdout.split("\0") if "\t" in record
+            }
+            files = sorted(path for path in paths if _DAY_FILE.fullmatch(Path(path).name))
+    lines = (
+        (
+            "unmerged: git has not merged "
+            + ", ".join(Path(path).name for path in files)
+            + " yet; `pimem git resolve` merges both sides block by block and stages them",
+        )
+        if files
+        else ()
+    )
+    return StatusSection(name="unmerged", rank=13, lines=lines, data={"files": files})
 
 
 def _status(place: StorePlace, union_on: bool) -> StatusSection:

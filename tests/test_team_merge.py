@@ -299,11 +299,15 @@ def test_resolve_makes_a_forget_of_the_last_entry_against_an_append_whole(
     _, merged, finished = merge(case, tmp_path, mode, first="alice")
     assert not finished
     assert "the only fact of the day" in merged.day()
+    # No marker says so: status asks git.
+    status = run_cli("status", "--cwd", str(merged.path))
+    assert f"unmerged: git has not merged {DAY}.md yet; `pimem git resolve`" in status.stdout
     result = run_cli("git", "resolve", "--cwd", str(merged.path))
     assert result.code == 0, result.stderr
     assert Counter(well_formed(merged.day())) == Counter(case.entries)
     assert "the only fact of the day" not in merged.day()
     assert git(merged.path, "ls-files", "--unmerged").stdout == ""
+    assert "unmerged:" not in run_cli("status", "--cwd", str(merged.path)).stdout
 
 
 @pytest.mark.parametrize("name", ["forget the last entry against an append", "same minute"])
