@@ -4,6 +4,11 @@ Appends are one ``O_APPEND`` write per entry, so concurrent writers (other sessi
 other agents' plugins) never interleave or lose entries. Whether an entry opens with a
 ``## Session`` heading is decided from this session's own record, seeded by one read of the
 file at the session's first write to it: the worst a race can cost is a duplicate heading.
+
+The plugin also answers for its files in git (ADR 0016): it merges two versions of a day file
+block by block (git's merge driver) and names the day files a merge left conflicted in status.
+An entry written into a conflicted file goes below the markers, like any append; a compaction
+summary is refused there.
 """
 
 from __future__ import annotations

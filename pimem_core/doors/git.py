@@ -130,7 +130,7 @@ def _git_raw(work_tree: Path, *args: str) -> str:
     return done.stdout
 
 
-def resolved_text(pimem: Pimem, stages: dict[int, str], current: str) -> str:
+def _resolved_text(pimem: Pimem, stages: dict[int, str], current: str) -> str:
     """A conflicted day file resolved: the sides merged block by block (from git's stages
     when it still has them, else both sides as the markers hold them), plus what was appended
     since the merge (below the markers)."""
@@ -158,7 +158,7 @@ def _resolve(door: Door, a: Args) -> Outcome:
         file = root / path
         current = _read_version(file) if file.exists() else ""
         stages = {stage: _blob(root, blob) for stage, blob in unmerged.get(path, {}).items()}
-        text = resolved_text(door.pimem, stages, current)
+        text = _resolved_text(door.pimem, stages, current)
         if text.strip():
             file.write_bytes(text.encode("utf-8"))
         elif file.exists():
