@@ -19,10 +19,11 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-_OPEN = re.compile(r"^<{7}(?: |$)")
-_CLOSE = re.compile(r"^>{7}(?: |$)")
-_BASE = re.compile(r"^\|{7}(?: |$)")
-_SPLIT = re.compile(r"^={7}$")
+# A line of a file with CRLF ends keeps its "\r" here: git writes markers with the file's ends.
+_OPEN = re.compile(r"^<{7}(?: |\r?$)")
+_CLOSE = re.compile(r"^>{7}(?: |\r?$)")
+_BASE = re.compile(r"^\|{7}(?: |\r?$)")
+_SPLIT = re.compile(r"^={7}\r?$")
 # A byte-level prefilter: a file without either line cannot be conflicted.
 _PREFILTER = re.compile(rb"(?:^|\n)(?:<{7}|>{7})(?:[ \r\n]|$)")
 

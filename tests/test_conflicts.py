@@ -100,3 +100,9 @@ def test_every_side_line_survives(text: str) -> None:
     kept = without_conflicts(text)
     for line in (*ALICE.split("\n"), *BOB.split("\n"), *BASE.split("\n")):
         assert line in kept.split("\n")
+
+
+def test_crlf_ends_are_markers_too() -> None:
+    crlf = MERGE_STYLE.replace("\n", "\r\n")
+    assert without_conflicts(crlf) == f"{BASE}{ALICE}{BOB}".replace("\n", "\r\n")
+    assert not is_conflicted(blank_conflicts(crlf))
