@@ -9,15 +9,18 @@ import os
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from test_serve import Bridge
 
 from pimem_core.offline_model import OfflineModel
+from pimem_core.types import Anchor, Entry
+from pimem_plugins.memsearch.recall.service import INLINE_CHUNKS
 from pimem_plugins.shared.layout import derive_collection
 
-from conftest import Result, run_cli
+from conftest import Result, make_pimem, run_cli
 
 MEMSEARCH = str(Path(sys.executable).with_name("memsearch"))
 GIT = {
@@ -80,6 +83,20 @@ def write(env: dict[str, str], clone: Path, content: str, *, day: str, session: 
             day=day,
         )
     )
+
+
+def write_day(env: dict[str, str], clone: Path, day: str, facts: list[str]) -> None:
+    """A busy day of alice's, one entry a minute, written through pimem's store in process."""
+    pimem = make_pimem(env)
+    scope = pimem.resolve_scope(clone)
+    transcript = "/home/alice/.pi/sessions/alice-2.jsonl"
+    for minute, fact in enumerate(facts):
+        entry = Entry(
+            anchor=Anchor(session="alice-2", turn=f"t{minute}", transcript=transcript),
+            content=fact,
+            written_at=datetime.fromisoformat(f"{day}T09:00") + timedelta(minutes=minute),
+        )
+        pimem.append_entry(scope, entry)
 
 
 def commit(clone: Path, message: str) -> None:
@@ -228,26 +245,48 @@ def test_a_running_session_finds_a_pulled_day_on_its_next_search(
         before = bridge.call("memory.search", query="which cache did we choose")["result"]
         assert "chose Redis" in contents(before["hits"])
 
-        write(env, alice, "- deploys go blue-green on Fridays", day="2026-08-14", session="alice-2")
+        # A whole day of alice's: more chunks than the read model embeds before a search.
+        write_day(env, alice, "2026-08-14", [f"- service {n} moved to port {9000 + n}" for n in
+                  range(INLINE_CHUNKS)] + ["- deploys go blue-green on Fridays"])  # fmt: skip
         commit(alice, "alice: memory of 2026-08-14")
         git(bob, "pull", "-q", "--no-rebase", "origin", "main")
 
-        after = bridge.call("memory.search", query="how do we deploy")["result"]
+        after = bridge.call("memory.search", query="how do we deploy on Fridays")["result"]
         notice, _, listed = after["text"].partition("\n\n")
         assert notice == CAUGHT_UP.format("1 daily memory file")
-        assert listed.startswith("3 memory chunk(s), best first")
-        assert "deploys go blue-green on Fridays" in contents(after["hits"])
-        best = next(hit for hit in after["hits"] if "blue-green" in str(hit["content"]))
+        assert listed.startswith("5 memory chunk(s), best first")
+        best = after["hits"][0]
+        assert "deploys go blue-green on Fridays" in str(best["content"])
         section = bridge.call("memory.expand", chunk_hash=best["chunk_hash"])["result"]
         assert ELSEWHERE in section["text"]
         transcript = section["section"]["anchor"]["transcript"]
         read = bridge.call("memory.transcript", transcript_path=transcript, turn="t1")["result"]
         assert (read["turns"], read["on_this_machine"]) == ([], False)
         # Searched again: nothing changed, nothing said.
-        again = bridge.call("memory.search", query="how do we deploy")["result"]
-        assert again["text"].startswith("3 memory chunk(s), best first")
+        again = bridge.call("memory.search", query="how do we deploy on Fridays")["result"]
+        assert again["text"].startswith("5 memory chunk(s), best first")
     finally:
         bridge.close()
+
+
+def test_a_pulled_day_is_found_by_the_next_search_however_many_entries_it_holds(
+    env: dict[str, str], alice: Path
+) -> None:
+    """bob's read model is cached from his first search; the pulled day has more chunks than
+    a search embeds before it answers, and the next search finds its entries all the same: it
+    takes them from the collection the catch-up just filled."""
+    bob = clone_of(alice, "bob")
+    search(env, bob, "which cache did we choose")
+    facts = [f"- service {n} moved to port {9000 + n}" for n in range(INLINE_CHUNKS)]
+    write_day(env, alice, "2026-08-14", [*facts, "- deploys go blue-green on Fridays"])
+    commit(alice, "alice: memory of 2026-08-14")
+    git(bob, "pull", "-q", "--no-rebase", "origin", "main")
+    said, hits = search(env, bob, "how do we deploy on Fridays")
+    assert said == caught_up("1 daily memory file")
+    assert "deploys go blue-green on Fridays" in str(hits[0]["content"])
+    said, hits = search(env, bob, "which port did service 7 move to")
+    assert said == ""
+    assert "service 7 moved to port 9007" in str(hits[0]["content"])
 
 
 def test_a_search_indexes_as_much_as_its_budget_allows_and_the_next_goes_on(

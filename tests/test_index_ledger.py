@@ -233,10 +233,10 @@ def test_a_catch_up_indexes_what_changed_and_says_so_in_one_line(store: Path, cl
     ledger = ledger_of(store, clock)
     given: list[tuple[list[str], float]] = []
 
-    def run(files: tuple[DayFile, ...], budget: float) -> IndexReport:
+    def run(files: tuple[DayFile, ...], budget: float) -> tuple[int, IndexReport]:
         given.append((names(list(files)), budget))
         ledger.record(files)
-        return IndexReport(indexed_chunks=2, total_files=len(files))
+        return len(files), IndexReport(indexed_chunks=2, total_files=len(files))
 
     done = catch_up(ledger, 5.0, run)
     assert given == [(["2026-08-13.md", "2026-08-12.md"], 5.0)]
@@ -247,6 +247,21 @@ def test_a_catch_up_indexes_what_changed_and_says_so_in_one_line(store: Path, cl
     assert catch_up(ledger, 5.0, run) == CatchUp(pending=0)
     assert CatchUp(pending=0).notice is None
     assert len(given) == 1
+
+
+def test_files_another_run_took_in_meanwhile_are_not_the_catch_ups_to_tell(
+    store: Path, clock: Clock
+) -> None:
+    """A search queued behind a session's start catch-up finds nothing left to index."""
+    (store / DAY).write_text(ENTRY)
+    ledger = ledger_of(store, clock)
+
+    def run(files: tuple[DayFile, ...], budget: float) -> tuple[int, IndexReport]:
+        index_all(ledger)  # the session's catch-up ran first
+        return len(ledger.outstanding(files)), IndexReport(indexed_chunks=0)
+
+    done = catch_up(ledger, 5.0, run)
+    assert (done.pending, done.notice) == (0, None)
 
 
 def test_the_catch_ups_line_when_the_budget_ran_out_or_indexing_failed() -> None:

@@ -32,8 +32,9 @@ CATCH_UP_MS = SettingSpec(
     "searches (at least one file is indexed)",
 )
 
-#: Runs one index of the files, within a budget in seconds (``Engine.index`` in the queue).
-IndexRun = Callable[[tuple[DayFile, ...], float], IndexReport]
+#: Runs one index of the files, within a budget in seconds (``Engine.index`` in the queue):
+#: how many of them still needed it when the run started, and its report.
+IndexRun = Callable[[tuple[DayFile, ...], float], tuple[int, IndexReport]]
 
 
 def _files(count: int) -> str:
@@ -86,11 +87,13 @@ def catch_up(ledger: IndexLedger, budget: float, run: IndexRun) -> CatchUp:
     if not pending:
         return CatchUp(pending=0)
     try:
-        report = run(pending, budget)
+        left, report = run(pending, budget)
     except PimemError as error:
         return CatchUp(pending=len(pending), error=str(error), budget=budget)
+    # What another index run took in while this one waited (a session's catch-up at its start)
+    # was not this search's doing, and is not told.
     return CatchUp(
-        pending=len(pending),
+        pending=left,
         reached=report.total_files,
         failed_files=report.failed_files,
         budget=budget,

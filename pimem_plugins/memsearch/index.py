@@ -303,20 +303,33 @@ class MemsearchMemoryIndex:
         scope, engine = self.scope, self.engine
         ledger = engine.ledger(scope)
 
-        def run(files: tuple[DayFile, ...], budget: float) -> IndexReport:
-            def index() -> IndexReport:
+        def run(files: tuple[DayFile, ...], budget: float) -> tuple[int, IndexReport]:
+            def index() -> tuple[int, IndexReport]:
                 # Another run may have taken some in while this one waited in the queue.
                 left = ledger.outstanding(files)
                 if not left:
-                    return IndexReport(indexed_chunks=0, total_files=len(files))
+                    return 0, IndexReport(indexed_chunks=0)
                 paths = tuple(Path(day.path) for day in left)
                 report = engine.index(scope, paths, None, budget=budget)
-                skipped = len(files) - len(left)
-                return attrs.evolve(report, total_files=report.total_files + skipped)
+                failed = {failure.path for failure in report.failed_files}
+                self._adopt([p for p in map(str, paths[: report.total_files]) if p not in failed])
+                return len(left), report
 
             return self._run("index", index, call, None)
 
         return catch_up(ledger, CATCH_UP_MS.read(call.settings) / 1000, run)
+
+    def _adopt(self, sources: list[str]) -> None:
+        """Hand pimem's read model what a catch-up just indexed, as the collection holds it:
+        it follows the files, and would otherwise embed a pulled day's facts before finding
+        it (a few chunks at a time)."""
+        recall = self.recall
+        if recall is None or not sources:
+            return
+        # Milvus's string literals, as memsearch escapes them.
+        quoted = (source.replace("\\", "\\\\").replace('"', '\\"') for source in sources)
+        listed = ", ".join(f'"{source}"' for source in quoted)
+        recall.adopt(sources, self.engine.rows(self.scope, f"source in [{listed}]"))
 
     def compact(self, call: BackendCall) -> CompactResult:
         scope, engine = self.scope, self.engine

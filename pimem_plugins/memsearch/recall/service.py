@@ -111,6 +111,8 @@ class Recall:
         self._backfill: list[ChunkRecord] = []
         #: Where the read model came from, for ``pimem status``.
         self.origin = "not loaded"
+        #: What index runs took in before the read model loaded (see :meth:`adopt`).
+        self._adopted: list[tuple[list[str], list[dict[str, Any]]]] = []
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -133,6 +135,8 @@ class Recall:
                 self.origin = "cache"
                 if saved.outdated:
                     self._dirty_since = time.monotonic()
+                for sources, rows in self._adopted:
+                    self._take_in(sources, rows)
             else:
                 rows = self._collection.rows()
                 entries = [(_record(row, facts_ready=False), _vector(row)) for row in rows]
@@ -149,6 +153,7 @@ class Recall:
                 # A small store gets its facts now, a large one in the background.
                 while 0 < sum(len(facts(r.content)) for r in self._waiting()) <= INLINE_FACTS:
                     self._backfill_some()
+            self._adopted.clear()  # the collection's rows hold them already
             self._loaded = True
         self.refresh(inline=INLINE_CHUNKS)
         if self._base is None:
@@ -246,6 +251,39 @@ class Recall:
         if self.model.needs_folding() or self._base is None:
             self._wake_worker()
         return True
+
+    def adopt(self, sources: Sequence[str], rows: list[dict[str, Any]]) -> None:
+        """Take in *sources* as the collection holds them right after an index run of them
+        (*rows*: their chunks, with memsearch's vectors): the next search finds them with
+        nothing embedded first, however many they are (a pull brings whole days), ranked by
+        their chunk vector until the background embeds their facts. Before the read model
+        loads, they wait for its load from the cache."""
+        with self._load_lock:
+            if not self._loaded:
+                self._adopted.append((list(sources), rows))
+                return
+        with self._refresh_lock:
+            self._take_in(sources, rows)
+            self._save_overlay()
+        self._wake_worker()
+
+    def _take_in(self, sources: Sequence[str], rows: list[dict[str, Any]]) -> None:
+        records = self.model.records()
+        wanted = set(sources)
+        kept = {str(row["chunk_hash"]) for row in rows}
+        self.model.apply(
+            (
+                (_record(row, facts_ready=False), _vector(row))
+                for row in rows
+                if str(row["chunk_hash"]) not in records  # a chunk with its facts stays
+            ),
+            (key for key, record in records.items() if record.source in wanted and key not in kept),
+        )
+        # Unknown stats: the next refresh compares each file with these chunks once (it then
+        # embeds nothing), as after a load from the collection.
+        for source in wanted:
+            self._stamps[source] = (-1, -1)
+        self._dirty_since = self._dirty_since or time.monotonic()
 
     def _save_overlay(self) -> None:
         self._overlay_saved = time.monotonic()
