@@ -117,6 +117,24 @@ def ensure_attribute(file: Path, pattern: str, value: str) -> bool:
         os.close(fd)
 
 
+def ensure_line(file: Path, line: str) -> bool:
+    """Append *line* to *file* (a ``.gitignore``) unless it holds it already; ``True`` when it
+    appended. Other lines are never touched."""
+    file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(file, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        text = _read_all(fd).decode("utf-8", errors="replace")
+        if line in (existing.strip() for existing in text.splitlines()):
+            return False
+        end = "\r\n" if "\r\n" in text else "\n"
+        separator = end if text and not text.endswith("\n") else ""
+        os.write(fd, f"{separator}{line}{end}".encode())
+        return True
+    finally:
+        os.close(fd)
+
+
 def _read_all(fd: int) -> bytes:
     chunks = []
     offset = 0

@@ -5,7 +5,8 @@ The line is written at the first change to a store that lies in the session's ow
 never by a read: one line, added once, and never when a line for the pattern already says how
 to merge, when git ignores the day files (nothing of them is merged), or when
 ``PIMEM_GIT_UNION_MERGE=off``. A store that a store command or ``MEMSEARCH_DIR`` put outside the
-repository is left to whoever put it there.
+repository is left to whoever put it there. With the line, the repository's ``.gitignore``
+gets memsearch's ``.index-state.json``: it describes this machine's collection only.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pimem_core.gitrepo import (
     DRIVER,
     StorePlace,
     ensure_attribute,
+    ensure_line,
     ignored,
     locate_store,
     merge_attribute,
@@ -75,13 +77,14 @@ class GitMerge:
         if place.work_tree is None or place.pattern is None:
             return
         attributes = place.work_tree / ATTRIBUTES
-        if merge_attribute(_read(attributes), place.pattern) is not None:
-            return  # in place already, or someone decided otherwise
-        # Only now is git asked, once: is anything of the store committed at all?
-        if ignored(place, _relative(place, file)) is not False:
-            return
-        if ensure_attribute(attributes, place.pattern, UNION):
-            log.info("marked %s %s in %s", place.pattern, UNION, attributes)
+        # A line in place already, or someone decided otherwise: it is left as it is.
+        if merge_attribute(_read(attributes), place.pattern) is None:
+            # Only now is git asked, once: is anything of the store committed at all?
+            if ignored(place, _relative(place, file)) is not False:
+                return
+            if ensure_attribute(attributes, place.pattern, UNION):
+                log.info("marked %s %s in %s", place.pattern, UNION, attributes)
+        _ignore_index_state(scope, place)
 
     @staticmethod
     @hookimpl
@@ -89,6 +92,22 @@ class GitMerge:
         place = locate_store(scope)
         yield _unmerged_status(place)
         yield _status(place, UNION_MERGE.read(settings))
+
+
+def _ignore_index_state(scope: Scope, place: StorePlace) -> None:
+    """memsearch's ``.index-state.json`` describes this machine's collection: committed, it
+    would tell a teammate's pimem about an index their machine does not have, and every pull
+    would overwrite it."""
+    state = scope.index_state_path
+    assert place.work_tree is not None
+    if state is None:
+        return
+    real = Path(os.path.realpath(state))
+    if os.path.commonpath([str(real), str(place.work_tree)]) != str(place.work_tree):
+        return
+    line = "/" + real.relative_to(place.work_tree).as_posix()
+    if ensure_line(place.work_tree / ".gitignore", line):
+        log.info("git ignores %s now (.gitignore)", line)
 
 
 def _unmerged_status(place: StorePlace) -> StatusSection:

@@ -72,6 +72,17 @@ def test_sessions_and_writes_add_it_once(project: Path) -> None:
     assert (project / ".gitattributes").read_text() == LINE
 
 
+def test_memsearchs_index_state_stays_on_this_machine(project: Path) -> None:
+    (project / ".gitignore").write_text("node_modules/\n")
+    write(make_pimem(), project / "src", "t1")
+    write(make_pimem(), project, "t2")  # a second process: the line is not added again
+    assert (project / ".gitignore").read_text() == "node_modules/\n/.memsearch/.index-state.json\n"
+    (project / ".memsearch" / ".index-state.json").write_text("{}")
+    assert git(project, "status", "--porcelain", "--untracked-files=all", ".memsearch") == (
+        "?? .memsearch/memory/2026-08-13.md\n"
+    )
+
+
 def test_other_lines_stay_byte_for_byte(project: Path) -> None:
     before = "# assets\r\n*.png binary\r\nCHANGELOG.md merge=union"  # no final newline, CRLF
     (project / ".gitattributes").write_bytes(before.encode())
