@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import attrs
 import pytest
 
+from bench.pi_host import PI_LINES, ModelServer, PiWorld
 from pimem_core import Pimem
 from pimem_core.offline_model import OfflineModel, default_hf_home, install_offline_model
 
@@ -178,3 +179,30 @@ def memsearch_home(
     )
     monkeypatch.setenv("HOME", str(home))
     return home
+
+
+@pytest.fixture
+def server() -> Iterator[ModelServer]:
+    """A scripted OpenAI-compatible model on 127.0.0.1 (rules set by the test)."""
+    with ModelServer() as model:
+        yield model
+
+
+@pytest.fixture(params=sorted(PI_LINES))
+def world(
+    request: pytest.FixtureRequest,
+    repo: Path,
+    memsearch_home: Path,
+    tmp_path: Path,
+    server: ModelServer,
+) -> PiWorld:
+    """The real pi of one line (each test runs on both) in a fresh project, with memsearch
+    configured in HOME and the clock fixed, against *server*."""
+    return PiWorld.create(
+        PI_LINES[request.param],
+        repo=repo,
+        agent_dir=tmp_path / "agent",
+        server=server,
+        base_env=dict(os.environ),
+        extra_env={"PIMEM_NOW": CLOCK},
+    )

@@ -212,7 +212,10 @@ def test_headings_move_down_outside_code_blocks() -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--only", "speed"], "parts are a comma-separated choice of latency, pi, quality, scaling"),
+        (
+            ["--only", "speed"],
+            "parts are a comma-separated choice of latency, pi, quality, scaling",
+        ),
         (["--sizes", "10"], "every size needs at least 100 entries"),
     ],
 )

@@ -16,7 +16,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -51,13 +51,14 @@ from pimem_core.testing import ShownHit, read_hits
 from pimem_plugins.shared.maintenance import SYSTEM_PROMPT as MAINTENANCE_SYSTEM
 from pimem_plugins.snapshot import INSTRUCTIONS
 
+from conftest import CLOCK
+
 MISSING = missing_pi()
 pytestmark = pytest.mark.skipif(
     MISSING is not None,
     reason=f"the pi adapter's Node packages are not installed (`make node`): {MISSING}",
 )
 
-NOW = "2026-08-13T22:41"
 DAY = "2026-08-13"
 PROMPT_1 = "[s1] We picked PostgreSQL 16 for the ledger."
 REPLY_1 = "Noted: the ledger service uses PostgreSQL 16."
@@ -68,31 +69,6 @@ OTHER_ENTRY = (
     "<!-- session:other-agent turn:t1 transcript:/elsewhere/session.jsonl -->\n"
     "- another agent fixed the flaky CI job by pinning the runner image\n\n"
 )
-
-
-@pytest.fixture
-def server() -> Iterator[ModelServer]:
-    with ModelServer() as model:
-        yield model
-
-
-@pytest.fixture(params=sorted(PI_LINES))
-def world(
-    request: pytest.FixtureRequest,
-    repo: Path,
-    memsearch_home: Path,
-    tmp_path: Path,
-    server: ModelServer,
-) -> PiWorld:
-    """pi of one line in a fresh project, with memsearch configured in HOME."""
-    return PiWorld.create(
-        PI_LINES[request.param],
-        repo=repo,
-        agent_dir=tmp_path / "agent",
-        server=server,
-        base_env=dict(os.environ),
-        extra_env={"PIMEM_NOW": NOW},
-    )
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -483,7 +459,7 @@ def test_maintenance_runs_on_pis_model_and_leaves_no_session_file(
         agent_dir=tmp_path / "agent",
         server=server,
         base_env=dict(os.environ),
-        extra_env={"PIMEM_NOW": NOW, "PIMEM_MAINTENANCE": "project_review"},
+        extra_env={"PIMEM_NOW": CLOCK, "PIMEM_MAINTENANCE": "project_review"},
     )
     day_file = world.day_file(DAY)
     day_file.parent.mkdir(parents=True)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,6 @@ from typing import Any
 import pytest
 
 from bench.pi_host import (
-    PI_LINES,
     ModelServer,
     PiWorld,
     RpcSession,
@@ -50,7 +48,6 @@ pytestmark = pytest.mark.skipif(
     reason=f"the pi adapter's Node packages are not installed (`make node`): {MISSING}",
 )
 
-NOW = "2026-08-13T22:41"
 DAY = "2026-08-13"
 ADAPTER = Path(__file__).resolve().parents[1] / "adapters" / "pi"
 #: What the adapter shows for ``/recall`` without a query (adapters/pi/src/commands.ts).
@@ -58,31 +55,6 @@ RECALL_USAGE = (
     "pimem: /recall needs a query: /recall [--all] <query>, where --all searches every project "
     "under PI_MEMSEARCH_SCAN_ROOTS, not only this one. Nothing was sent to the model."
 )
-
-
-@pytest.fixture
-def server() -> Iterator[ModelServer]:
-    with ModelServer() as model:
-        yield model
-
-
-@pytest.fixture(params=sorted(PI_LINES))
-def world(
-    request: pytest.FixtureRequest,
-    repo: Path,
-    memsearch_home: Path,
-    tmp_path: Path,
-    server: ModelServer,
-) -> PiWorld:
-    """pi of one line in a fresh project, with memsearch configured in HOME."""
-    return PiWorld.create(
-        PI_LINES[request.param],
-        repo=repo,
-        agent_dir=tmp_path / "agent",
-        server=server,
-        base_env=dict(os.environ),
-        extra_env={"PIMEM_NOW": NOW},
-    )
 
 
 # -- helpers (some as in tests/test_pi_e2e.py, which tests/ being no package cannot share) ----
