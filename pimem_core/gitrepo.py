@@ -12,6 +12,7 @@ import fcntl
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -101,31 +102,27 @@ def merge_attribute(text: str, pattern: str) -> str | None:
 def ensure_attribute(file: Path, pattern: str, value: str) -> bool:
     """Append ``<pattern> <value>`` to the attributes *file* unless a line for *pattern*
     already says how to merge; ``True`` when it appended. Other lines are never touched."""
+    return _append_unless(
+        file, f"{pattern} {value}", lambda text: merge_attribute(text, pattern) is not None
+    )
+
+
+def ensure_line(file: Path, line: str) -> bool:
+    """Append *line* to *file* (a ``.gitignore``) unless it holds it already; ``True`` when it
+    appended. Other lines are never touched."""
+    return _append_unless(
+        file, line, lambda text: line in (existing.strip() for existing in text.splitlines())
+    )
+
+
+def _append_unless(file: Path, line: str, present: Callable[[str], bool]) -> bool:
     file.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(file, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
     try:
         # pimem's own writers take turns, so two sessions never add the line twice.
         fcntl.flock(fd, fcntl.LOCK_EX)
         text = _read_all(fd).decode("utf-8", errors="replace")
-        if merge_attribute(text, pattern) is not None:
-            return False
-        end = "\r\n" if "\r\n" in text else "\n"
-        separator = end if text and not text.endswith("\n") else ""
-        os.write(fd, f"{separator}{pattern} {value}{end}".encode())
-        return True
-    finally:
-        os.close(fd)
-
-
-def ensure_line(file: Path, line: str) -> bool:
-    """Append *line* to *file* (a ``.gitignore``) unless it holds it already; ``True`` when it
-    appended. Other lines are never touched."""
-    file.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(file, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        text = _read_all(fd).decode("utf-8", errors="replace")
-        if line in (existing.strip() for existing in text.splitlines()):
+        if present(text):
             return False
         end = "\r\n" if "\r\n" in text else "\n"
         separator = end if text and not text.endswith("\n") else ""
