@@ -785,7 +785,8 @@ def at_once_variant() -> Variant:
         label="after, bridge killed at once",
         kill_at_once=True,
         note="this checkout, with each bridge killed the moment its prompt settled instead "
-        "of once idle: the exchanges it had not yet begun to distil die with it",
+        "of once idle: capture may still hold the exchange, and the capture journal hands it "
+        "to the next bridge",
     )
 
 
