@@ -24,6 +24,7 @@ DEFAULT_DISTILL_TIMEOUT_MS = 30_000
 DEFAULT_DISTILL_BUDGET = 500
 DISTILLERS = ("auto", "host", "http", "extractive")
 DEFAULT_MAINTENANCE_INTERVAL_HOURS = 24
+DEFAULT_SERVICE_IDLE_S = 600
 #: The maintenance tasks pimem bundles (plugins may add others under their own names).
 BUNDLED_MAINTENANCE_TASKS = ("project_review", "user_profile", "memory_to_skill")
 _TASK_NAME = re.compile(r"[a-z][a-z0-9_]*")
@@ -65,6 +66,12 @@ class Settings:
     #: The least time between two runs of one maintenance task
     #: (``PIMEM_MAINTENANCE_INTERVAL_HOURS``; 0: whenever the day files changed).
     maintenance_interval_hours: int = DEFAULT_MAINTENANCE_INTERVAL_HOURS
+    #: ``PIMEM_SERVICE=on``: the CLI hands its read commands to this user's memory service
+    #: (started when absent). The thin client reads the variable itself, before pimem loads.
+    service: bool = False
+    #: Seconds without a request before the memory service exits (``PIMEM_SERVICE_IDLE_S``; 0:
+    #: never).
+    service_idle_s: int = DEFAULT_SERVICE_IDLE_S
     #: ``PIMEM_NOW``: a fixed local time, so behaviour around midnight can be tested.
     fixed_now: datetime | None = None
     #: The environment as given: plugins' declared settings (:class:`SettingSpec`) are parsed
@@ -125,6 +132,10 @@ class Settings:
                 "PIMEM_MAINTENANCE_INTERVAL_HOURS",
                 DEFAULT_MAINTENANCE_INTERVAL_HOURS,
                 unit="hours",
+            ),
+            service=_switch(env, "PIMEM_SERVICE", default=False),
+            service_idle_s=_count(
+                env, "PIMEM_SERVICE_IDLE_S", DEFAULT_SERVICE_IDLE_S, unit="seconds"
             ),
             fixed_now=_local_time(env, "PIMEM_NOW"),
             environ=dict(env),

@@ -14,8 +14,9 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from pimem_core.api import Pimem
 from pimem_core.doors.commands import (
@@ -62,6 +63,13 @@ class CliDoor(Door):
     def notice(self, line: str) -> None:
         # Now, before the result: a search that indexed first took longer, and this says why.
         print(f"pimem: {line}", file=sys.stderr, flush=True)
+
+    def service_line(self) -> str | None:
+        if not self.pimem.settings.service:
+            return None
+        from pimem_core.doors.service_client import describe
+
+        return describe()
 
     def content(self, value: str) -> str:
         if value != "-":
@@ -150,6 +158,46 @@ def _maintenance(door: Door, a: Args) -> Outcome:
         text="\n".join(lines) or "No maintenance tasks: no plugin provides one.",
         data=[report.to_json() for report in reports],
     )
+
+
+def _service_run(door: Door, a: Args) -> Outcome:
+    from pimem_core.doors.service import run_service
+
+    run_service(door.pimem, run_line, note=door.note)
+    return Outcome(text=None)
+
+
+def _service_status(door: Door, a: Args) -> Outcome:
+    from pimem_core.doors import service_client
+    from pimem_core.doors.service_wire import socket_path
+
+    found = service_client.probe(socket_path())
+    if found is None:
+        return Outcome(text=service_client.describe(), data={"running": False})
+    found.close()
+    hello = found.hello
+    return Outcome(
+        text=service_client.describe(),
+        data={
+            "running": True,
+            "pid": hello.pid,
+            "version": hello.version,
+            "started": hello.started,
+        },
+    )
+
+
+def _service_stop(door: Door, a: Args) -> Outcome:
+    from pimem_core.doors import service_client
+    from pimem_core.doors.service_wire import socket_path
+
+    path = socket_path()
+    found = service_client.probe(path)
+    if found is None:
+        return Outcome(text="no memory service is running", data={"stopped": None})
+    pid = found.hello.pid
+    service_client.stop(found, path)
+    return Outcome(text=f"stopped the memory service (pid {pid})", data={"stopped": pid})
 
 
 def _snapshot(door: Door, a: Args) -> Outcome:
@@ -263,6 +311,25 @@ OWN: tuple[Command, ...] = (
         ),
     ),
     Command(
+        path=("service", "run"),
+        help="run this user's memory service in the foreground (what PIMEM_SERVICE=on starts)",
+        handler=_service_run,
+        project=False,
+        json_output=False,
+    ),
+    Command(
+        path=("service", "status"),
+        help="say whether this user's memory service runs, with its pid and uptime",
+        handler=_service_status,
+        project=False,
+    ),
+    Command(
+        path=("service", "stop"),
+        help="stop this user's memory service",
+        handler=_service_stop,
+        project=False,
+    ),
+    Command(
         path=("snapshot",),
         help="print the block the agent's system prompt receives",
         handler=_snapshot,
@@ -279,7 +346,7 @@ OWN: tuple[Command, ...] = (
 #: The help's order of the commands (a group's commands in the table's order).
 _ORDER = (
     "scope", "write", "forget", "index", "search", "expand", "compact", "status", "transcript",
-    "serve", "model", "config", "skills", "maintenance", "snapshot", "plugins", "git",
+    "serve", "service", "model", "config", "skills", "maintenance", "snapshot", "plugins", "git",
 )  # fmt: skip
 
 #: Every command of the command line, in its help's order.
@@ -296,6 +363,10 @@ GROUPS = {
         "Skill candidates are drafts: nothing is installed until you ask.",
     ),
     "maintenance": ("run the maintenance tasks", None),
+    "service": (
+        "this user's warm memory service on a Unix socket (opt-in: PIMEM_SERVICE=on)",
+        None,
+    ),
     "git": GIT_GROUP,
 }
 
@@ -337,12 +408,20 @@ def _options(
         default=0 if top else argparse.SUPPRESS,
         help="log what pimem does to stderr (-v: info, -vv: debug)",
     )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="run in this process even when PIMEM_SERVICE=on hands commands to the memory service",
+    )
     if not top:
         parser.set_defaults(takes_cwd=cwd, takes_json=json_output)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser(
+    parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser,
+) -> argparse.ArgumentParser:
+    parser = parser_class(
         prog="pimem",
         description="Persistent, shared, markdown-first memory for coding agents. "
         "--cwd, --json and -v go before or after the command.",
@@ -387,9 +466,19 @@ def _log_to_stderr(verbosity: int) -> None:
         logger.addHandler(handler)
 
 
-def main(argv: Sequence[str] | None = None, *, ready_written: bool = False) -> int:
-    """Run one command. *ready_written*: the launcher wrote ``pimem serve``'s ready line."""
-    parser = build_parser()
+def execute(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str] | None,
+    make_door: Callable[[Path], Door],
+    *,
+    out: TextIO,
+    err: TextIO,
+    default_cwd: Path | None = None,
+    log_to_stderr: bool = False,
+) -> int:
+    """Parse *argv*, run its command with the door *make_door* gives for its directory, and
+    write the answer to *out* (errors to *err*); the exit code. The CLI and the memory service
+    (:mod:`pimem_core.doors.service`) both run commands through here."""
     args = parser.parse_args(argv)
     command: Command = args.spec
     for option, given, taken in (
@@ -399,41 +488,67 @@ def main(argv: Sequence[str] | None = None, *, ready_written: bool = False) -> i
         if given and not taken:
             parser.error(f"pimem {command.name} does not take {option}")
     if args.cwd is None:
-        args.cwd = Path.cwd()
-    _log_to_stderr(args.verbose)
+        args.cwd = default_cwd if default_cwd is not None else Path.cwd()
+    if log_to_stderr:
+        _log_to_stderr(args.verbose)
     values = vars(args)
     try:
         if command.check is not None:
             command.check(values)
     except UsageError as error:
         parser.error(str(error))
-    if hasattr(sys.stdout, "reconfigure"):
-        # Memory text is UTF-8; a narrower terminal encoding must not crash the command.
-        sys.stdout.reconfigure(errors="backslashreplace")
     try:
-        door = CliDoor(Pimem.from_env(), args.cwd, ready_written=ready_written)
-        if command.progress and sys.stderr.isatty() and not args.json:
+        door = make_door(args.cwd)
+        if command.progress and err.isatty() and not args.json:
             door.progress = _progress_bar
         outcome = command.handler(door, values)
         if door.progress is not None:
-            print(file=sys.stderr)
+            print(file=err)
     except UsageError as error:
         parser.error(str(error))
     except PimemError as error:
-        print(f"pimem: error: {error}", file=sys.stderr)
+        print(f"pimem: error: {error}", file=err)
         return 1
     except KeyboardInterrupt:
         return 130
     try:
         if args.json:
-            print(json.dumps(outcome.data, indent=2))
+            print(json.dumps(outcome.data, indent=2), file=out)
         elif outcome.text is not None:
-            print(outcome.text)
-        sys.stdout.flush()
+            print(outcome.text, file=out)
+        out.flush()
     except BrokenPipeError:
         # The reader stopped early (`pimem search ... | head`): what it read is what it wanted.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
     return 0
+
+
+def run_line(
+    argv: list[str],
+    make_door: Callable[[Path], Door],
+    *,
+    out: TextIO,
+    err: TextIO,
+    cwd: Path,
+    parser_class: type[argparse.ArgumentParser],
+) -> int:
+    """One command line of a memory-service client, run as this command line runs it."""
+    return execute(build_parser(parser_class), argv, make_door, out=out, err=err, default_cwd=cwd)
+
+
+def main(argv: Sequence[str] | None = None, *, ready_written: bool = False) -> int:
+    """Run one command. *ready_written*: the launcher wrote ``pimem serve``'s ready line."""
+    if hasattr(sys.stdout, "reconfigure"):
+        # Memory text is UTF-8; a narrower terminal encoding must not crash the command.
+        sys.stdout.reconfigure(errors="backslashreplace")
+    return execute(
+        build_parser(),
+        argv,
+        lambda cwd: CliDoor(Pimem.from_env(), cwd, ready_written=ready_written),
+        out=sys.stdout,
+        err=sys.stderr,
+        log_to_stderr=True,
+    )
 
 
 if __name__ == "__main__":

@@ -285,6 +285,10 @@ class Door(abc.ABC):
         ``pimem serve`` puts it at the top of the result's text."""
         self.note(line)
 
+    def service_line(self) -> str | None:
+        """The memory service's state for ``pimem status``; ``None`` when it is off."""
+        return None
+
     def content(self, value: str) -> str:
         """A write's content as given (the CLI reads ``-`` from stdin)."""
         return value
@@ -434,7 +438,12 @@ def _compact(door: Door, a: Args) -> Outcome:
 def _status(door: Door, a: Args) -> Outcome:
     scope = door.scope()
     sections = status_sections(door.pimem, scope, door.budget())
-    return Outcome(text=render_status(scope, sections), data=status_to_json(scope, sections))
+    text, data = render_status(scope, sections), status_to_json(scope, sections)
+    service = door.service_line()
+    if service is not None:
+        text += f"\nservice: {service}"
+        data = {**data, "service": service}
+    return Outcome(text=text, data=data)
 
 
 def _transcript(door: Door, a: Args) -> Outcome:

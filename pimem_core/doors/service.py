@@ -1,0 +1,331 @@
+"""``pimem service run``: one warm memory service per user, on a Unix socket.
+
+The service owns one :class:`~pimem_core.api.Pimem` (one plugin manager, so one embedder, one
+read model per collection and one backend queue) and answers the command lines its clients
+(:mod:`pimem_core.doors.service_client`) hand it, with the handlers the CLI runs, for the scope
+of each client's directory. It listens in a directory only its user may enter, checks each
+peer's user id, and exits after an idle time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import logging
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, NoReturn, Protocol, TextIO
+
+import attrs
+
+from pimem_core.api import Pimem
+from pimem_core.doors import service_wire as wire
+from pimem_core.doors.commands import Door, UsageError
+from pimem_core.types import Scope
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
+log = logging.getLogger(__name__)
+
+#: How often the accept loop wakes to check the idle time and a stop request.
+_TICK_S = 0.2
+
+
+@attrs.frozen(kw_only=True)
+class ServiceInfo:
+    """What a service says of itself, in its handshake and in ``pimem status``."""
+
+    pid: int
+    #: Wall-clock start, seconds since the epoch (a client computes the uptime from it).
+    started: float
+
+    def hello(self) -> dict[str, object]:
+        return {
+            "service": "pimem",
+            "version": wire.VERSION,
+            "protocol": wire.PROTOCOL,
+            "pid": self.pid,
+            "started": self.started,
+        }
+
+    def describe(self) -> str:
+        return f"running, pid {self.pid}, up {max(0, int(time.time() - self.started))} s"
+
+
+def peer_uid(conn: socket.socket) -> int | None:
+    """The user id of the process at the other end, or ``None`` where the platform does not say
+    (there the 0700 directory is what keeps other users out)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    raw = conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", raw)
+    return int(uid)
+
+
+def peer_allowed(peer: int | None, own: int) -> bool:
+    """Only the service's own user may use it."""
+    return peer is None or peer == own
+
+
+class ServiceDoor(Door):
+    """One request of a client: its directory's scope, its notes gathered for its stderr."""
+
+    def __init__(self, pimem: Pimem, cwd: Path, info: ServiceInfo) -> None:
+        super().__init__(pimem)
+        self._cwd = cwd
+        self._scope: Scope | None = None
+        self._info = info
+        self.lines: list[str] = []
+
+    def scope(self) -> Scope:
+        if self._scope is None:
+            self._scope = self.pimem.resolve_scope(self._cwd)
+        return self._scope
+
+    def base_dir(self) -> Path:
+        return self._cwd
+
+    def on_wait(self, holder: str) -> None:
+        self.lines.append(f"pimem: waiting on {holder}...")
+
+    def note(self, line: str) -> None:
+        self.lines.append(line)
+
+    def notice(self, line: str) -> None:
+        self.lines.append(f"pimem: {line}")
+
+    def content(self, value: str) -> str:
+        if value == "-":
+            raise UsageError("the memory service cannot read stdin: pass --in-process")
+        return value
+
+    def service_line(self) -> str | None:
+        return self._info.describe()
+
+
+class _ParserExit(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def _capturing_parser(out: IO[str], err: IO[str]) -> type[argparse.ArgumentParser]:
+    """A parser class that writes to *out* and *err* and raises instead of exiting: a usage
+    error in one request must not end the service."""
+
+    class CapturingParser(argparse.ArgumentParser):
+        def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+            if message:
+                (err if file is sys.stderr else out).write(message)
+
+        def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+            if message:
+                err.write(message)
+            raise _ParserExit(status)
+
+    return CapturingParser
+
+
+class LineRunner(Protocol):
+    """How the command line runs one command (:func:`pimem_core.doors.cli.run_line`), handed in
+    by the CLI so this module does not import it back."""
+
+    def __call__(
+        self,
+        argv: list[str],
+        make_door: Callable[[Path], Door],
+        *,
+        out: TextIO,
+        err: TextIO,
+        cwd: Path,
+        parser_class: type[argparse.ArgumentParser],
+    ) -> int: ...
+
+
+def run_command_line(
+    run_line: LineRunner, pimem: Pimem, info: ServiceInfo, argv: list[str], cwd: Path
+) -> dict[str, object]:
+    """Run one client's command line; its stdout, stderr and exit code."""
+    out, err = io.StringIO(), io.StringIO()
+    door: ServiceDoor | None = None
+
+    def make_door(directory: Path) -> Door:
+        nonlocal door
+        door = ServiceDoor(pimem, directory, info)
+        return door
+
+    try:
+        code = run_line(
+            argv,
+            make_door,
+            out=out,
+            err=err,
+            cwd=cwd,
+            parser_class=_capturing_parser(out, err),
+        )
+    except _ParserExit as exit:
+        code = exit.status
+    notes = "".join(f"{line}\n" for line in door.lines) if door is not None else ""
+    return {"exit": code, "stdout": out.getvalue(), "stderr": notes + err.getvalue()}
+
+
+@attrs.define
+class Service:
+    """The accept loop and its connections."""
+
+    pimem: Pimem
+    run_line: LineRunner
+    path: Path
+    idle_s: float
+    info: ServiceInfo = attrs.field(
+        factory=lambda: ServiceInfo(pid=os.getpid(), started=time.time())
+    )
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    _active: int = attrs.field(default=0, init=False)
+    _last: float = attrs.field(factory=time.monotonic, init=False)
+    _stopping: threading.Event = attrs.field(factory=threading.Event, init=False)
+    _inode: int | None = attrs.field(default=None, init=False)
+    _listener: socket.socket | None = attrs.field(default=None, init=False)
+
+    def bind(self) -> bool:
+        """Listen at the socket path; ``False`` when a service answers there already."""
+        from pimem_core.doors.service_client import prepare_dir, probe
+
+        prepare_dir(self.path.parent)
+        found = probe(self.path)
+        if found is not None:
+            found.close()
+            return False
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Made with no permission for anyone else from its first moment, not chmod-ed after.
+        old = os.umask(0o177)
+        try:
+            listener.bind(str(self.path))
+        finally:
+            os.umask(old)
+        listener.listen(64)
+        listener.settimeout(_TICK_S)
+        self._inode = self.path.stat().st_ino
+        self._listener = listener
+        return True
+
+    def serve(self) -> None:
+        """Accept until stopped or idle for :attr:`idle_s` (0: never)."""
+        assert self._listener is not None, "bind first"
+        try:
+            while not self._stopping.is_set():
+                try:
+                    conn, _ = self._listener.accept()
+                except TimeoutError:
+                    if self._idle():
+                        log.info("idle for %s s: the service exits", self.idle_s)
+                        break
+                    continue
+                except OSError:
+                    break  # closed by a stop request
+                with self._lock:
+                    self._active += 1
+                threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
+        finally:
+            self._unlisten()
+        self._drain()
+
+    def _idle(self) -> bool:
+        with self._lock:
+            return (
+                self.idle_s > 0
+                and self._active == 0
+                and time.monotonic() - self._last >= self.idle_s
+            )
+
+    def _unlisten(self) -> None:
+        # Only the socket this service made: a successor may have bound the path already.
+        with contextlib.suppress(OSError):
+            if self._inode is not None and self.path.stat().st_ino == self._inode:
+                self.path.unlink()
+        if self._listener is not None:
+            with contextlib.suppress(OSError):
+                self._listener.close()
+
+    def _drain(self) -> None:
+        """Let running requests finish (bounded) before the process exits."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._active == 0:
+                    return
+            time.sleep(0.05)
+
+    def _connection(self, conn: socket.socket) -> None:
+        try:
+            with conn, conn.makefile("rb") as stream:
+                if not peer_allowed(peer_uid(conn), os.getuid()):
+                    log.warning("refused a connection from another user")
+                    return
+                wire.send(conn, self.info.hello())
+                while (request := wire.receive(stream)) is not None:
+                    wire.send(conn, self._answer(request))
+                    if request.get("op") == "stop":
+                        return
+        except (OSError, ValueError) as error:
+            log.info("a client connection ended: %s", error)
+        finally:
+            with self._lock:
+                self._active -= 1
+                self._last = time.monotonic()
+
+    def _answer(self, request: dict[str, object]) -> dict[str, object]:
+        op = request.get("op")
+        if op == "stop":
+            self._stopping.set()
+            self._unlisten()
+            return {"stopping": True}
+        if op == "status":
+            return self.info.hello()
+        if op != "run":
+            return {"refused": f"unknown op {op!r}"}
+        argv, cwd, env = request.get("argv"), request.get("cwd"), request.get("env")
+        if not isinstance(argv, list) or not all(isinstance(word, str) for word in argv):
+            return {"refused": "argv must be a list of strings"}
+        if not isinstance(cwd, str) or not Path(cwd).is_absolute():
+            return {"refused": "cwd must be an absolute path"}
+        if env != wire.env_fingerprint():
+            return {
+                "refused": "the client's pimem and memsearch environment differs from the "
+                "service's (stop it with `pimem service stop` to start one with this one)"
+            }
+        try:
+            return run_command_line(self.run_line, self.pimem, self.info, list(argv), Path(cwd))
+        except Exception as error:  # a bug in one request must not end the service
+            log.exception("a request failed")
+            return {"exit": 1, "stdout": "", "stderr": f"pimem: internal error: {error!r}\n"}
+
+
+def run_service(pimem: Pimem, run_line: LineRunner, *, note: Callable[[str], None]) -> int:
+    """``pimem service run``: serve in the foreground until stopped or idle."""
+    # Its own lines, not every library's chatter, go to the service's log file.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s pimem service: %(message)s")
+    log.setLevel(logging.INFO)
+    service = Service(
+        pimem=pimem,
+        run_line=run_line,
+        path=wire.socket_path(),
+        idle_s=float(pimem.settings.service_idle_s),
+    )
+    if not service.bind():
+        note(f"pimem: a memory service answers at {service.path} already")
+        return 0
+    log.info("pid %s listening at %s", os.getpid(), service.path)
+    service.serve()
+    return 0

@@ -1,0 +1,303 @@
+"""The thin client of the memory service: find it, start it when needed, hand it a command.
+
+It runs before any of pimem is imported (:mod:`pimem_core.doors.launcher`), so it imports only
+the standard library and :mod:`pimem_core.doors.service_wire`; its records are named tuples,
+since attrs alone would cost a client more than its whole request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+from pimem_core.doors import service_wire as wire
+
+#: The commands a client hands to the service: reads that gain from a warm process, and index.
+#: ``write`` and ``forget`` stay in process for now (``write -`` reads the client's stdin).
+ROUTED = frozenset({"search", "expand", "status", "index"})
+_ON = {"on", "1", "true", "yes"}
+#: Global options that take a value, so the command word is found without the parser.
+_VALUED = {"--cwd"}
+#: Options whose value is a path the service must not resolve against its own directory.
+_PATHS = {"--cwd", "--project"}
+START_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_S = 2.0
+
+
+class ServiceUnavailable(Exception):
+    """The service could not be reached or started; the message says why."""
+
+
+class Hello(NamedTuple):
+    """The service's handshake line."""
+
+    version: str
+    protocol: int
+    pid: int
+    started: float
+
+    @property
+    def current(self) -> bool:
+        return self.version == wire.VERSION and self.protocol == wire.PROTOCOL
+
+
+class Connection(NamedTuple):
+    sock: socket.socket
+    stream: BinaryIO
+    hello: Hello
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.stream.close()
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def ask(self, message: dict[str, object]) -> dict[str, object]:
+        wire.send(self.sock, message)
+        reply = wire.receive(self.stream)
+        if reply is None:
+            raise ServiceUnavailable("the service closed the connection without an answer")
+        return reply
+
+
+def enabled(environ: dict[str, str] | None = None) -> bool:
+    """``PIMEM_SERVICE`` is on. A value that is neither on nor off leaves the command in process,
+    where the settings refuse it with their message."""
+    env = os.environ if environ is None else environ
+    return env.get("PIMEM_SERVICE", "").lower() in _ON
+
+
+def command_word(argv: Sequence[str]) -> str | None:
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _VALUED:
+            skip = True
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def routed(argv: Sequence[str], environ: dict[str, str] | None = None) -> bool:
+    """This command line goes to the service."""
+    if not enabled(environ) or command_word(argv) not in ROUTED:
+        return False
+    # Help, the version and an explicit --in-process are the local process's to answer.
+    return not any(word in {"-h", "--help", "--version", "--in-process"} for word in argv)
+
+
+def absolute_paths(argv: Sequence[str], cwd: Path) -> list[str]:
+    """*argv* with the paths of its options made absolute: the service runs elsewhere."""
+    out: list[str] = []
+    pending = False
+    for word in argv:
+        if pending:
+            word = str(cwd / Path(word).expanduser())
+            pending = False
+        elif word in _PATHS:
+            pending = True
+        else:
+            name, eq, value = word.partition("=")
+            if eq and name in _PATHS:
+                word = f"{name}={cwd / Path(value).expanduser()}"
+        out.append(word)
+    return out
+
+
+def connect(path: Path) -> Connection:
+    """A connection to the service at *path* with its handshake read; raise ``OSError`` when
+    nothing answers there, :class:`ServiceUnavailable` when something else does."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(CONNECT_TIMEOUT_S)
+        sock.connect(str(path))
+        stream = sock.makefile("rb")
+        sock.settimeout(None)
+        raw = wire.receive(stream)
+    except (OSError, ValueError):
+        sock.close()
+        raise
+    try:
+        if raw is None or raw.get("service") != "pimem":
+            raise ValueError(f"not a pimem service: {raw!r}")
+        hello = Hello(
+            version=str(raw["version"]),
+            protocol=int(str(raw["protocol"])),
+            pid=int(str(raw["pid"])),
+            started=float(str(raw["started"])),
+        )
+    except (KeyError, ValueError) as error:
+        sock.close()
+        raise ServiceUnavailable(f"{path} answers, but not as a pimem service ({error})") from None
+    return Connection(sock=sock, stream=stream, hello=hello)
+
+
+def probe(path: Path) -> Connection | None:
+    """The service answering at *path*, or ``None`` when none does."""
+    try:
+        return connect(path)
+    except (OSError, ValueError):
+        return None
+
+
+def prepare_dir(directory: Path) -> None:
+    """Make the runtime directory, private to this user; refuse one that is not."""
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = directory.lstat()
+    except OSError as error:
+        raise ServiceUnavailable(
+            f"cannot make the runtime directory {directory}: {error}"
+        ) from None
+    import stat
+
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise ServiceUnavailable(f"{directory} is not a directory owned by this user")
+    if info.st_mode & 0o077:
+        try:
+            directory.chmod(0o700)
+        except OSError as error:
+            raise ServiceUnavailable(f"cannot make {directory} private: {error}") from None
+
+
+@contextlib.contextmanager
+def start_lock(directory: Path) -> Iterator[None]:
+    """Held by the one client that may start or replace the service."""
+    try:
+        handle = os.open(directory / wire.LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as error:
+        raise ServiceUnavailable(f"cannot open the start lock in {directory}: {error}") from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)
+
+
+def _wait_gone(path: Path, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        found = probe(path)
+        if found is None:
+            return
+        found.close()
+        time.sleep(0.05)
+
+
+def stop(connection: Connection, path: Path) -> None:
+    """Ask the service to stop and wait (bounded) until it no longer answers."""
+    with contextlib.suppress(OSError, ServiceUnavailable, ValueError):
+        connection.ask({"op": "stop"})
+    connection.close()
+    _wait_gone(path, time.monotonic() + STOP_TIMEOUT_S)
+
+
+def _spawn(directory: Path) -> None:
+    import subprocess
+
+    log = open(directory / wire.LOG_NAME, "ab")  # noqa: SIM115 - handed to the child
+    try:
+        subprocess.Popen(
+            [sys.executable, "-m", "pimem_core", "service", "run"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as error:
+        raise ServiceUnavailable(f"cannot start `pimem service run`: {error}") from None
+    finally:
+        log.close()
+
+
+def ensure(environ: dict[str, str] | None = None) -> Connection:
+    """A connection to a current service, started (or replaced) when needed."""
+    directory = wire.runtime_dir(environ)
+    path = directory / wire.SOCKET_NAME
+    found = probe(path)
+    if found is not None and found.hello.current:
+        return found
+    if found is not None:
+        found.close()
+    prepare_dir(directory)
+    with start_lock(directory):
+        # Another client may have started it while this one waited for the lock.
+        found = probe(path)
+        if found is not None and found.hello.current:
+            return found
+        if found is not None:
+            stop(found, path)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # stale: nothing answers there any more
+        _spawn(directory)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            found = probe(path)
+            if found is not None and found.hello.current:
+                return found
+            if found is not None:
+                found.close()
+            time.sleep(0.02)
+    raise ServiceUnavailable(
+        f"`pimem service run` did not answer within {START_TIMEOUT_S:.0f} s "
+        f"(see {directory / wire.LOG_NAME})"
+    )
+
+
+def run_through_service(argv: Sequence[str]) -> int | None:
+    """Run the command line *argv* in the service and print its answer; its exit code, or
+    ``None`` (after one warning line) when the command must run in process instead."""
+    cwd = Path.cwd()
+    request: dict[str, object] = {
+        "op": "run",
+        "argv": absolute_paths(argv, cwd),
+        "cwd": str(cwd),
+        "env": wire.env_fingerprint(),
+    }
+    try:
+        connection = ensure()
+        try:
+            reply = connection.ask(request)
+        finally:
+            connection.close()
+        if "refused" in reply:
+            raise ServiceUnavailable(str(reply["refused"]))
+        stdout, stderr, code = reply["stdout"], reply["stderr"], reply["exit"]
+        if not (isinstance(stdout, str) and isinstance(stderr, str) and isinstance(code, int)):
+            raise ServiceUnavailable(f"the service answered {reply!r}")
+    except (OSError, ValueError, KeyError, ServiceUnavailable) as error:
+        print(
+            f"pimem: running in process, the memory service is unavailable: {error} "
+            "(PIMEM_SERVICE=off or --in-process silences this)",
+            file=sys.stderr,
+        )
+        return None
+    sys.stderr.write(stderr)
+    sys.stderr.flush()
+    try:
+        sys.stdout.write(stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return code
+
+
+def describe(environ: dict[str, str] | None = None) -> str:
+    """One line on the service: running (pid, uptime) or not."""
+    path = wire.socket_path(environ)
+    found = probe(path)
+    if found is None:
+        return f"not running (socket {path})"
+    found.close()
+    uptime = max(0, int(time.time() - found.hello.started))
+    stale = "" if found.hello.current else f", pimem {found.hello.version} (outdated)"
+    return f"running, pid {found.hello.pid}, up {uptime} s{stale}"

@@ -1,0 +1,82 @@
+"""What the memory service and its clients share, light on purpose.
+
+A client imports this before deciding whether to import the rest of pimem, so it holds only
+constants, the socket's place and the line framing, with nothing of pimem imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+from typing import BinaryIO
+
+#: Kept equal to the distribution's version by a test: reading it from the installed metadata
+#: costs a client about 60 ms, more than the rest of its start-up.
+VERSION = "0.1.0"
+#: Bumped when a request or reply changes shape.
+PROTOCOL = 1
+SOCKET_NAME = "service.sock"
+LOCK_NAME = "service.lock"
+LOG_NAME = "service.log"
+MAX_LINE = 8 * 1024 * 1024
+#: The environment variables that change what a command answers: a client whose values differ
+#: from the service's must not be answered by it.
+_ENV_PREFIXES = ("PIMEM_", "PI_MEMSEARCH_", "MEMSEARCH_", "HF_", "TRANSFORMERS_")
+_ENV_NAMES = ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")
+#: The service's own knobs: two clients may differ in these and still share it.
+_ENV_IGNORED = ("PIMEM_SERVICE", "PIMEM_SERVICE_IDLE_S")
+
+
+def runtime_dir(environ: dict[str, str] | None = None) -> Path:
+    """The service's directory: under ``PIMEM_HOME`` when set (as :mod:`pimem_core.paths`
+    places pimem's other files), else the user's runtime directory."""
+    env = os.environ if environ is None else environ
+    home = env.get("PIMEM_HOME")
+    if home:
+        return Path(home).expanduser() / "run"
+    xdg = env.get("XDG_RUNTIME_DIR")
+    if xdg and Path(xdg).is_dir():
+        return Path(xdg) / "pimem"
+    if sys.platform.startswith("linux"):
+        # Without a session runtime directory (containers, cron), a per-user folder under the
+        # temporary directory; the 0700 mode and the peer check keep other users out.
+        return Path(tempfile.gettempdir()) / f"pimem-{os.getuid()}"
+    import platformdirs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Path(platformdirs.user_runtime_dir("pimem", appauthor=False))
+
+
+def socket_path(environ: dict[str, str] | None = None) -> Path:
+    return runtime_dir(environ) / SOCKET_NAME
+
+
+def env_fingerprint(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The part of the environment a command's answer depends on."""
+    env = os.environ if environ is None else environ
+    return {
+        name: value
+        for name, value in sorted(env.items())
+        if (name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES) and name not in _ENV_IGNORED
+    }
+
+
+def send(sock: socket.socket, message: dict[str, object]) -> None:
+    sock.sendall(json.dumps(message).encode("utf-8") + b"\n")
+
+
+def receive(stream: BinaryIO) -> dict[str, object] | None:
+    """One JSON object from a socket file, or ``None`` when the peer closed it."""
+    line = stream.readline(MAX_LINE + 1)
+    if not line:
+        return None
+    value = json.loads(line)
+    if not isinstance(value, dict):
+        raise ValueError("a service line must be a JSON object")
+    return value

@@ -1,0 +1,279 @@
+"""The memory service: real ``pimem`` processes and a real Unix socket in a per-test runtime
+directory (``PIMEM_HOME``), never the user's own.
+
+A different user cannot be made to connect here, so the peer check is tested as a function with
+a foreign user id; every connection below comes from the test's own user and is served.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pimem_core.doors import service_client, service_wire
+from pimem_core.doors.service import peer_allowed, peer_uid
+from pimem_core.offline_model import OfflineModel
+
+from conftest import CLOCK, Result, run_cli
+
+WARNING = "running in process, the memory service is unavailable"
+#: Bounds a wait for something that must happen; never a measured assertion.
+PATIENCE_S = 60.0
+
+
+def wait_until(done: object, what: str) -> None:
+    assert callable(done)
+    deadline = time.monotonic() + PATIENCE_S
+    while not done():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie child of this test is gone for every purpose here.
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return waited == 0
+
+
+@pytest.fixture
+def service_env(
+    tmp_path: Path, memsearch_home: Path, offline_model: OfflineModel
+) -> Iterator[dict[str, str]]:
+    """A child's environment with the service on, its runtime directory under the test's own
+    ``PIMEM_HOME``; any service left running is stopped afterwards."""
+    env = {
+        "HOME": str(memsearch_home),
+        **offline_model.environment(),
+        "PIMEM_HOME": str(tmp_path / "ph"),
+        "PIMEM_SERVICE": "on",
+    }
+    yield env
+    path = service_wire.socket_path(env)
+    found = service_client.probe(path)
+    if found is not None:
+        pid = found.hello.pid
+        service_client.stop(found, path)
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def pimem(env: dict[str, str], *args: str, cwd: Path | None = None) -> Result:
+    return run_cli(*args, env=env, cwd=cwd)
+
+
+def hello(env: dict[str, str]) -> service_client.Hello:
+    found = service_client.probe(service_wire.socket_path(env))
+    assert found is not None, "no service answers"
+    found.close()
+    return found.hello
+
+
+def test_the_wire_version_is_the_distributions() -> None:
+    assert importlib.metadata.version("pimem") == service_wire.VERSION
+
+
+def test_the_peer_check_refuses_another_user() -> None:
+    own = os.getuid()
+    assert peer_allowed(own, own)
+    assert not peer_allowed(own + 1, own)
+    left, right = socket.socketpair(socket.AF_UNIX)
+    with left, right:
+        assert peer_uid(left) in (own, None)
+
+
+def test_only_the_read_commands_are_routed_and_their_paths_made_absolute(tmp_path: Path) -> None:
+    on = {"PIMEM_SERVICE": "on"}
+    assert service_client.routed(["--cwd", "search", "search", "redis"], on)
+    assert service_client.routed(["status", "--json"], on)
+    assert not service_client.routed(["write", "x"], on)
+    assert not service_client.routed(["search", "redis", "--in-process"], on)
+    assert not service_client.routed(["search", "--help"], on)
+    assert not service_client.routed(["search", "redis"], {})
+    assert not service_client.routed(["search", "redis"], {"PIMEM_SERVICE": "off"})
+    assert service_client.absolute_paths(
+        ["--cwd", "a", "expand", "h", "--project=b", "--json"], tmp_path
+    ) == ["--cwd", str(tmp_path / "a"), "expand", "h", f"--project={tmp_path / 'b'}", "--json"]
+
+
+def test_status_starts_the_service_and_says_so(service_env: dict[str, str], repo: Path) -> None:
+    result = pimem(service_env, "status", "--cwd", str(repo))
+    assert result.code == 0, result.stderr
+    assert WARNING not in result.stderr
+    found = hello(service_env)
+    assert found.current
+    assert f"service: running, pid {found.pid}, up " in result.stdout
+    runtime = service_wire.runtime_dir(service_env)
+    assert runtime.stat().st_mode & 0o777 == 0o700
+    assert (runtime / service_wire.SOCKET_NAME).stat().st_mode & 0o777 == 0o600
+
+    status = pimem(service_env, "service", "status", "--json")
+    assert json.loads(status.stdout)["pid"] == found.pid
+    stopped = pimem(service_env, "service", "stop")
+    assert stopped.stdout.strip() == f"stopped the memory service (pid {found.pid})"
+    wait_until(lambda: not alive(found.pid), "the stopped service to exit")
+    assert pimem(service_env, "service", "status").stdout.startswith("not running")
+
+
+def test_in_process_runs_without_the_service(service_env: dict[str, str], repo: Path) -> None:
+    result = pimem(service_env, "status", "--in-process", "--cwd", str(repo))
+    assert result.code == 0, result.stderr
+    assert "service: not running" in result.stdout
+    assert service_client.probe(service_wire.socket_path(service_env)) is None
+
+
+OLD_SERVICE = """
+import json, os, socket, sys
+path = sys.argv[1]
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+listener.bind(path)
+listener.listen(8)
+print("listening", flush=True)
+while True:
+    conn, _ = listener.accept()
+    stream = conn.makefile("rb")
+    hello = {"service": "pimem", "version": "0.0.1-old", "protocol": 1, "pid": os.getpid(),
+             "started": 0.0}
+    conn.sendall((json.dumps(hello) + "\\n").encode())
+    line = stream.readline()
+    if line and json.loads(line).get("op") == "stop":
+        conn.sendall(b'{"stopping": true}\\n')
+        os.unlink(path)
+        sys.exit(0)
+    conn.close()
+"""
+
+
+def test_an_outdated_service_is_replaced(
+    service_env: dict[str, str], repo: Path, tmp_path: Path
+) -> None:
+    runtime = service_wire.runtime_dir(service_env)
+    runtime.mkdir(mode=0o700, parents=True)
+    script = tmp_path / "old_service.py"
+    script.write_text(textwrap.dedent(OLD_SERVICE))
+    old = subprocess.Popen(
+        [sys.executable, str(script), str(runtime / service_wire.SOCKET_NAME)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert old.stdout is not None
+        assert old.stdout.readline() == b"listening\n"
+        assert hello(service_env).version == "0.0.1-old"
+
+        result = pimem(service_env, "status", "--cwd", str(repo))
+        assert result.code == 0, result.stderr
+        assert WARNING not in result.stderr
+        assert old.wait(timeout=PATIENCE_S) == 0, "the old service was asked to stop"
+        new = hello(service_env)
+        assert new.current
+        assert new.pid != old.pid
+    finally:
+        if old.poll() is None:
+            old.kill()
+            old.wait()
+        if old.stdout is not None:
+            old.stdout.close()
+
+
+def test_a_stale_socket_is_replaced(service_env: dict[str, str], repo: Path) -> None:
+    runtime = service_wire.runtime_dir(service_env)
+    runtime.mkdir(mode=0o700, parents=True)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(runtime / service_wire.SOCKET_NAME))
+    stale.close()  # the file stays; connecting to it is refused
+
+    result = pimem(service_env, "status", "--cwd", str(repo))
+    assert result.code == 0, result.stderr
+    assert WARNING not in result.stderr
+    assert hello(service_env).current
+
+
+def test_ten_clients_at_once_make_one_service(service_env: dict[str, str], repo: Path) -> None:
+    clients = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pimem_core", "status", "--json", "--cwd", str(repo)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PIMEM_NOW": CLOCK, **service_env},
+        )
+        for _ in range(10)
+    ]
+    answers = [client.communicate(timeout=PATIENCE_S) for client in clients]
+    assert [client.returncode for client in clients] == [0] * 10, answers
+    assert not [err for _, err in answers if WARNING.encode() in err]
+    services = {json.loads(out)["service"] for out, _ in answers}
+    pids = {line.split(",")[1] for line in services}
+    assert pids == {f" pid {hello(service_env).pid}"}
+
+
+def test_the_service_exits_when_idle(service_env: dict[str, str], repo: Path) -> None:
+    env = {**service_env, "PIMEM_SERVICE_IDLE_S": "1"}
+    assert pimem(env, "status", "--cwd", str(repo)).code == 0
+    pid = hello(env).pid
+    wait_until(lambda: not alive(pid), "the idle service to exit")
+    assert not service_wire.socket_path(env).exists()
+
+
+def test_search_through_the_service_answers_as_in_process(
+    service_env: dict[str, str], repo: Path
+) -> None:
+    local = {**service_env, "PIMEM_SERVICE": "off"}
+    for turn, content in (
+        ("t1", "- the user and the agent chose Redis for the hot cache with 5 minute TTLs"),
+        ("t2", "- the agent fixed the login redirect loop by escaping the return URL"),
+    ):
+        session = ("--session", "s1", "--turn", turn, "--transcript", "/home/user/s1.jsonl")
+        written = pimem(local, "write", content, *session, "--cwd", str(repo))
+        assert written.code == 0, written.stderr
+    assert pimem(local, "index", "--cwd", str(repo)).code == 0
+
+    served = pimem(service_env, "search", "which cache did we choose", "--cwd", str(repo))
+    assert served.code == 0, served.stderr
+    assert WARNING not in served.stderr
+    assert hello(service_env).current
+    in_process = pimem(local, "search", "which cache did we choose", "--cwd", str(repo))
+    assert in_process.code == 0, in_process.stderr
+    assert served.stdout == in_process.stdout
+    assert "Redis" in served.stdout
+
+    as_json = pimem(service_env, "search", "redis", "--json", "--cwd", str(repo))
+    local_json = pimem(local, "search", "redis", "--json", "--cwd", str(repo))
+    assert json.loads(as_json.stdout) == json.loads(local_json.stdout)
+
+    # A usage error is the service's to report, as the command line reports it.
+    wrong = pimem(service_env, "search", "redis", "-k", "zero", "--cwd", str(repo))
+    assert wrong.code == 2
+    assert "must be a whole number" in wrong.stderr
+
+
+def test_an_unusable_runtime_dir_falls_back_with_one_warning(
+    service_env: dict[str, str], repo: Path
+) -> None:
+    home = Path(service_env["PIMEM_HOME"])
+    home.mkdir(parents=True)
+    (home / "run").write_text("not a directory")  # so the runtime directory cannot be made
+
+    result = pimem(service_env, "status", "--cwd", str(repo))
+    assert result.code == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if WARNING in line]
+    assert len(warnings) == 1
+    assert "PIMEM_SERVICE=off or --in-process silences this" in warnings[0]
+    assert result.stderr.count("pimem:") == 1
+    assert "service: not running" in result.stdout
