@@ -10,7 +10,6 @@ import json
 import os
 import socket
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 from typing import BinaryIO
@@ -45,6 +44,8 @@ def runtime_dir(environ: dict[str, str] | None = None) -> Path:
     if sys.platform.startswith("linux"):
         # Without a session runtime directory (containers, cron), a per-user folder under the
         # temporary directory; the 0700 mode and the peer check keep other users out.
+        import tempfile
+
         return Path(tempfile.gettempdir()) / f"pimem-{os.getuid()}"
     import platformdirs
 
