@@ -106,6 +106,7 @@ def test_only_the_read_commands_are_routed_and_their_paths_made_absolute(tmp_pat
     assert not service_client.routed(["write", "x"], on)
     assert not service_client.routed(["search", "redis", "--in-process"], on)
     assert not service_client.routed(["search", "--help"], on)
+    assert not service_client.routed(["-vv", "search", "redis"], on)
     assert not service_client.routed(["search", "redis"], {})
     assert not service_client.routed(["search", "redis"], {"PIMEM_SERVICE": "off"})
     assert service_client.absolute_paths(
@@ -256,6 +257,25 @@ def test_search_through_the_service_answers_as_in_process(
     as_json = pimem(service_env, "search", "redis", "--json", "--cwd", str(repo))
     local_json = pimem(local, "search", "redis", "--json", "--cwd", str(repo))
     assert json.loads(as_json.stdout) == json.loads(local_json.stdout)
+
+    # The client answers without loading pimem's plugins, memsearch or numpy.
+    traced = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "pimem_core", "search", "redis"],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        env={**os.environ, "PIMEM_NOW": CLOCK, **service_env},
+        check=True,
+    )
+    imported = {
+        line.split("|")[-1].strip()
+        for line in traced.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "pimem_core.doors.service_client" in imported
+    heavy = {"attrs", "pluggy", "numpy", "memsearch", "pimem_core.api", "pimem_core.doors.cli"}
+    assert imported.isdisjoint(heavy)
+    assert "Redis" in traced.stdout
 
     # A usage error is the service's to report, as the command line reports it.
     wrong = pimem(service_env, "search", "redis", "-k", "zero", "--cwd", str(repo))

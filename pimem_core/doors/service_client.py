@@ -27,6 +27,7 @@ _ON = {"on", "1", "true", "yes"}
 _VALUED = {"--cwd"}
 #: Options whose value is a path the service must not resolve against its own directory.
 _PATHS = {"--cwd", "--project"}
+_LOCAL = frozenset({"-h", "--help", "--version", "--in-process", "-v", "--verbose"})
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
 CONNECT_TIMEOUT_S = 2.0
@@ -91,8 +92,9 @@ def routed(argv: Sequence[str], environ: dict[str, str] | None = None) -> bool:
     """This command line goes to the service."""
     if not enabled(environ) or command_word(argv) not in ROUTED:
         return False
-    # Help, the version and an explicit --in-process are the local process's to answer.
-    return not any(word in {"-h", "--help", "--version", "--in-process"} for word in argv)
+    # Help, the version, --in-process and -v (its log goes to this process's stderr) are the
+    # local process's to answer.
+    return not any(word in _LOCAL or word.startswith("-vv") for word in argv)
 
 
 def absolute_paths(argv: Sequence[str], cwd: Path) -> list[str]:
@@ -212,6 +214,8 @@ def _spawn(directory: Path) -> None:
             stderr=log,
             start_new_session=True,
             close_fds=True,
+            # Every request brings its own directory; the service must not pin the first one's.
+            cwd="/",
         )
     except OSError as error:
         raise ServiceUnavailable(f"cannot start `pimem service run`: {error}") from None
