@@ -103,7 +103,9 @@ def test_only_the_read_commands_are_routed_and_their_paths_made_absolute(tmp_pat
     on = {"PIMEM_SERVICE": "on"}
     assert service_client.routed(["--cwd", "search", "search", "redis"], on)
     assert service_client.routed(["status", "--json"], on)
-    assert not service_client.routed(["write", "x"], on)
+    assert service_client.routed(["write", "x", "--session", "s"], on)
+    assert not service_client.routed(["write", "-", "--session", "s"], on)
+    assert not service_client.routed(["scope"], on)
     assert not service_client.routed(["search", "redis", "--in-process"], on)
     assert not service_client.routed(["search", "--help"], on)
     assert not service_client.routed(["-vv", "search", "redis"], on)
@@ -297,3 +299,30 @@ def test_an_unusable_runtime_dir_falls_back_with_one_warning(
     assert "PIMEM_SERVICE=off or --in-process silences this" in warnings[0]
     assert result.stderr.count("pimem:") == 1
     assert "service: not running" in result.stdout
+
+
+def test_write_and_forget_through_the_service(service_env: dict[str, str], repo: Path) -> None:
+    session = ("--session", "s1", "--turn", "t1", "--transcript", "/home/user/s1.jsonl")
+    written = pimem(
+        service_env, "write", "- the team moved the queue to NATS", *session, "--json", cwd=repo
+    )
+    assert written.code == 0, written.stderr
+    assert WARNING not in written.stderr
+    day_file = Path(json.loads(written.stdout)["file"])
+    assert "moved the queue to NATS" in day_file.read_text()
+    assert hello(service_env).current
+
+    # Content from stdin is this process's to read: that write runs here.
+    later = {**service_env, "PIMEM_NOW": "2026-08-13T22:50"}
+    piped = run_cli("write", "-", *session, "--cwd", str(repo), env=later, stdin="- a piped entry")
+    assert piped.code == 0, piped.stderr
+    assert "a piped entry" in day_file.read_text()
+
+    entry_time = CLOCK.split("T")[1]
+    forgotten = pimem(
+        service_env, "forget", "--date", CLOCK.split("T")[0], "--time", entry_time, cwd=repo
+    )
+    assert forgotten.code == 0, forgotten.stderr
+    assert WARNING not in forgotten.stderr
+    assert "moved the queue to NATS" not in day_file.read_text()
+    assert "a piped entry" in day_file.read_text()

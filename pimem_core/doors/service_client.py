@@ -8,7 +8,6 @@ since attrs alone would cost a client more than its whole request.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import socket
 import sys
@@ -19,9 +18,11 @@ from typing import BinaryIO, NamedTuple
 
 from pimem_core.doors import service_wire as wire
 
-#: The commands a client hands to the service: reads that gain from a warm process, and index.
-#: ``write`` and ``forget`` stay in process for now (``write -`` reads the client's stdin).
-ROUTED = frozenset({"search", "expand", "status", "index"})
+#: The commands a client hands to the service, and of those the ones that change the store: a
+#: client that lost the service after handing one over cannot know whether it was applied, so
+#: it must not run it again in process.
+CHANGES = frozenset({"write", "forget"})
+ROUTED = frozenset({"search", "expand", "status", "index"}) | CHANGES
 _ON = {"on", "1", "true", "yes"}
 #: Global options that take a value, so the command word is found without the parser.
 _VALUED = {"--cwd"}
@@ -90,8 +91,11 @@ def command_word(argv: Sequence[str]) -> str | None:
 
 def routed(argv: Sequence[str], environ: dict[str, str] | None = None) -> bool:
     """This command line goes to the service."""
-    if not enabled(environ) or command_word(argv) not in ROUTED:
+    command = command_word(argv)
+    if not enabled(environ) or command not in ROUTED:
         return False
+    if command == "write" and "-" in argv:
+        return False  # the content comes from this process's stdin
     # Help, the version, --in-process and -v (its log goes to this process's stderr) are the
     # local process's to answer.
     return not any(word in _LOCAL or word.startswith("-vv") for word in argv)
@@ -179,6 +183,8 @@ def start_lock(directory: Path) -> Iterator[None]:
     except OSError as error:
         raise ServiceUnavailable(f"cannot open the start lock in {directory}: {error}") from None
     try:
+        import fcntl
+
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
     finally:
@@ -225,6 +231,8 @@ def _spawn(directory: Path) -> None:
 
 def ensure(environ: dict[str, str] | None = None) -> Connection:
     """A connection to a current service, started (or replaced) when needed."""
+    if os.name == "nt":
+        raise ServiceUnavailable("it needs Unix sockets and flock, not available on Windows yet")
     directory = wire.runtime_dir(environ)
     path = directory / wire.SOCKET_NAME
     found = probe(path)
@@ -267,18 +275,31 @@ def run_through_service(argv: Sequence[str]) -> int | None:
         "cwd": str(cwd),
         "env": wire.env_fingerprint(),
     }
+    handed_over = False
     try:
         connection = ensure()
         try:
-            reply = connection.ask(request)
+            wire.send(connection.sock, request)
+            handed_over = True
+            reply = wire.receive(connection.stream)
         finally:
             connection.close()
+        if reply is None:
+            raise ServiceUnavailable("the service closed the connection without an answer")
         if "refused" in reply:
+            handed_over = False  # refused before it ran anything
             raise ServiceUnavailable(str(reply["refused"]))
         stdout, stderr, code = reply["stdout"], reply["stderr"], reply["exit"]
         if not (isinstance(stdout, str) and isinstance(stderr, str) and isinstance(code, int)):
             raise ServiceUnavailable(f"the service answered {reply!r}")
     except (OSError, ValueError, KeyError, ServiceUnavailable) as error:
+        if handed_over and command_word(argv) in CHANGES:
+            print(
+                f"pimem: error: the memory service failed during the command ({error}); it "
+                "may or may not have been applied: check the day file before running it again",
+                file=sys.stderr,
+            )
+            return 1
         print(
             f"pimem: running in process, the memory service is unavailable: {error} "
             "(PIMEM_SERVICE=off or --in-process silences this)",
