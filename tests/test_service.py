@@ -326,3 +326,12 @@ def test_write_and_forget_through_the_service(service_env: dict[str, str], repo:
     assert WARNING not in forgotten.stderr
     assert "moved the queue to NATS" not in day_file.read_text()
     assert "a piped entry" in day_file.read_text()
+
+
+def test_a_service_that_cannot_start_says_why(service_env: dict[str, str], repo: Path) -> None:
+    result = pimem({**service_env, "PIMEM_DISTILLER": "bogus"}, "status", "--cwd", str(repo))
+    assert result.code == 1
+    warning, error = result.stderr.splitlines()
+    assert WARNING in warning
+    assert "`pimem service run` exited: pimem: error: PIMEM_DISTILLER must be" in warning
+    assert error.startswith("pimem: error: PIMEM_DISTILLER must be")

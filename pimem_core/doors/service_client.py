@@ -14,9 +14,12 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 from pimem_core.doors import service_wire as wire
+
+if TYPE_CHECKING:
+    import subprocess
 
 #: The commands a client hands to the service, and of those the ones that change the store: a
 #: client that lost the service after handing one over cannot know whether it was applied, so
@@ -208,12 +211,12 @@ def stop(connection: Connection, path: Path) -> None:
     _wait_gone(path, time.monotonic() + STOP_TIMEOUT_S)
 
 
-def _spawn(directory: Path) -> None:
+def _spawn(directory: Path) -> subprocess.Popen[bytes]:
     import subprocess
 
     log = open(directory / wire.LOG_NAME, "ab")  # noqa: SIM115 - handed to the child
     try:
-        subprocess.Popen(
+        return subprocess.Popen(
             [sys.executable, "-m", "pimem_core", "service", "run"],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -227,6 +230,14 @@ def _spawn(directory: Path) -> None:
         raise ServiceUnavailable(f"cannot start `pimem service run`: {error}") from None
     finally:
         log.close()
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
 
 
 def ensure(environ: dict[str, str] | None = None) -> Connection:
@@ -250,7 +261,7 @@ def ensure(environ: dict[str, str] | None = None) -> Connection:
             stop(found, path)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # stale: nothing answers there any more
-        _spawn(directory)
+        child = _spawn(directory)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             found = probe(path)
@@ -258,6 +269,10 @@ def ensure(environ: dict[str, str] | None = None) -> Connection:
                 return found
             if found is not None:
                 found.close()
+            if child.poll() is not None:
+                # A service that cannot start (a bad setting) says why in its log.
+                why = _last_line(directory / wire.LOG_NAME)
+                raise ServiceUnavailable(f"`pimem service run` exited: {why}")
             time.sleep(0.02)
     raise ServiceUnavailable(
         f"`pimem service run` did not answer within {START_TIMEOUT_S:.0f} s "
