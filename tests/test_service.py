@@ -335,3 +335,18 @@ def test_a_service_that_cannot_start_says_why(service_env: dict[str, str], repo:
     assert WARNING in warning
     assert "`pimem service run` exited: pimem: error: PIMEM_DISTILLER must be" in warning
     assert error.startswith("pimem: error: PIMEM_DISTILLER must be")
+
+
+def test_a_client_that_says_nothing_does_not_hold_up_the_others(
+    service_env: dict[str, str], repo: Path
+) -> None:
+    assert pimem(service_env, "status", "--cwd", str(repo)).code == 0
+    silent = service_client.connect(service_wire.socket_path(service_env))
+    try:
+        # Each connection has its own thread: this one waits for a request that never comes.
+        result = pimem(service_env, "search", "redis", "--cwd", str(repo))
+        assert result.code == 0, result.stderr
+        assert WARNING not in result.stderr
+        assert silent.ask({"op": "status"})["pid"] == silent.hello.pid
+    finally:
+        silent.close()
