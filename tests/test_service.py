@@ -350,3 +350,17 @@ def test_a_client_that_says_nothing_does_not_hold_up_the_others(
         assert silent.ask({"op": "status"})["pid"] == silent.hello.pid
     finally:
         silent.close()
+
+
+def test_a_client_with_another_environment_is_not_answered_by_the_service(
+    service_env: dict[str, str], repo: Path
+) -> None:
+    assert pimem(service_env, "status", "--cwd", str(repo)).code == 0
+    running = hello(service_env).pid
+
+    other = pimem({**service_env, "PIMEM_RANKER": "memsearch"}, "status", "--cwd", str(repo))
+    assert other.code == 0, other.stderr
+    [warning] = [line for line in other.stderr.splitlines() if WARNING in line]
+    assert "environment differs from the service's" in warning
+    assert "PIMEM_RANKER=memsearch" in other.stdout
+    assert hello(service_env).pid == running, "the running service is left as it is"
