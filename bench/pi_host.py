@@ -733,6 +733,16 @@ def _proc_stat(pid: int) -> tuple[int, str] | None:
     return int(fields[1]), fields[0]
 
 
+def cpu_ticks(pid: int) -> int:
+    """User and system CPU ticks a process used so far (0 once it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def children(pid: int) -> Iterator[int]:
     """The live (not zombie) child processes of *pid*."""
     for entry in Path("/proc").iterdir():

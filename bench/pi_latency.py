@@ -51,6 +51,7 @@ from bench.pi_host import (
     Text,
     bridge_pids,
     bridges_in,
+    cpu_ticks,
     isolated_environment,
     on_distill,
     pimem_command,
@@ -164,25 +165,15 @@ def _version(line: PiLine) -> dict[str, str]:
     return {"pi": str(package["version"]), "node": node.strip()}
 
 
-def _cpu_ticks(pid: int) -> int:
-    """User and system CPU ticks a process used so far (0 once it is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[11]) + int(fields[12])
-
-
 def wait_until_idle(pi: RpcSession, *, at_least: float, quiet: float = 1.5) -> float:
     """Wait until pi's bridge used (almost) no CPU for *quiet* seconds, and *at_least* seconds
     passed: the index after a capture waits five seconds for more writes before it runs."""
     started = time.monotonic()
     (bridge,) = bridge_pids(pi.pid)
-    last, since = _cpu_ticks(bridge), time.monotonic()
+    last, since = cpu_ticks(bridge), time.monotonic()
     while time.monotonic() - started < IDLE_TIMEOUT_S:
         time.sleep(0.25)
-        ticks = _cpu_ticks(bridge)
+        ticks = cpu_ticks(bridge)
         if ticks - last > IDLE_TICKS:
             last, since = ticks, time.monotonic()
         elif time.monotonic() - since >= quiet and time.monotonic() - started >= at_least:

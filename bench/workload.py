@@ -64,6 +64,7 @@ from bench.pi_host import (
     Text,
     ToolCall,
     bridge_pids,
+    cpu_ticks,
     gone,
     isolated_environment,
     on_distill,
@@ -866,22 +867,13 @@ def _before_tree(root: Path) -> Variant:
     )
 
 
-def _cpu_ticks(pid: int) -> int:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[11]) + int(fields[12])
-
-
 def _wait_quiet(pid: int, quiet: float = 1.0, timeout: float = 30.0) -> None:
     """Until *pid* used no CPU for *quiet* seconds: its capture and index work are done."""
     started = since = time.monotonic()
-    last = _cpu_ticks(pid)
+    last = cpu_ticks(pid)
     while time.monotonic() - started < timeout:
         time.sleep(0.1)
-        ticks = _cpu_ticks(pid)
+        ticks = cpu_ticks(pid)
         if ticks != last:
             last, since = ticks, time.monotonic()
         elif time.monotonic() - since >= quiet:

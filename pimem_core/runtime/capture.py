@@ -186,9 +186,10 @@ class Capture:
             after, self._last_queued = self._last_queued, leaf or self._last_queued
         # Journaled before it waits in the queue: a bridge killed while earlier exchanges are
         # distilled would otherwise lose this one with its queue.
-        journaled = self._journal is not None and leaf is not None
+        journaled = False
         if self._journal is not None and leaf is not None:
             self._journal.add(Pending(turn=leaf, after=after))
+            journaled = True
         self._jobs.put(
             _Settled(
                 leaf=leaf, branch=None if branch is None else tuple(branch), journaled=journaled
