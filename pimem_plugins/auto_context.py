@@ -130,7 +130,47 @@ def build_message(hits: Sequence[SearchHit]) -> str | None:
 
 
 class AutoContext:
-    """Per-prompt recall for one session (a plugin instance lives as long as its manager)."""
+    """The ``auto-context`` plugin: a :class:`PromptRecall` of its own for each scope, so that
+    sessions sharing one process (the memory service) keep their own state and counters."""
+
+    def __init__(self, budget: float = BUDGET_SECONDS) -> None:
+        self._budget = budget
+        self._lock = threading.Lock()
+        self._recalls: dict[Scope, PromptRecall] = {}
+
+    def recall_for(self, scope: Scope) -> PromptRecall:
+        with self._lock:
+            recall = self._recalls.get(scope)
+            if recall is None:
+                recall = self._recalls[scope] = PromptRecall(self._budget)
+            return recall
+
+    @staticmethod
+    @hookimpl
+    def pimem_declare_settings() -> tuple[
+        SettingSpec[bool], SettingSpec[float], SettingSpec[float]
+    ]:
+        return (ENABLED, MIN_RELEVANCE, MIN_SIMILARITY)
+
+    @hookimpl
+    def pimem_start_session(
+        self, scope: Scope, settings: Settings, index: MemoryIndex | None
+    ) -> None:
+        self.recall_for(scope).start(settings, index)
+
+    @hookimpl
+    def pimem_collect_injections(
+        self, context: PromptContext, index: MemoryIndex | None
+    ) -> Iterator[Injection]:
+        return self.recall_for(context.scope).inject(context, index)
+
+    @hookimpl
+    def pimem_collect_status(self, scope: Scope, settings: Settings) -> Iterator[StatusSection]:
+        return self.recall_for(scope).status(settings)
+
+
+class PromptRecall:
+    """Per-prompt recall for one scope: warming, the deadline, restarts and counters."""
 
     def __init__(self, budget: float = BUDGET_SECONDS) -> None:
         self._budget = budget
@@ -143,17 +183,9 @@ class AutoContext:
         self.restarts = 0
         self.last_error: str | None = None
 
-    @staticmethod
-    @hookimpl
-    def pimem_declare_settings() -> tuple[
-        SettingSpec[bool], SettingSpec[float], SettingSpec[float]
-    ]:
-        return (ENABLED, MIN_RELEVANCE, MIN_SIMILARITY)
-
     # -- lifecycle ----------------------------------------------------------------------
 
-    @hookimpl
-    def pimem_start_session(self, settings: Settings, index: MemoryIndex | None) -> None:
+    def start(self, settings: Settings, index: MemoryIndex | None) -> None:
         if ENABLED.read(settings) and index is not None and self.state == "idle":
             self._start_warming(index)
 
@@ -174,10 +206,7 @@ class AutoContext:
 
     # -- per prompt ---------------------------------------------------------------------
 
-    @hookimpl
-    def pimem_collect_injections(
-        self, context: PromptContext, index: MemoryIndex | None
-    ) -> Iterator[Injection]:
+    def inject(self, context: PromptContext, index: MemoryIndex | None) -> Iterator[Injection]:
         settings = context.settings
         if not ENABLED.read(settings) or index is None:
             return  # off, or no index to search
@@ -249,8 +278,7 @@ class AutoContext:
 
     # -- status -------------------------------------------------------------------------
 
-    @hookimpl
-    def pimem_collect_status(self, scope: Scope, settings: Settings) -> Iterator[StatusSection]:
+    def status(self, settings: Settings) -> Iterator[StatusSection]:
         counters = self.counters
         if not ENABLED.read(settings):
             yield StatusSection(

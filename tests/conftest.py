@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -13,6 +14,7 @@ import pytest
 
 from bench.pi_host import PI_LINES, ModelServer, PiWorld
 from pimem_core import Pimem
+from pimem_core.doors import service_client, service_wire
 from pimem_core.offline_model import OfflineModel, default_hf_home, install_offline_model
 
 # Every variable pimem reads; the suite starts each test without any of them.
@@ -208,3 +210,44 @@ def world(
         base_env=dict(os.environ),
         extra_env={"PIMEM_NOW": CLOCK},
     )
+
+
+def alive(pid: int) -> bool:
+    """Whether *pid* runs; a zombie (killed, not reaped by its parent yet) does not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        waited = 0  # not this process's child
+    if waited:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
+
+
+@pytest.fixture
+def service_env(
+    tmp_path: Path, memsearch_home: Path, offline_model: OfflineModel
+) -> Iterator[dict[str, str]]:
+    """A child's environment with the service on, its runtime directory under the test's own
+    ``PIMEM_HOME``; any service left running is stopped afterwards."""
+    env = {
+        "HOME": str(memsearch_home),
+        **offline_model.environment(),
+        "PIMEM_HOME": str(tmp_path / "ph"),
+        "PIMEM_SERVICE": "on",
+    }
+    yield env
+    path = service_wire.socket_path(env)
+    found = service_client.probe(path)
+    if found is not None:
+        pid = found.hello.pid
+        service_client.stop(found, path)
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)

@@ -27,6 +27,7 @@ from pimem_plugins.auto_context import (
     CHAR_BUDGET,
     PREAMBLE,
     AutoContext,
+    PromptRecall,
     build_message,
     select_chunks,
 )
@@ -107,15 +108,15 @@ class ScriptedIndex:
         return ()
 
 
-def warm_plugin(scope: Scope, recall: Recall) -> tuple[AutoContext, ScriptedIndex]:
-    plugin = AutoContext(budget=0.2)
+def warm_plugin(scope: Scope, recall: Recall) -> tuple[PromptRecall, ScriptedIndex]:
+    plugin = PromptRecall(budget=0.2)
     index = ScriptedIndex(scope, recall)
-    plugin.pimem_start_session(settings=ON, index=index)
+    plugin.start(settings=ON, index=index)
     wait_for(lambda: plugin.state == "warm")
     return plugin, index
 
 
-def settled(plugin: AutoContext, index: ScriptedIndex) -> bool:
+def settled(plugin: PromptRecall, index: ScriptedIndex) -> bool:
     """No search of the plugin's running or queued, and no other memory work."""
     late = plugin._in_flight
     return not plugin._busy(index) and (late is None or late.done())
@@ -172,12 +173,12 @@ def test_off_by_default_it_never_searches(scope: Scope) -> None:
         calls.append(text)
         return []
 
-    plugin, index = AutoContext(), ScriptedIndex(scope, recall)
-    plugin.pimem_start_session(settings=OFF, index=index)
+    plugin, index = PromptRecall(), ScriptedIndex(scope, recall)
+    plugin.start(settings=OFF, index=index)
     off = PromptContext(scope=scope, prompt="why Redis?", snapshot=None, settings=OFF)
-    assert list(plugin.pimem_collect_injections(context=off, index=index)) == []
+    assert list(plugin.inject(context=off, index=index)) == []
     assert calls == []
-    (status,) = plugin.pimem_collect_status(scope=scope, settings=OFF)
+    (status,) = plugin.status(OFF)
     assert status.lines == ("auto-context: off (set PI_MEMSEARCH_AUTO_CONTEXT=on to enable)",)
 
 
@@ -189,7 +190,7 @@ def test_a_relevant_hit_becomes_a_hidden_message(scope: Scope) -> None:
         return [(hit(1, "- chose Redis for the hot cache"), 0.71)]
 
     plugin, index = warm_plugin(scope, recall)
-    (injection,) = plugin.pimem_collect_injections(context=context(scope, "x" * 600), index=index)
+    (injection,) = plugin.inject(context=context(scope, "x" * 600), index=index)
     assert injection.placement == "hidden-message"
     assert "- chose Redis for the hot cache" in injection.text
     assert queries == ["x" * 500]  # the prompt's first 500 characters
@@ -199,7 +200,7 @@ def test_a_relevant_hit_becomes_a_hidden_message(scope: Scope) -> None:
 
 def test_nothing_relevant_counts_as_empty(scope: Scope) -> None:
     plugin, index = warm_plugin(scope, lambda s, q, k: [(hit(1), 0.2)])
-    assert list(plugin.pimem_collect_injections(context=context(scope), index=index)) == []
+    assert list(plugin.inject(context=context(scope), index=index)) == []
     assert plugin.counters.skipped_empty == 1
 
 
@@ -208,7 +209,7 @@ def test_a_failing_search_counts_as_an_error_and_the_prompt_goes_on(scope: Scope
         raise RuntimeError("database locked")
 
     plugin, index = warm_plugin(scope, recall)
-    assert list(plugin.pimem_collect_injections(context=context(scope), index=index)) == []
+    assert list(plugin.inject(context=context(scope), index=index)) == []
     assert plugin.counters.skipped_error == 1
 
 
@@ -218,9 +219,9 @@ def test_prompts_while_warming_are_skipped_for_the_deadline(scope: Scope) -> Non
     def warm(scope: Scope) -> None:
         release.wait(10)
 
-    plugin, index = AutoContext(), ScriptedIndex(scope, lambda s, q, k: [], warm)
-    plugin.pimem_start_session(settings=ON, index=index)
-    assert list(plugin.pimem_collect_injections(context=context(scope), index=index)) == []
+    plugin, index = PromptRecall(), ScriptedIndex(scope, lambda s, q, k: [], warm)
+    plugin.start(settings=ON, index=index)
+    assert list(plugin.inject(context=context(scope), index=index)) == []
     assert plugin.counters.skipped_budget == 1
     release.set()
     wait_for(lambda: plugin.state == "warm")
@@ -238,15 +239,15 @@ def test_three_misses_in_a_row_restart_it_and_the_third_crash_turns_it_off(scope
         for _ in range(3):
             wait_for(lambda: settled(plugin, index))
             assert plugin.state == "warm"
-            assert list(plugin.pimem_collect_injections(context=context(scope), index=index)) == []
+            assert list(plugin.inject(context=context(scope), index=index)) == []
         if crash < 2:
             wait_for(lambda: plugin.state == "warm")
     assert plugin.state == "gave-up"
     assert plugin.restarts == 2
     assert plugin.counters.skipped_budget == 9
-    assert list(plugin.pimem_collect_injections(context=context(scope), index=index)) == []
+    assert list(plugin.inject(context=context(scope), index=index)) == []
     assert plugin.counters.skipped_error == 1
-    (status,) = plugin.pimem_collect_status(scope=scope, settings=ON)
+    (status,) = plugin.status(ON)
     assert status.lines[0].startswith("auto-context: on (gave-up")
     assert "10 seen, 0 injected, 9 skipped for the deadline" in status.lines[1]
 
@@ -262,7 +263,7 @@ def test_a_served_prompt_resets_the_streak(scope: Scope) -> None:
     plugin, index = warm_plugin(scope, recall)
     for prompt in ("slow", "slow", "fast", "slow", "slow"):
         wait_for(lambda: settled(plugin, index))
-        list(plugin.pimem_collect_injections(context=context(scope, prompt), index=index))
+        list(plugin.inject(context=context(scope, prompt), index=index))
     assert plugin.restarts == 0
     assert plugin.misses_in_a_row == 2
 
@@ -278,13 +279,13 @@ def test_a_prompt_behind_a_late_search_waits_for_it_and_is_served(scope: Scope) 
         return [(hit(len(searched)), 0.9)]
 
     plugin, index = warm_plugin(scope, recall)
-    assert list(plugin.pimem_collect_injections(context=context(scope, "late"), index=index)) == []
+    assert list(plugin.inject(context=context(scope, "late"), index=index)) == []
     assert plugin.counters.skipped_budget == 1
     # The late search ends while the next prompt waits (with a budget long enough for any
     # machine): that prompt is searched, not skipped.
     plugin._budget = 10.0
     threading.Timer(0.05, first.set).start()
-    (injection,) = plugin.pimem_collect_injections(context=context(scope, "next"), index=index)
+    (injection,) = plugin.inject(context=context(scope, "next"), index=index)
     assert searched == ["late", "next"]
     assert "fact number 2" in injection.text
     assert plugin.counters.skipped_budget == 1
@@ -302,11 +303,31 @@ def test_a_prompt_still_queued_at_its_deadline_is_dropped_not_run_later(scope: S
 
     plugin, index = warm_plugin(scope, recall)
     for prompt in ("stuck", "queued"):
-        assert (
-            list(plugin.pimem_collect_injections(context=context(scope, prompt), index=index)) == []
-        )
+        assert list(plugin.inject(context=context(scope, prompt), index=index)) == []
     stuck.set()
     wait_for(lambda: settled(plugin, index))
     assert searched == ["stuck"]
     assert plugin.counters.skipped_budget == 2
     assert plugin.misses_in_a_row == 2
+
+
+def test_each_scope_has_its_own_state_and_counters(scope: Scope, tmp_path: Path) -> None:
+    """Two sessions in one process (the memory service) on different scopes do not share
+    auto-context's warming, counters or status."""
+    other = Scope(
+        repository_dir=tmp_path / "other",
+        scope_dir=tmp_path / "other",
+        memory_dir=tmp_path / "other" / ".memsearch" / "memory",
+        collection="ms_other_0123abcd",
+        index_state_path=None,
+    )
+    plugin = AutoContext(budget=0.2)
+    index = ScriptedIndex(scope, lambda s, q, k: [])
+    plugin.pimem_start_session(scope=scope, settings=ON, index=index)
+    wait_for(lambda: plugin.recall_for(scope).state == "warm")
+    list(plugin.pimem_collect_injections(context=context(scope), index=index))
+    assert plugin.recall_for(scope).counters.seen == 1
+    assert plugin.recall_for(other).state == "idle"
+    (status,) = plugin.pimem_collect_status(scope=other, settings=ON)
+    assert status.data["seen"] == 0
+    assert status.data["state"] == "idle"

@@ -40,13 +40,14 @@ from conftest import CLOCK, make_pimem
 class Bridge:
     """A host's end of the protocol: send requests, answer pimem's own requests."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], cwd: Path | None = None) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pimem_core", "serve"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             env={**os.environ, "PIMEM_NOW": CLOCK, **env},
+            cwd=cwd,
         )
         self.ready = self.read()
         self.next_id = 0

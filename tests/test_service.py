@@ -10,22 +10,17 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from pimem_core.doors import service_client, service_wire
-from pimem_core.doors.service import peer_allowed, peer_uid
-from pimem_core.offline_model import OfflineModel
+from pimem_core.doors.service import Peer, peer_allowed
 
-from conftest import CLOCK, Result, run_cli
+from conftest import CLOCK, Result, alive, run_cli
 
 WARNING = "running in process, the memory service is unavailable"
 #: Bounds a wait for something that must happen; never a measured assertion.
@@ -38,41 +33,6 @@ def wait_until(done: object, what: str) -> None:
     while not done():
         assert time.monotonic() < deadline, f"gave up waiting for {what}"
         time.sleep(0.05)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie child of this test is gone for every purpose here.
-    try:
-        waited, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return waited == 0
-
-
-@pytest.fixture
-def service_env(
-    tmp_path: Path, memsearch_home: Path, offline_model: OfflineModel
-) -> Iterator[dict[str, str]]:
-    """A child's environment with the service on, its runtime directory under the test's own
-    ``PIMEM_HOME``; any service left running is stopped afterwards."""
-    env = {
-        "HOME": str(memsearch_home),
-        **offline_model.environment(),
-        "PIMEM_HOME": str(tmp_path / "ph"),
-        "PIMEM_SERVICE": "on",
-    }
-    yield env
-    path = service_wire.socket_path(env)
-    found = service_client.probe(path)
-    if found is not None:
-        pid = found.hello.pid
-        service_client.stop(found, path)
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
 
 
 def pimem(env: dict[str, str], *args: str, cwd: Path | None = None) -> Result:
@@ -92,11 +52,14 @@ def test_the_wire_version_is_the_distributions() -> None:
 
 def test_the_peer_check_refuses_another_user() -> None:
     own = os.getuid()
-    assert peer_allowed(own, own)
-    assert not peer_allowed(own + 1, own)
+    assert peer_allowed(Peer(pid=1, uid=own), own)
+    assert not peer_allowed(Peer(pid=1, uid=own + 1), own)
     left, right = socket.socketpair(socket.AF_UNIX)
     with left, right:
-        assert peer_uid(left) in (own, None)
+        peer = Peer.of(left)
+        assert peer.uid in (own, None)
+        assert peer.pid in (os.getpid(), None)
+        assert peer.cwd() in (Path.cwd(), None)
 
 
 def test_only_the_read_commands_are_routed_and_their_paths_made_absolute(tmp_path: Path) -> None:

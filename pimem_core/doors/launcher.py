@@ -6,7 +6,8 @@ machine, so the ready line goes out first, before any of pimem is imported
 (:mod:`pimem_core.doors.protocol` holds the method names and imports nothing of pimem); the host's
 first requests wait in the pipe meanwhile and are answered once the server is up. Every command
 then goes to :mod:`pimem_core.doors.cli`, told whether the ready line is out already, unless
-``PIMEM_SERVICE=on`` hands it to the user's memory service (:mod:`pimem_core.doors.service_client`).
+``PIMEM_SERVICE=on`` hands it to the user's memory service (:mod:`pimem_core.doors.service_client`,
+and for ``pimem serve`` :mod:`pimem_core.doors.service_relay`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ def main() -> int:
     serving = sys.argv[1:] == ["serve"]
     if serving:
         announce_ready(sys.stdout)
+        if "PIMEM_SERVICE" in os.environ:
+            from pimem_core.doors import service_client, service_relay
+
+            if service_client.enabled() and service_relay.relay_session():
+                return 0
     elif "PIMEM_SERVICE" in os.environ:
         # The thin client decides before pimem is imported: a warm service answers a search
         # in less time than importing pimem takes here.

@@ -28,14 +28,14 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from pimem_core.api import Pimem
 from pimem_core.doors.commands import SHARED, Command, Door, UsageError, served
 from pimem_core.errors import PimemError
 from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.host_model import ModelRef, model_ref_from_json, resolve_capture_model
-from pimem_core.runtime.session import Session, SessionInfo
+from pimem_core.runtime.session import Session, SessionInfo, serving
 from pimem_core.types import BranchEntry, HostModel, Scope
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,14 @@ WORKERS = 8
 
 #: A request the server cannot act on (unknown method, missing or wrong-typed params).
 RequestError = UsageError
+
+
+class Writer(Protocol):
+    """Where the server's lines go: its stdout, or a memory service's socket."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
 
 
 class Params:
@@ -145,12 +153,15 @@ class Server:
         self,
         pimem: Pimem,
         reader: IO[str],
-        writer: IO[str],
+        writer: Writer,
         *,
         announce: bool = True,
         on_host_gone: Callable[[], None] = lambda: None,
+        confined_to: Path | None = None,
     ) -> None:
         self._pimem = pimem
+        #: The one directory a session may start in (the memory service: its client's own).
+        self._confined_to = confined_to
         self._announce = announce
         self._on_host_gone = on_host_gone
         self._reader = reader
@@ -188,6 +199,7 @@ class Server:
         self._pool.shutdown(wait=True)
         if self.session.info is not None:
             self.session.shutdown()
+        self.session.close()
 
     def _send(self, message: Mapping[str, object]) -> None:
         data = json.dumps(message, ensure_ascii=False)
@@ -234,6 +246,7 @@ class Server:
         self._pool.submit(self._handle, request_id, handler, message.get("params"))
 
     def _handle(self, request_id: object, handler: Callable[[Params], object], raw: object) -> None:
+        token = serving.set(self.session)
         try:
             result = handler(Params(raw, lambda text: self._progress(request_id, text)))
         except RequestError as error:
@@ -247,6 +260,8 @@ class Server:
             self._fail(request_id, "internal", f"{type(error).__name__}: {error}{notes}")
         else:
             self._send({"id": request_id, "result": result})
+        finally:
+            serving.reset(token)
 
     def _progress(self, request_id: object, holder: str) -> None:
         self._send({"id": request_id, "progress": f"waiting for {holder}"})
@@ -304,6 +319,11 @@ class Server:
             cwd=params.path("cwd"),
             transcript=params.optional_path("transcript"),
         )
+        if self._confined_to is not None and info.cwd.resolve() != self._confined_to:
+            raise RequestError(
+                f'"cwd" must be the directory `pimem serve` runs in ({self._confined_to}), '
+                f"got {info.cwd}"
+            )
         session_model, catalog = params.model("model"), params.models("models")
         try:
             self._capture_model = resolve_capture_model(

@@ -21,13 +21,14 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, NoReturn, Protocol, TextIO
+from typing import IO, TYPE_CHECKING, BinaryIO, NoReturn, Protocol, TextIO
 
 import attrs
 
 from pimem_core.api import Pimem
 from pimem_core.doors import service_wire as wire
 from pimem_core.doors.commands import Door, UsageError
+from pimem_core.doors.serve import Server
 from pimem_core.types import Scope
 
 if TYPE_CHECKING:
@@ -60,20 +61,42 @@ class ServiceInfo:
         return f"running, pid {self.pid}, up {max(0, int(time.time() - self.started))} s"
 
 
-def peer_uid(conn: socket.socket) -> int | None:
-    """The user id of the process at the other end, or ``None`` where the platform does not say
-    (there the 0700 directory is what keeps other users out)."""
-    option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:
-        return None
-    raw = conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", raw)
-    return int(uid)
+@attrs.frozen
+class Peer:
+    """The process at the other end of a connection, as the kernel tells it; ``None`` where
+    the platform does not say (there the 0700 directory is what keeps other users out)."""
+
+    pid: int | None
+    uid: int | None
+
+    @classmethod
+    def of(cls, conn: socket.socket) -> Peer:
+        option = getattr(socket, "SO_PEERCRED", None)
+        if option is None:
+            return cls(None, None)
+        raw = conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+        pid, uid, _gid = struct.unpack("3i", raw)
+        return cls(int(pid) or None, int(uid))
+
+    def cwd(self) -> Path | None:
+        """The peer's working directory, where the system shows it (``/proc``)."""
+        if self.pid is None:
+            return None
+        try:
+            return Path(os.readlink(f"/proc/{self.pid}/cwd"))
+        except OSError:
+            return None
+
+    def confines(self, claimed: Path) -> bool:
+        """*claimed* is the peer's own working directory: a client is served for the scopes
+        of where it runs, not of a directory it names."""
+        actual = self.cwd()
+        return actual is None or actual == claimed.resolve()
 
 
-def peer_allowed(peer: int | None, own: int) -> bool:
+def peer_allowed(peer: Peer, own: int) -> bool:
     """Only the service's own user may use it."""
-    return peer is None or peer == own
+    return peer.uid is None or peer.uid == own
 
 
 class ServiceDoor(Door):
@@ -110,6 +133,27 @@ class ServiceDoor(Door):
 
     def service_line(self) -> str | None:
         return self._info.describe()
+
+
+class SocketWriter(io.TextIOBase):
+    """A served session's way back to its relay. Once the relay is gone, what is still written
+    (a late reply, a log of the last index run) is dropped: the session finishes without it."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        super().__init__()
+        self._conn = conn
+        self._gone = False
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                self._conn.sendall(text.encode("utf-8"))
+            except OSError:
+                self._gone = True
+        return len(text)
 
 
 class _ParserExit(Exception):
@@ -270,12 +314,16 @@ class Service:
     def _connection(self, conn: socket.socket) -> None:
         try:
             with conn, conn.makefile("rb") as stream:
-                if not peer_allowed(peer_uid(conn), os.getuid()):
-                    log.warning("refused a connection from another user")
+                peer = Peer.of(conn)
+                if not peer_allowed(peer, os.getuid()):
+                    log.warning("refused a connection from user %s", peer.uid)
                     return
                 wire.send(conn, self.info.hello())
                 while (request := wire.receive(stream)) is not None:
-                    wire.send(conn, self._answer(request))
+                    if request.get("op") == "attach":
+                        self._attach(conn, stream, peer, request)
+                        return
+                    wire.send(conn, self._answer(request, peer))
                     if request.get("op") == "stop":
                         return
         except (OSError, ValueError) as error:
@@ -285,7 +333,41 @@ class Service:
                 self._active -= 1
                 self._last = time.monotonic()
 
-    def _answer(self, request: dict[str, object]) -> dict[str, object]:
+    def _attach(
+        self, conn: socket.socket, stream: BinaryIO, peer: Peer, request: dict[str, object]
+    ) -> None:
+        """A host session (``pimem serve`` relaying its host): served on this connection until
+        the relay closes it, on the service's plugin manager, confined to the relay's directory."""
+        refusal = self._refusal(request, peer)
+        if refusal is not None:
+            wire.send(conn, {"refused": refusal})
+            return
+        wire.send(conn, {"attached": True})
+        reader = io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="\n")
+        server = Server(
+            self.pimem,
+            reader,
+            SocketWriter(conn),
+            announce=False,
+            confined_to=Path(str(request["cwd"])).resolve(),
+        )
+        server.serve()
+
+    def _refusal(self, request: dict[str, object], peer: Peer) -> str | None:
+        """Why this client's request is not served here, or ``None``."""
+        cwd, env = request.get("cwd"), request.get("env")
+        if not isinstance(cwd, str) or not Path(cwd).is_absolute():
+            return "cwd must be an absolute path"
+        if not peer.confines(Path(cwd)):
+            return "cwd must be the client's own working directory"
+        if env != wire.env_fingerprint():
+            return (
+                "the client's pimem and memsearch environment differs from the service's "
+                "(stop it with `pimem service stop` to start one with this one)"
+            )
+        return None
+
+    def _answer(self, request: dict[str, object], peer: Peer) -> dict[str, object]:
         op = request.get("op")
         if op == "stop":
             self._stopping.set()
@@ -295,18 +377,15 @@ class Service:
             return self.info.hello()
         if op != "run":
             return {"refused": f"unknown op {op!r}"}
-        argv, cwd, env = request.get("argv"), request.get("cwd"), request.get("env")
+        argv = request.get("argv")
         if not isinstance(argv, list) or not all(isinstance(word, str) for word in argv):
             return {"refused": "argv must be a list of strings"}
-        if not isinstance(cwd, str) or not Path(cwd).is_absolute():
-            return {"refused": "cwd must be an absolute path"}
-        if env != wire.env_fingerprint():
-            return {
-                "refused": "the client's pimem and memsearch environment differs from the "
-                "service's (stop it with `pimem service stop` to start one with this one)"
-            }
+        refusal = self._refusal(request, peer)
+        if refusal is not None:
+            return {"refused": refusal}
+        cwd = Path(str(request["cwd"]))
         try:
-            return run_command_line(self.run_line, self.pimem, self.info, list(argv), Path(cwd))
+            return run_command_line(self.run_line, self.pimem, self.info, list(argv), cwd)
         except Exception as error:  # a bug in one request must not end the service
             log.exception("a request failed")
             return {"exit": 1, "stdout": "", "stderr": f"pimem: internal error: {error!r}\n"}

@@ -15,6 +15,7 @@ milliseconds, and a memory failure never reaches the agent as an exception from 
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -44,6 +45,12 @@ from pimem_core.types import (
 )
 
 log = logging.getLogger(__name__)
+
+#: The session a request is being served for, where one process serves several (the memory
+#: service): status then reports that session's capture, not its neighbours' in the same scope.
+serving: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
+    "pimem_serving_session", default=None
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -114,7 +121,9 @@ class Session:
         self._starting.set_result(None)
         #: Every background task of this session: capture, index runs, maintenance.
         self.scheduler = Scheduler("pimem-session")
-        pimem.pm.add_plugin(_SessionPlugin(self), "session")
+        # Named for this session: the memory service keeps several on one plugin manager.
+        self._plugin_name = f"session-{id(self):x}"
+        pimem.pm.register(_SessionPlugin(self), self._plugin_name)
 
     # -- the host's events --------------------------------------------------------------
 
@@ -215,6 +224,11 @@ class Session:
             seconds=time.monotonic() - started,
         )
 
+    def close(self) -> None:
+        """Leave the plugin manager, which outlives the session in a memory service."""
+        if self.pimem.pm.has_plugin(self._plugin_name):
+            self.pimem.pm.unregister(name=self._plugin_name)
+
     def status(self) -> tuple[StatusSection, ...]:
         """The status of this session's scope, as ``memory.status`` shows it."""
         if self.scope is None:
@@ -245,7 +259,8 @@ class Session:
             self.maintenance.wake("append")
 
     def _status(self, scope: Scope) -> Iterator[StatusSection]:
-        if scope != self.scope:
+        asking = serving.get()
+        if scope != self.scope or asking not in (None, self):
             return
         settings = self.pimem.settings
         counters = self.capture.counters if self.capture is not None else None

@@ -1,0 +1,291 @@
+"""``pimem serve`` through the memory service: the host's session, served by the service.
+
+With ``PIMEM_SERVICE=on`` the process an agent host spawns stays thin: it attaches to the
+user's memory service and copies the host protocol's lines both ways, so every session shares
+the service's embedding model, read models and backend queue instead of loading its own. Like
+the CLI's thin client it imports only the standard library and the service's wire module.
+
+It keeps what it needs to outlive the service: the session's ``session.start`` and the
+requests still unanswered. When the service goes away mid-session, the relay attaches to a
+new one (starting it), starts the session there again (the capture journal then brings back
+an exchange the old service was capturing) and sends the lifecycle requests in flight again;
+a ``memory.*`` request in flight is answered with an ``unavailable`` error instead, since a
+write may have been applied. When no service can be had, the session is served in this
+process, as without the setting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import BinaryIO
+
+from pimem_core.doors import service_client as client
+from pimem_core.doors import service_wire as wire
+
+#: Requests sent again to a new service: the session's own lifecycle, which the new service
+#: needs to carry the session on and which change no memory twice.
+RESENT = frozenset(
+    {
+        "session.start",
+        "session.before_prompt",
+        "session.settled",
+        "session.compacted",
+        "session.shutdown",
+        "ping",
+    }
+)
+#: How many times a session attaches again before it is served in process instead: a service
+#: that dies on every attempt must not keep the host's requests going round.
+MAX_REATTACH = 3
+
+
+def attach(cwd: Path) -> client.Connection:
+    """A connection to the service (started when needed), attached as a host session."""
+    connection = client.ensure()
+    try:
+        reply = connection.ask({"op": "attach", "cwd": str(cwd), "env": wire.env_fingerprint()})
+    except (OSError, ValueError) as error:
+        connection.close()
+        raise client.ServiceUnavailable(f"the service failed to attach ({error})") from None
+    if reply.get("attached") is not True:
+        connection.close()
+        raise client.ServiceUnavailable(str(reply.get("refused", reply)))
+    return connection
+
+
+def _message(line: bytes) -> dict[str, object] | None:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class Relay:
+    """One host session's lines, between the host's pipes and the service's socket."""
+
+    def __init__(self, stdin: BinaryIO, stdout: BinaryIO, cwd: Path) -> None:
+        self._stdin = stdin
+        self._stdout = stdout
+        self._cwd = cwd
+        self._lock = threading.Lock()  # the connection and the bookkeeping below
+        self._out_lock = threading.Lock()
+        self._connection: client.Connection | None = None
+        #: The host's requests not answered yet, by their id as JSON, in the order sent.
+        self._in_flight: dict[str, tuple[str, bytes]] = {}
+        #: The service's requests to the host (``complete``) on the current connection.
+        self._asked: set[str] = set()
+        #: Ids of the relay's own requests, whose answers the host never sees.
+        self._own: set[str] = set()
+        self._start: dict[str, object] | None = None
+        #: Lines held back until a new service has started the session again, as a host
+        #: waits for ``session.start`` before anything else.
+        self._held: list[bytes] | None = None
+        self._host_done = False
+        self._reattached = 0
+        self._in_process: BinaryIO | None = None
+        self.fallback: threading.Thread | None = None
+
+    # -- the host's side --------------------------------------------------------------------
+
+    def run(self) -> bool:
+        """Relay until the host ends the session; ``False`` when no service could be attached
+        to and nothing was read (serve in process instead)."""
+        try:
+            self._connection = attach(self._cwd)
+        except (OSError, ValueError, client.ServiceUnavailable) as error:
+            _warn(f"serving this session in process, the memory service is unavailable: {error}")
+            return False
+        reader = threading.Thread(target=self._read_service, name="pimem-relay", daemon=True)
+        reader.start()
+        for line in iter(self._stdin.readline, b""):
+            self._from_host(line)
+        with self._lock:
+            self._host_done = True
+            self._end_input()
+        reader.join()
+        if self.fallback is not None:
+            self.fallback.join()
+        return True
+
+    def _from_host(self, line: bytes) -> None:
+        message = _message(line)
+        with self._lock:
+            if message is not None:
+                request_id, method = message.get("id"), message.get("method")
+                key = json.dumps(request_id)
+                if isinstance(method, str):
+                    if request_id is not None:
+                        self._in_flight[key] = (method, line)
+                    if method == "session.start":
+                        self._start = message
+                elif isinstance(request_id, str) and self._in_process is None:
+                    if key not in self._asked:
+                        return  # the answer to a service that has gone: nobody waits for it
+                    self._asked.discard(key)
+            self._send(line)
+
+    def _send(self, line: bytes) -> None:
+        """To the service, or to the in-process server after a fallback (lock held). A send
+        that fails is left to the reader, which sees the connection end and attaches again."""
+        if self._in_process is not None:
+            self._in_process.write(line)
+            self._in_process.flush()
+        elif self._held is not None:
+            self._held.append(line)
+        elif self._connection is not None:
+            with contextlib.suppress(OSError):
+                self._connection.sock.sendall(line)
+
+    def _end_input(self) -> None:
+        if self._in_process is not None:
+            self._in_process.close()
+        elif self._connection is not None:
+            with contextlib.suppress(OSError):
+                self._connection.sock.shutdown(socket.SHUT_WR)
+
+    def _to_host(self, line: bytes) -> None:
+        with self._out_lock, contextlib.suppress(OSError, ValueError):
+            self._stdout.write(line)
+            self._stdout.flush()
+
+    # -- the service's side -----------------------------------------------------------------
+
+    def _read_service(self) -> None:
+        while True:
+            connection = self._connection
+            assert connection is not None
+            with contextlib.suppress(OSError, ValueError):
+                for line in iter(connection.stream.readline, b""):
+                    self._from_service(line)
+            connection.close()
+            with self._lock:
+                if self._host_done and not self._in_flight:
+                    return  # the session ended and every request was answered
+                if not self._reattach():
+                    return
+
+    def _from_service(self, line: bytes) -> None:
+        message = _message(line)
+        if message is not None:
+            key = json.dumps(message.get("id"))
+            with self._lock:
+                if "method" in message:
+                    self._asked.add(key)
+                elif "result" in message or "error" in message:
+                    self._in_flight.pop(key, None)
+                    if key in self._own:
+                        self._own.discard(key)
+                        held, self._held = self._held or [], None
+                        for waiting in held:
+                            self._send(waiting)
+                        if self._host_done:
+                            self._end_input()
+                        return
+        self._to_host(line)
+
+    def _reattach(self) -> bool:
+        """After the service went away (lock held): answer what cannot be sent again, then go
+        on with a new service, or in process. ``False`` when the reader's work is over."""
+        for key, (method, _line) in list(self._in_flight.items()):
+            if method not in RESENT:
+                del self._in_flight[key]
+                self._to_host(_unavailable(key, method))
+        self._asked.clear()
+        self._held = None
+        lines = [line for _method, line in self._in_flight.values()]
+        restart: bytes | None = None
+        if self._start is not None and not any(
+            method == "session.start" for method, _line in self._in_flight.values()
+        ):
+            # The new service must know the session before anything else of it.
+            message = dict(self._start, id=f"relay-{self._reattached + 1}")
+            self._own.add(json.dumps(message["id"]))
+            restart = json.dumps(message).encode("utf-8") + b"\n"
+        self._reattached += 1
+        self._connection = None
+        if self._reattached <= MAX_REATTACH:
+            try:
+                self._connection = attach(self._cwd)
+            except (OSError, ValueError, client.ServiceUnavailable) as error:
+                _warn(f"the memory service went away and could not be reattached: {error}")
+        if self._connection is None:
+            self._serve_in_process()
+        if restart is not None:
+            self._send(restart)
+            if self._in_process is None:
+                self._held = []
+        for line in lines:
+            self._send(line)
+        if self._host_done and self._held is None:
+            self._end_input()
+        return self._connection is not None
+
+    def _serve_in_process(self) -> None:
+        """The rest of the session in this process: a pipe feeds its server the host's lines,
+        and the server answers the host directly."""
+        _warn("serving the rest of this session in process")
+        read_end, write_end = os.pipe()
+        self._in_process = os.fdopen(write_end, "wb")
+        self._own.clear()  # the server's answers go straight to the host
+
+        def serve() -> None:
+            from pimem_core.api import Pimem
+            from pimem_core.doors.serve import Server
+
+            reader = io.TextIOWrapper(os.fdopen(read_end, "rb"), encoding="utf-8", errors="replace")
+            writer = _HostWriter(self._stdout, self._out_lock)
+            try:
+                pimem = Pimem.from_env()
+            except Exception as error:  # noqa: BLE001 - the host gets errors, not a dead pipe
+                _warn(f"pimem could not start in process: {error}")
+                return
+            Server(pimem, reader, writer, announce=False).serve()
+
+        self.fallback = threading.Thread(target=serve, name="pimem-in-process")
+        self.fallback.start()
+
+
+class _HostWriter(io.TextIOBase):
+    """The in-process server's writes, to the host's pipe under the relay's lock."""
+
+    def __init__(self, stdout: BinaryIO, lock: threading.Lock) -> None:
+        super().__init__()
+        self._stdout = stdout
+        self._lock = lock
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        with self._lock, contextlib.suppress(OSError, ValueError):
+            self._stdout.write(text.encode("utf-8"))
+            self._stdout.flush()
+        return len(text)
+
+
+def _unavailable(key: str, method: str) -> bytes:
+    error = {
+        "type": "unavailable",
+        "message": f"the memory service stopped during {method}; it may or may not have been "
+        "applied: check before running it again",
+    }
+    return json.dumps({"id": json.loads(key), "error": error}).encode("utf-8") + b"\n"
+
+
+def _warn(text: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        print(f"pimem: {text} (PIMEM_SERVICE=off silences this)", file=sys.stderr, flush=True)
+
+
+def relay_session() -> bool:
+    """``pimem serve`` through the service, on this process's stdin and stdout; ``False`` when
+    the session must be served in process instead (nothing of stdin was read)."""
+    return Relay(sys.stdin.buffer, sys.stdout.buffer, Path.cwd()).run()
