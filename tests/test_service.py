@@ -67,7 +67,7 @@ def test_only_the_read_commands_are_routed_and_their_paths_made_absolute(tmp_pat
     assert service_client.routed(["--cwd", "search", "search", "redis"], on)
     assert service_client.routed(["status", "--json"], on)
     assert service_client.routed(["write", "x", "--session", "s"], on)
-    assert not service_client.routed(["write", "-", "--session", "s"], on)
+    assert service_client.routed(["write", "-", "--session", "s"], on)
     assert not service_client.routed(["scope"], on)
     assert not service_client.routed(["search", "redis", "--in-process"], on)
     assert not service_client.routed(["search", "--help"], on)
@@ -275,19 +275,19 @@ def test_write_and_forget_through_the_service(service_env: dict[str, str], repo:
     assert "moved the queue to NATS" in day_file.read_text()
     assert hello(service_env).current
 
-    # Content from stdin is this process's to read: that write runs here.
-    later = {**service_env, "PIMEM_NOW": "2026-08-13T22:50"}
-    piped = run_cli("write", "-", *session, "--cwd", str(repo), env=later, stdin="- a piped entry")
-    assert piped.code == 0, piped.stderr
-    assert "a piped entry" in day_file.read_text()
-
     entry_time = CLOCK.split("T")[1]
     forgotten = pimem(
         service_env, "forget", "--date", CLOCK.split("T")[0], "--time", entry_time, cwd=repo
     )
     assert forgotten.code == 0, forgotten.stderr
     assert WARNING not in forgotten.stderr
-    assert "moved the queue to NATS" not in day_file.read_text()
+    assert not day_file.exists(), "its only entry forgotten, the day file goes"
+
+    # Content from stdin is read by the client and sent with the request.
+    second = ("--session", "s1", "--turn", "t2", "--transcript", "/home/user/s1.jsonl")
+    piped = run_cli("write", "-", *second, env=service_env, cwd=repo, stdin="- a piped entry")
+    assert piped.code == 0, piped.stderr
+    assert WARNING not in piped.stderr
     assert "a piped entry" in day_file.read_text()
 
 
@@ -327,3 +327,26 @@ def test_a_client_with_another_environment_is_not_answered_by_the_service(
     assert "environment differs from the service's" in warning
     assert "PIMEM_RANKER=memsearch" in other.stdout
     assert hello(service_env).pid == running, "the running service is left as it is"
+
+
+SESSION = ("--session", "s1", "--turn", "t1", "--transcript", "/home/user/s1.jsonl")
+
+
+def test_piped_content_that_is_not_text_is_refused_in_process(
+    service_env: dict[str, str], repo: Path
+) -> None:
+    """The client cannot send bytes that are not UTF-8 as text: the write runs in process,
+    which reads the same bytes again and refuses them with its own message; nothing is written."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pimem_core", "write", "-", *SESSION],
+        input=b"- caf\xe9",
+        capture_output=True,
+        cwd=repo,
+        env={**os.environ, "PIMEM_NOW": CLOCK, **service_env},
+        check=False,
+        timeout=60,
+    )
+    stderr = done.stderr.decode()
+    assert done.returncode == 1
+    assert "the content read from stdin is not UTF-8 text" in stderr
+    assert not list((repo / ".memsearch" / "memory").glob("*.md"))

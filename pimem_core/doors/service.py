@@ -102,9 +102,12 @@ def peer_allowed(peer: Peer, own: int) -> bool:
 class ServiceDoor(Door):
     """One request of a client: its directory's scope, its notes gathered for its stderr."""
 
-    def __init__(self, pimem: Pimem, cwd: Path, info: ServiceInfo) -> None:
+    def __init__(
+        self, pimem: Pimem, cwd: Path, info: ServiceInfo, stdin: str | None = None
+    ) -> None:
         super().__init__(pimem)
         self._cwd = cwd
+        self._stdin = stdin
         self._scope: Scope | None = None
         self._info = info
         self.lines: list[str] = []
@@ -127,9 +130,11 @@ class ServiceDoor(Door):
         self.lines.append(f"pimem: {line}")
 
     def content(self, value: str) -> str:
-        if value == "-":
-            raise UsageError("the memory service cannot read stdin: pass --in-process")
-        return value
+        if value != "-":
+            return value
+        if self._stdin is None:
+            raise UsageError("the client sent no content for `-`: pass --in-process")
+        return self._stdin
 
     def service_line(self) -> str | None:
         return self._info.describe()
@@ -196,15 +201,21 @@ class LineRunner(Protocol):
 
 
 def run_command_line(
-    run_line: LineRunner, pimem: Pimem, info: ServiceInfo, argv: list[str], cwd: Path
+    run_line: LineRunner,
+    pimem: Pimem,
+    info: ServiceInfo,
+    argv: list[str],
+    cwd: Path,
+    stdin: str | None = None,
 ) -> dict[str, object]:
-    """Run one client's command line; its stdout, stderr and exit code."""
+    """Run one client's command line (with the text it read from its stdin for ``-``); its
+    stdout, stderr and exit code."""
     out, err = io.StringIO(), io.StringIO()
     door: ServiceDoor | None = None
 
     def make_door(directory: Path) -> Door:
         nonlocal door
-        door = ServiceDoor(pimem, directory, info)
+        door = ServiceDoor(pimem, directory, info, stdin)
         return door
 
     try:
@@ -383,9 +394,11 @@ class Service:
         refusal = self._refusal(request, peer)
         if refusal is not None:
             return {"refused": refusal}
-        cwd = Path(str(request["cwd"]))
+        cwd, stdin = Path(str(request["cwd"])), request.get("stdin")
+        if stdin is not None and not isinstance(stdin, str):
+            return {"refused": "stdin must be a string"}
         try:
-            return run_command_line(self.run_line, self.pimem, self.info, list(argv), cwd)
+            return run_command_line(self.run_line, self.pimem, self.info, list(argv), cwd, stdin)
         except Exception as error:  # a bug in one request must not end the service
             log.exception("a request failed")
             return {"exit": 1, "stdout": "", "stderr": f"pimem: internal error: {error!r}\n"}

@@ -97,8 +97,6 @@ def routed(argv: Sequence[str], environ: dict[str, str] | None = None) -> bool:
     command = command_word(argv)
     if not enabled(environ) or command not in ROUTED:
         return False
-    if command == "write" and "-" in argv:
-        return False  # the content comes from this process's stdin
     # Help, the version, --in-process and -v (its log goes to this process's stderr) are the
     # local process's to answer.
     return not any(word in _LOCAL or word.startswith("-vv") for word in argv)
@@ -290,8 +288,11 @@ def run_through_service(argv: Sequence[str]) -> int | None:
         "cwd": str(cwd),
         "env": wire.env_fingerprint(),
     }
+    piped = _read_piped_content(argv, request)
     handed_over = False
     try:
+        if piped is not None and "stdin" not in request:
+            raise ServiceUnavailable("the content read from stdin is not UTF-8 text")
         connection = ensure()
         try:
             wire.send(connection.sock, request)
@@ -315,6 +316,10 @@ def run_through_service(argv: Sequence[str]) -> int | None:
                 file=sys.stderr,
             )
             return 1
+        if piped is not None:  # the command in process reads it again
+            import io
+
+            sys.stdin = io.TextIOWrapper(io.BytesIO(piped), encoding="utf-8")
         print(
             f"pimem: running in process, the memory service is unavailable: {error} "
             "(PIMEM_SERVICE=off or --in-process silences this)",
@@ -329,6 +334,18 @@ def run_through_service(argv: Sequence[str]) -> int | None:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return code
+
+
+def _read_piped_content(argv: Sequence[str], request: dict[str, object]) -> bytes | None:
+    """For ``write -``: this process's stdin, read here and sent with the request as text (the
+    service has no stdin of the client's to read). ``None`` for any other command."""
+    if command_word(argv) != "write" or "-" not in argv:
+        return None
+    data = sys.stdin.buffer.read()
+    # Not UTF-8: the write is left to run in process, which refuses it with its own message.
+    with contextlib.suppress(UnicodeDecodeError):
+        request["stdin"] = data.decode("utf-8")
+    return data
 
 
 def describe(environ: dict[str, str] | None = None) -> str:
