@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -350,3 +351,41 @@ def test_piped_content_that_is_not_text_is_refused_in_process(
     assert done.returncode == 1
     assert "the content read from stdin is not UTF-8 text" in stderr
     assert not list((repo / ".memsearch" / "memory").glob("*.md"))
+
+
+def test_a_wedged_service_is_left_for_in_process_after_its_silence(
+    service_env: dict[str, str], repo: Path
+) -> None:
+    """A service that greets and then says nothing (no answer, no heartbeat) is taken for
+    wedged after :data:`~service_wire.SILENCE_S`: a read runs in process with one warning."""
+    directory = service_wire.runtime_dir(service_env)
+    service_client.prepare_dir(directory)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(directory / service_wire.SOCKET_NAME))
+    listener.listen(4)
+    held: list[socket.socket] = []
+
+    def greet_and_hang() -> None:
+        conn, _ = listener.accept()
+        held.append(conn)
+        hello = {
+            "service": "pimem",
+            "version": service_wire.VERSION,
+            "protocol": service_wire.PROTOCOL,
+            "pid": os.getpid(),
+            "started": time.time(),
+        }
+        conn.sendall(json.dumps(hello).encode() + b"\n")
+
+    greeter = threading.Thread(target=greet_and_hang, daemon=True)
+    greeter.start()
+    started = time.monotonic()
+    result = pimem(service_env, "search", "anything", cwd=repo)
+    waited = time.monotonic() - started
+    listener.close()
+    for conn in held:
+        conn.close()
+    assert result.code == 0, result.stderr
+    (warning,) = [line for line in result.stderr.splitlines() if WARNING in line]
+    assert f"said nothing for {service_wire.SILENCE_S:.0f} s" in warning
+    assert waited >= service_wire.SILENCE_S  # it did wait for the silence, not fail at once

@@ -19,7 +19,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, BinaryIO, NoReturn, Protocol, TextIO
 
@@ -233,6 +233,33 @@ def run_command_line(
     return {"exit": code, "stdout": out.getvalue(), "stderr": notes + err.getvalue()}
 
 
+@contextlib.contextmanager
+def _heartbeat(conn: socket.socket) -> Iterator[Callable[[dict[str, object]], None]]:
+    """While a request runs, tell its client every :data:`~service_wire.HEARTBEAT_S` that the
+    service is at work, so a client can tell a long request from a wedged service. Yields the
+    way to send the reply (after which no heartbeat follows)."""
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(wire.HEARTBEAT_S):
+            with lock, contextlib.suppress(OSError):
+                if not done.is_set():
+                    wire.send(conn, {"working": True})
+
+    def send(reply: dict[str, object]) -> None:
+        with lock:
+            done.set()
+            wire.send(conn, reply)
+
+    beating = threading.Thread(target=beat, name="pimem-service-heartbeat", daemon=True)
+    beating.start()
+    try:
+        yield send
+    finally:
+        done.set()
+
+
 @attrs.define
 class Service:
     """The accept loop and its connections."""
@@ -334,7 +361,8 @@ class Service:
                     if request.get("op") == "attach":
                         self._attach(conn, stream, peer, request)
                         return
-                    wire.send(conn, self._answer(request, peer))
+                    with _heartbeat(conn) as send:
+                        send(self._answer(request, peer))
                     if request.get("op") == "stop":
                         return
         except (OSError, ValueError) as error:

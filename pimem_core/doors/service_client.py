@@ -67,10 +67,21 @@ class Connection(NamedTuple):
 
     def ask(self, message: dict[str, object]) -> dict[str, object]:
         wire.send(self.sock, message)
-        reply = wire.receive(self.stream)
-        if reply is None:
-            raise ServiceUnavailable("the service closed the connection without an answer")
-        return reply
+        return self.answer()
+
+    def answer(self) -> dict[str, object]:
+        """The reply to the request sent last, past the service's heartbeats."""
+        while True:
+            try:
+                reply = wire.receive(self.stream)
+            except TimeoutError:
+                raise ServiceUnavailable(
+                    f"the service said nothing for {wire.SILENCE_S:.0f} s (wedged?)"
+                ) from None
+            if reply is None:
+                raise ServiceUnavailable("the service closed the connection without an answer")
+            if "working" not in reply:
+                return reply
 
 
 def enabled(environ: dict[str, str] | None = None) -> bool:
@@ -128,8 +139,8 @@ def connect(path: Path) -> Connection:
         sock.settimeout(CONNECT_TIMEOUT_S)
         sock.connect(str(path))
         stream = sock.makefile("rb")
-        sock.settimeout(None)
-        raw = wire.receive(stream)
+        raw = wire.receive(stream)  # a service that accepts but never says hello times out
+        sock.settimeout(wire.SILENCE_S)
     except (OSError, ValueError):
         sock.close()
         raise
@@ -297,11 +308,9 @@ def run_through_service(argv: Sequence[str]) -> int | None:
         try:
             wire.send(connection.sock, request)
             handed_over = True
-            reply = wire.receive(connection.stream)
+            reply = connection.answer()
         finally:
             connection.close()
-        if reply is None:
-            raise ServiceUnavailable("the service closed the connection without an answer")
         if "refused" in reply:
             handed_over = False  # refused before it ran anything
             raise ServiceUnavailable(str(reply["refused"]))

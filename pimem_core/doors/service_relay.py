@@ -57,6 +57,7 @@ def attach(cwd: Path) -> client.Connection:
     if reply.get("attached") is not True:
         connection.close()
         raise client.ServiceUnavailable(str(reply.get("refused", reply)))
+    connection.sock.settimeout(None)  # a host session may be quiet for as long as it likes
     return connection
 
 

@@ -18,7 +18,11 @@ from typing import BinaryIO
 #: costs a client about 60 ms, more than the rest of its start-up.
 VERSION = "0.1.0"
 #: Bumped when a request or reply changes shape.
-PROTOCOL = 1
+PROTOCOL = 2
+#: While a request runs, the service says so this often (``{"working": true}``)...
+HEARTBEAT_S = 2.0
+#: ...and a client that hears nothing for this long takes the service for wedged.
+SILENCE_S = 10.0
 SOCKET_NAME = "service.sock"
 LOCK_NAME = "service.lock"
 LOG_NAME = "service.log"
