@@ -46,10 +46,11 @@ def _log(message: str) -> None:
 
 
 def _groups(quick: bool, seed: int) -> dict[str, Callable[[], list[Outcome]]]:
-    from reliability import concurrency, faults, fuzz, safety
+    from reliability import concurrency_service, faults, fuzz, safety
 
     return {
-        "concurrency": lambda: [concurrency.run(quick)],
+        # Today's in-process row, then the same load through the memory service.
+        "concurrency": lambda: concurrency_service.side_by_side(quick),
         "faults": lambda: faults.run(quick, seed),
         "fuzz": lambda: fuzz.run(quick, seed),
         "safety": lambda: safety.run(quick, seed),
