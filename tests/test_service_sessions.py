@@ -328,3 +328,30 @@ def test_listening_on_tcp_sees_a_listener() -> None:
     """The check above can fail: a TCP listener of this process is found."""
     with socket.create_server(("127.0.0.1", 0)):
         assert listening_on_tcp(os.getpid())
+
+
+def test_a_session_whose_service_cannot_come_back_goes_on_in_process(
+    service_env: dict[str, str], sessions: list[Bridge], tmp_path: Path
+) -> None:
+    """The service dies and no new one can be started: the rest of the session is served in
+    the bridge's own process, which starts the session again and captures what was pending."""
+    env = {**service_env, "PIMEM_DISABLE_PLUGINS": "memsearch-index"}
+    alpha = project(tmp_path, "alpha")
+    bridge = open_session(sessions, env, alpha)
+    killed = hello(env).pid
+    # No client can take the start lock any more: a new service cannot be started.
+    lock = service_wire.runtime_dir(env) / service_wire.LOCK_NAME
+    lock.unlink(missing_ok=True)
+    lock.mkdir()
+    os.kill(killed, signal.SIGKILL)
+    wait_until(lambda: not alive(killed), "the service to die")
+    assert bridge.call("ping")["result"] == {"pong": True}
+    assert bridge.call("session.settled", leaf="a1", branch=EXCHANGE)["result"] == {"queued": True}
+    status = bridge.call("memory.status")["result"]["text"]
+    assert f"scope: {alpha}" in status
+    shutdown = bridge.call("session.shutdown", wait_for_index=True)
+    assert shutdown["result"]["captured_in_time"], shutdown
+    (day,) = day_files(alpha)
+    assert day.read_text().count(NOTE) == 1
+    assert bridge.close() == 0
+    assert service_client.probe(service_wire.socket_path(env)) is None

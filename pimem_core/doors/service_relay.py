@@ -23,6 +23,7 @@ import os
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -136,11 +137,11 @@ class Relay:
     def _send(self, line: bytes) -> None:
         """To the service, or to the in-process server after a fallback (lock held). A send
         that fails is left to the reader, which sees the connection end and attaches again."""
-        if self._in_process is not None:
+        if self._held is not None:
+            self._held.append(line)
+        elif self._in_process is not None:
             self._in_process.write(line)
             self._in_process.flush()
-        elif self._held is not None:
-            self._held.append(line)
         elif self._connection is not None:
             with contextlib.suppress(OSError):
                 self._connection.sock.sendall(line)
@@ -182,15 +183,26 @@ class Relay:
                     self._asked.add(key)
                 elif "result" in message or "error" in message:
                     self._in_flight.pop(key, None)
-                    if key in self._own:
-                        self._own.discard(key)
-                        held, self._held = self._held or [], None
-                        for waiting in held:
-                            self._send(waiting)
-                        if self._host_done:
-                            self._end_input()
+                    if self._own_answered(key):
                         return
         self._to_host(line)
+
+    def _own_answered(self, key: str) -> bool:
+        """Whether *key* answers one of the relay's own requests (lock held); the restarted
+        session is then ready for the host's lines held back meanwhile."""
+        if key not in self._own:
+            return False
+        self._own.discard(key)
+        held, self._held = self._held or [], None
+        for waiting in held:
+            self._send(waiting)
+        if self._host_done:
+            self._end_input()
+        return True
+
+    def _own_answer(self, key: str) -> bool:
+        with self._lock:
+            return self._own_answered(key)
 
     def _reattach(self) -> bool:
         """After the service went away (lock held): answer what cannot be sent again, then go
@@ -221,8 +233,7 @@ class Relay:
             self._serve_in_process()
         if restart is not None:
             self._send(restart)
-            if self._in_process is None:
-                self._held = []
+            self._held = []
         for line in lines:
             self._send(line)
         if self._host_done and self._held is None:
@@ -235,14 +246,13 @@ class Relay:
         _warn("serving the rest of this session in process")
         read_end, write_end = os.pipe()
         self._in_process = os.fdopen(write_end, "wb")
-        self._own.clear()  # the server's answers go straight to the host
 
         def serve() -> None:
             from pimem_core.api import Pimem
             from pimem_core.doors.serve import Server
 
             reader = io.TextIOWrapper(os.fdopen(read_end, "rb"), encoding="utf-8", errors="replace")
-            writer = _HostWriter(self._stdout, self._out_lock)
+            writer = _HostWriter(self._stdout, self._out_lock, self._own_answer)
             try:
                 pimem = Pimem.from_env()
             except Exception as error:  # noqa: BLE001 - the host gets errors, not a dead pipe
@@ -255,17 +265,25 @@ class Relay:
 
 
 class _HostWriter(io.TextIOBase):
-    """The in-process server's writes, to the host's pipe under the relay's lock."""
+    """The in-process server's lines, to the host's pipe under the relay's lock, but for the
+    answers to the relay's own requests (*own_answer* says which)."""
 
-    def __init__(self, stdout: BinaryIO, lock: threading.Lock) -> None:
+    def __init__(
+        self, stdout: BinaryIO, lock: threading.Lock, own_answer: Callable[[str], bool]
+    ) -> None:
         super().__init__()
         self._stdout = stdout
         self._lock = lock
+        self._own_answer = own_answer
 
     def writable(self) -> bool:
         return True
 
     def write(self, text: str) -> int:
+        message = _message(text.encode("utf-8"))
+        answer = message is not None and "method" not in message
+        if answer and self._own_answer(json.dumps((message or {}).get("id"))):
+            return len(text)
         with self._lock, contextlib.suppress(OSError, ValueError):
             self._stdout.write(text.encode("utf-8"))
             self._stdout.flush()
