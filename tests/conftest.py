@@ -235,9 +235,12 @@ def alive(pid: int) -> bool:
 def service_env(
     tmp_path: Path, memsearch_home: Path, offline_model: OfflineModel
 ) -> Iterator[dict[str, str]]:
-    """A child's environment with the service on, its runtime directory under the test's own
-    ``PIMEM_HOME``; any service left running is stopped afterwards."""
+    """A child's whole environment with the service on, its runtime directory under the test's
+    own ``PIMEM_HOME``; any service left running is stopped afterwards."""
     env = {
+        # Whole, as a child gets it: the service's socket is named after this environment.
+        **os.environ,
+        "PIMEM_NOW": CLOCK,
         "HOME": str(memsearch_home),
         **offline_model.environment(),
         "PIMEM_HOME": str(tmp_path / "ph"),

@@ -89,7 +89,7 @@ def test_status_starts_the_service_and_says_so(service_env: dict[str, str], repo
     assert f"service: running, pid {found.pid}, up " in result.stdout
     runtime = service_wire.runtime_dir(service_env)
     assert runtime.stat().st_mode & 0o777 == 0o700
-    assert (runtime / service_wire.SOCKET_NAME).stat().st_mode & 0o777 == 0o600
+    assert (service_wire.socket_path(service_env)).stat().st_mode & 0o777 == 0o600
 
     status = pimem(service_env, "service", "status", "--json")
     assert json.loads(status.stdout)["pid"] == found.pid
@@ -136,7 +136,7 @@ def test_an_outdated_service_is_replaced(
     script = tmp_path / "old_service.py"
     script.write_text(textwrap.dedent(OLD_SERVICE))
     old = subprocess.Popen(
-        [sys.executable, str(script), str(runtime / service_wire.SOCKET_NAME)],
+        [sys.executable, str(script), str(service_wire.socket_path(service_env))],
         stdout=subprocess.PIPE,
     )
     try:
@@ -163,7 +163,7 @@ def test_a_stale_socket_is_replaced(service_env: dict[str, str], repo: Path) -> 
     runtime = service_wire.runtime_dir(service_env)
     runtime.mkdir(mode=0o700, parents=True)
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    stale.bind(str(runtime / service_wire.SOCKET_NAME))
+    stale.bind(str(service_wire.socket_path(service_env)))
     stale.close()  # the file stays; connecting to it is refused
 
     result = pimem(service_env, "status", "--cwd", str(repo))
@@ -316,18 +316,37 @@ def test_a_client_that_says_nothing_does_not_hold_up_the_others(
         silent.close()
 
 
-def test_a_client_with_another_environment_is_not_answered_by_the_service(
+def test_a_client_with_another_environment_gets_a_service_of_its_own(
     service_env: dict[str, str], repo: Path
 ) -> None:
+    """A service answers for the configuration it was started with: a client configured apart
+    gets its own, and a request carrying another environment is refused by the wrong one."""
     assert pimem(service_env, "status", "--cwd", str(repo)).code == 0
     running = hello(service_env).pid
 
-    other = pimem({**service_env, "PIMEM_RANKER": "memsearch"}, "status", "--cwd", str(repo))
-    assert other.code == 0, other.stderr
-    [warning] = [line for line in other.stderr.splitlines() if WARNING in line]
-    assert "environment differs from the service's" in warning
-    assert "PIMEM_RANKER=memsearch" in other.stdout
-    assert hello(service_env).pid == running, "the running service is left as it is"
+    other_env = {**service_env, "PIMEM_RANKER": "memsearch"}
+    try:
+        other = pimem(other_env, "status", "--cwd", str(repo))
+        assert other.code == 0, other.stderr
+        assert WARNING not in other.stderr
+        assert "PIMEM_RANKER=memsearch" in other.stdout
+        assert hello(other_env).pid != running
+        assert hello(service_env).pid == running, "the first service is left as it is"
+
+        connection = service_client.probe(service_wire.socket_path(service_env))
+        assert connection is not None
+        try:
+            fingerprint = service_wire.env_fingerprint({**os.environ, **other_env})
+            reply = connection.ask(
+                {"op": "run", "argv": ["status"], "cwd": os.getcwd(), "env": fingerprint}
+            )
+        finally:
+            connection.close()
+        assert "environment differs from the service's" in str(reply["refused"])
+    finally:
+        found = service_client.probe(service_wire.socket_path(other_env))
+        if found is not None:
+            service_client.stop(found, service_wire.socket_path(other_env))
 
 
 SESSION = ("--session", "s1", "--turn", "t1", "--transcript", "/home/user/s1.jsonl")
@@ -361,7 +380,7 @@ def test_a_wedged_service_is_left_for_in_process_after_its_silence(
     directory = service_wire.runtime_dir(service_env)
     service_client.prepare_dir(directory)
     listener = socket.socket(socket.AF_UNIX)
-    listener.bind(str(directory / service_wire.SOCKET_NAME))
+    listener.bind(str(service_wire.socket_path(service_env)))
     listener.listen(4)
     held: list[socket.socket] = []
 

@@ -340,7 +340,7 @@ def test_a_session_whose_service_cannot_come_back_goes_on_in_process(
     bridge = open_session(sessions, env, alpha)
     killed = hello(env).pid
     # No client can take the start lock any more: a new service cannot be started.
-    lock = service_wire.runtime_dir(env) / service_wire.LOCK_NAME
+    lock = service_wire.lock_path(env)
     lock.unlink(missing_ok=True)
     lock.mkdir()
     os.kill(killed, signal.SIGKILL)

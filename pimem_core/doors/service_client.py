@@ -188,12 +188,12 @@ def prepare_dir(directory: Path) -> None:
 
 
 @contextlib.contextmanager
-def start_lock(directory: Path) -> Iterator[None]:
+def start_lock(path: Path) -> Iterator[None]:
     """Held by the one client that may start or replace the service."""
     try:
-        handle = os.open(directory / wire.LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as error:
-        raise ServiceUnavailable(f"cannot open the start lock in {directory}: {error}") from None
+        raise ServiceUnavailable(f"cannot open the start lock {path}: {error}") from None
     try:
         import fcntl
 
@@ -220,10 +220,10 @@ def stop(connection: Connection, path: Path) -> None:
     _wait_gone(path, time.monotonic() + STOP_TIMEOUT_S)
 
 
-def _spawn(directory: Path) -> subprocess.Popen[bytes]:
+def _spawn(log_path: Path) -> subprocess.Popen[bytes]:
     import subprocess
 
-    log = open(directory / wire.LOG_NAME, "ab")  # noqa: SIM115 - handed to the child
+    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "pimem_core", "service", "run"],
@@ -254,14 +254,14 @@ def ensure(environ: dict[str, str] | None = None) -> Connection:
     if os.name == "nt":
         raise ServiceUnavailable("it needs Unix sockets and flock, not available on Windows yet")
     directory = wire.runtime_dir(environ)
-    path = directory / wire.SOCKET_NAME
+    path, log = wire.socket_path(environ), wire.log_path(environ)
     found = probe(path)
     if found is not None and found.hello.current:
         return found
     if found is not None:
         found.close()
     prepare_dir(directory)
-    with start_lock(directory):
+    with start_lock(wire.lock_path(environ)):
         # Another client may have started it while this one waited for the lock.
         found = probe(path)
         if found is not None and found.hello.current:
@@ -270,7 +270,7 @@ def ensure(environ: dict[str, str] | None = None) -> Connection:
             stop(found, path)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # stale: nothing answers there any more
-        child = _spawn(directory)
+        child = _spawn(log)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             found = probe(path)
@@ -280,12 +280,12 @@ def ensure(environ: dict[str, str] | None = None) -> Connection:
                 found.close()
             if child.poll() is not None:
                 # A service that cannot start (a bad setting) says why in its log.
-                why = _last_line(directory / wire.LOG_NAME)
+                why = _last_line(log)
                 raise ServiceUnavailable(f"`pimem service run` exited: {why}")
             time.sleep(0.02)
     raise ServiceUnavailable(
         f"`pimem service run` did not answer within {START_TIMEOUT_S:.0f} s "
-        f"(see {directory / wire.LOG_NAME})"
+        f"(see {log})"
     )
 
 

@@ -6,6 +6,7 @@ constants, the socket's place and the line framing, with nothing of pimem import
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -23,9 +24,6 @@ PROTOCOL = 2
 HEARTBEAT_S = 2.0
 #: ...and a client that hears nothing for this long takes the service for wedged.
 SILENCE_S = 10.0
-SOCKET_NAME = "service.sock"
-LOCK_NAME = "service.lock"
-LOG_NAME = "service.log"
 MAX_LINE = 8 * 1024 * 1024
 #: The environment variables that change what a command answers: a client whose values differ
 #: from the service's must not be answered by it.
@@ -58,8 +56,24 @@ def runtime_dir(environ: dict[str, str] | None = None) -> Path:
         return Path(platformdirs.user_runtime_dir("pimem", appauthor=False))
 
 
+def service_file(suffix: str, environ: dict[str, str] | None = None) -> Path:
+    """``<runtime dir>/service-<digest>.<suffix>``: one service per environment a command's
+    answer depends on (:func:`env_fingerprint`), so a shell and an agent configured apart each
+    get a warm one of their own instead of being turned away by the other's."""
+    digest = hashlib.sha256(json.dumps(env_fingerprint(environ)).encode("utf-8")).hexdigest()
+    return runtime_dir(environ) / f"service-{digest[:12]}.{suffix}"
+
+
 def socket_path(environ: dict[str, str] | None = None) -> Path:
-    return runtime_dir(environ) / SOCKET_NAME
+    return service_file("sock", environ)
+
+
+def lock_path(environ: dict[str, str] | None = None) -> Path:
+    return service_file("lock", environ)
+
+
+def log_path(environ: dict[str, str] | None = None) -> Path:
+    return service_file("log", environ)
 
 
 def env_fingerprint(environ: dict[str, str] | None = None) -> dict[str, str]:
