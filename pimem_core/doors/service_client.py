@@ -284,8 +284,7 @@ def ensure(environ: dict[str, str] | None = None) -> Connection:
                 raise ServiceUnavailable(f"`pimem service run` exited: {why}")
             time.sleep(0.02)
     raise ServiceUnavailable(
-        f"`pimem service run` did not answer within {START_TIMEOUT_S:.0f} s "
-        f"(see {log})"
+        f"`pimem service run` did not answer within {START_TIMEOUT_S:.0f} s (see {log})"
     )
 
 
