@@ -168,9 +168,22 @@ def database_failure(error: BaseException) -> str | None:
     return None
 
 
-def rebuild_instructions(uri: str, collection: str) -> str:
-    """How to rebuild a collection from the markdown files, which hold every memory."""
-    if uri.startswith(("http://", "https://", "tcp://", "unix:")):
+def is_server(uri: str) -> bool:
+    """Whether memsearch's ``milvus.uri`` names a Milvus server (or Zilliz Cloud) rather than
+    a local Milvus Lite database: a server has no file lock and nothing on this disk."""
+    return uri.startswith(("http://", "https://", "tcp://", "unix:"))
+
+
+def rebuild_instructions(uri: str, collection: str, said: str = "") -> str:
+    """How to rebuild a collection from the markdown files, which hold every memory; for a
+    server that did not answer (*said*: the database's message), how to reach it instead:
+    nothing is damaged then, and dropping the collection would be the wrong advice."""
+    if is_server(uri) and "Fail connecting to server" in said:
+        return (
+            f"The Milvus server at {uri} did not answer: start it, or correct milvus.uri in "
+            "memsearch's configuration. The daily memory files keep every memory meanwhile."
+        )
+    if is_server(uri):
         return (
             f"If it is damaged, drop collection {collection} on the Milvus server and run "
             "`pimem index`: the daily memory files hold every memory."

@@ -180,12 +180,12 @@ class MemsearchMemoryIndex:
     def queue(self) -> BackendQueue:
         return self.engine.queue
 
-    def _rebuild(self) -> str:
+    def _rebuild(self, said: str) -> str:
         try:
             uri = self.engine.describe(self.scope)["milvus_uri"]
         except PimemError:
             uri = "the database named by milvus.uri in memsearch's configuration"
-        return rebuild_instructions(uri, self.scope.collection)
+        return rebuild_instructions(uri, self.scope.collection, said)
 
     def _run(
         self, label: str, operation: Callable[[], T], call: BackendCall, timeout_ms: int | None
@@ -209,7 +209,7 @@ class MemsearchMemoryIndex:
             if said is not None:  # memsearch lets the database's own exception through
                 raise DatabaseFailed(
                     f"memory {label} failed: the memory database could not be used ({said}). "
-                    + self._rebuild()
+                    + self._rebuild(said)
                 ) from None
             raise
 
@@ -457,7 +457,7 @@ class MemsearchMemoryIndex:
             said = database_failure(error)
             lines: tuple[str, ...] = (f"indexed chunks: unavailable ({said or error})",)
             if said is not None and not is_contention(error):
-                lines += (f"the memory database could not be used. {self._rebuild()}",)
+                lines += (f"the memory database could not be used. {self._rebuild(said)}",)
             return StatusSection(
                 name="chunks",
                 rank=60,
