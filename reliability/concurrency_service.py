@@ -43,27 +43,36 @@ def _spawn(kind: str, args: dict[str, Any], env: dict[str, str]) -> subprocess.P
     )
 
 
-def services_started(box: Sandbox) -> int:
+def service_log(env: dict[str, str]) -> Path:
+    """The log of the service *env*'s clients use (one per environment, or one per user)."""
+    per_environment = getattr(service_wire, "log_path", None)
+    if per_environment is not None:
+        path: Path = per_environment(env)
+        return path
+    return service_wire.runtime_dir(env) / str(getattr(service_wire, "LOG_NAME", "service.log"))
+
+
+def services_started(box: Sandbox, extra: dict[str, str] | None = None) -> int:
     """How many services the clients started (each logs one ``listening at`` line)."""
-    log = service_wire.runtime_dir(box.env()) / service_wire.LOG_NAME
+    log = service_log(box.env({**SERVICE, **(extra or {})}))
     try:
         return log.read_text(errors="replace").count(" listening at ")
     except OSError:
         return 0
 
 
-def stop_service(box: Sandbox) -> None:
+def stop_service(box: Sandbox, extra: dict[str, str] | None = None) -> None:
     """``pimem service stop``, then make sure: no service outlives its scenario."""
     import os
     import signal
 
-    env = box.env(SERVICE)
-    found = service_client.probe(service_wire.socket_path(env))
+    extra = {**SERVICE, **(extra or {})}
+    found = service_client.probe(service_wire.socket_path(box.env(extra)))
     if found is None:
         return
     pid = found.hello.pid
     found.close()
-    box.pimem("service", "stop", extra=SERVICE, timeout=60)
+    box.pimem("service", "stop", extra=extra, timeout=60)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:

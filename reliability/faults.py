@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reliability import faults_bridge, faults_distiller, faults_index, faults_store
+from reliability import faults_bridge, faults_distiller, faults_index, faults_service, faults_store
 from reliability.outcome import Outcome
 
 
@@ -12,4 +12,5 @@ def run(quick: bool, seed_value: int) -> list[Outcome]:
         *faults_store.run(quick),
         *faults_index.run(quick),
         *faults_distiller.run(quick),
+        *faults_service.run(quick, seed_value),
     ]

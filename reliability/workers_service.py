@@ -88,16 +88,17 @@ def append_cli(args: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-class _Relayed:
+class Relayed:
     """A ``pimem serve`` bridge with the service on; requests one at a time."""
 
-    def __init__(self, project: Path) -> None:
+    def __init__(self, project: Path, env: dict[str, str] | None = None) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pimem_core", "serve"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=project,
+            env=env,
         )
         self._ids = 0
 
@@ -137,7 +138,7 @@ def append_relay(args: dict[str, Any]) -> dict[str, Any]:
     transcript = Path(args["transcripts"]) / f"{session}.jsonl"
     header = {"type": "session", "version": 3, "id": session, "cwd": str(project)}
     transcript.write_text(json.dumps(header) + "\n")
-    bridge = _Relayed(project)
+    bridge = Relayed(project)
     errors: list[str] = []
     model = {"provider": "fake", "id": "small", "input_cost": 1, "output_cost": 1}
     started = bridge.call(
