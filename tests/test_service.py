@@ -408,3 +408,18 @@ def test_a_wedged_service_is_left_for_in_process_after_its_silence(
     (warning,) = [line for line in result.stderr.splitlines() if WARNING in line]
     assert f"said nothing for {service_wire.SILENCE_S:.0f} s" in warning
     assert waited >= service_wire.SILENCE_S  # it did wait for the silence, not fail at once
+
+
+def test_a_second_service_leaves_the_running_one_alone(
+    service_env: dict[str, str], repo: Path
+) -> None:
+    """The socket's claim lets one service bind it: another started beside it (by hand, or by
+    two clients at once) exits at once and removes nothing."""
+    assert pimem(service_env, "status", "--cwd", str(repo)).code == 0
+    running = hello(service_env).pid
+    second = pimem(service_env, "service", "run")
+    assert second.code == 0
+    assert "another memory service holds" in second.stderr
+    assert hello(service_env).pid == running
+    claim = service_wire.socket_path(service_env).with_suffix(".pid")
+    assert claim.read_text() == f"{running}\n"

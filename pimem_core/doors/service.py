@@ -277,16 +277,17 @@ class Service:
     _stopping: threading.Event = attrs.field(factory=threading.Event, init=False)
     _inode: int | None = attrs.field(default=None, init=False)
     _listener: socket.socket | None = attrs.field(default=None, init=False)
+    _claimed: int | None = attrs.field(default=None, init=False)
 
     def bind(self) -> bool:
-        """Listen at the socket path; ``False`` when a service answers there already."""
-        from pimem_core.doors.service_client import prepare_dir, probe
+        """Listen at the socket path; ``False`` when another service holds it (running, or
+        starting alongside this one)."""
+        from pimem_core.doors.service_client import prepare_dir
 
         prepare_dir(self.path.parent)
-        found = probe(self.path)
-        if found is not None:
-            found.close()
+        if not self._claim():
             return False
+        # Only the claim's holder binds or removes the socket: a file there now is stale.
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -331,6 +332,23 @@ class Service:
                 and time.monotonic() - self._last >= self.idle_s
             )
 
+    def _claim(self) -> bool:
+        """Take the socket's claim, ``<socket>.pid`` locked for as long as this service
+        listens: two services started at once (or one started beside a live one) cannot both
+        bind, and a killed one leaves no claim behind."""
+        import fcntl
+
+        handle = os.open(self.path.with_suffix(".pid"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(handle)
+            return False
+        os.ftruncate(handle, 0)
+        os.write(handle, f"{os.getpid()}\n".encode())
+        self._claimed = handle
+        return True
+
     def _unlisten(self) -> None:
         # Only the socket this service made: a successor may have bound the path already.
         with contextlib.suppress(OSError):
@@ -339,6 +357,11 @@ class Service:
         if self._listener is not None:
             with contextlib.suppress(OSError):
                 self._listener.close()
+        # Released as soon as nothing is accepted any more: a successor need not wait for the
+        # requests this one is still finishing.
+        claimed, self._claimed = self._claimed, None
+        if claimed is not None:
+            os.close(claimed)
 
     def _drain(self) -> None:
         """Let running requests finish (bounded) before the process exits."""
@@ -444,7 +467,7 @@ def run_service(pimem: Pimem, run_line: LineRunner, *, note: Callable[[str], Non
         idle_s=float(pimem.settings.service_idle_s),
     )
     if not service.bind():
-        note(f"pimem: a memory service answers at {service.path} already")
+        note(f"pimem: another memory service holds {service.path} already")
         return 0
     log.info("pid %s listening at %s", os.getpid(), service.path)
     service.serve()

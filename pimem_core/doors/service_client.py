@@ -33,6 +33,8 @@ _VALUED = {"--cwd"}
 _PATHS = {"--cwd", "--project"}
 _LOCAL = frozenset({"-h", "--help", "--version", "--in-process", "-v", "--verbose"})
 START_TIMEOUT_S = 10.0
+#: How long a client waits on a service that holds the socket's claim but does not answer yet.
+CLAIMED_WAIT_S = 3.0
 STOP_TIMEOUT_S = 5.0
 CONNECT_TIMEOUT_S = 2.0
 
@@ -268,20 +270,25 @@ def ensure(environ: dict[str, str] | None = None) -> Connection:
             return found
         if found is not None:
             stop(found, path)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()  # stale: nothing answers there any more
         child = _spawn(log)
         deadline = time.monotonic() + START_TIMEOUT_S
+        claimed_elsewhere = False
         while time.monotonic() < deadline:
             found = probe(path)
             if found is not None and found.hello.current:
                 return found
             if found is not None:
                 found.close()
-            if child.poll() is not None:
+            code = None if claimed_elsewhere else child.poll()
+            if code:
                 # A service that cannot start (a bad setting) says why in its log.
                 why = _last_line(log)
                 raise ServiceUnavailable(f"`pimem service run` exited: {why}")
+            if code == 0:
+                # Another service holds the socket: one starting alongside gets a moment to
+                # answer; one that never does (stopped, wedged) is not waited for in full.
+                claimed_elsewhere = True
+                deadline = min(deadline, time.monotonic() + CLAIMED_WAIT_S)
             time.sleep(0.02)
     raise ServiceUnavailable(
         f"`pimem service run` did not answer within {START_TIMEOUT_S:.0f} s (see {log})"
