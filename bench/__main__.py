@@ -1,6 +1,6 @@
 """``python -m bench [--quick] [--only PARTS] [--workdir DIR] [--out DIR] [--report-only]``.
 
-The whole benchmark suite, in five parts:
+The whole benchmark suite, in six parts:
 
 * ``latency``: search and append latency against the memsearch CLI (2k and 20k chunks),
   capture's cost to the host and auto-context (latency and relevance);
@@ -13,7 +13,11 @@ The whole benchmark suite, in five parts:
   partly synthetic 100k read model), beside the memsearch CLI, with its curves;
 * ``workload``: what memory holds after scripted multi-session pi runs (decisions, chatter,
   recall, writes, forgets, a killed bridge), this checkout beside the code before the capture
-  gates (``bench/workload.py``).
+  gates (``bench/workload.py``);
+* ``service``: the memory service (``PIMEM_SERVICE=on``): ``pimem search`` from a shell warm,
+  cold, in process and beside the memsearch CLI (20k chunks), the resident memory of four
+  sessions through it beside one in process, its RSS over 10,000 requests, and a relayed
+  session's reconnect after a SIGKILL (``bench/service.py``).
 
 Each part writes its raw results as JSON under OUT; the report (``OUT/benchmarks.md``) is
 rendered from those files alone, and a full run publishes it as ``docs/benchmarks.md`` with
@@ -38,7 +42,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "bench" / "results"
 DOCS = ROOT / "docs"
-PARTS = ("latency", "pi", "quality", "scaling", "workload")
+PARTS = ("latency", "pi", "quality", "scaling", "workload", "service")
+#: What ``--quick`` measures without ``--only``: the service part (two minutes of whole
+#: processes even on its small store) is left to ``--quick --only service``.
+QUICK_PARTS = tuple(part for part in PARTS if part != "service")
 
 
 def _parts(text: str) -> tuple[str, ...]:
@@ -84,9 +91,8 @@ def parse(argv: Sequence[str] | None, prog: str = "python -m bench") -> argparse
     parser.add_argument(
         "--only",
         type=_parts,
-        default=PARTS,
-        help=f"the parts to measure, comma-separated (default all: {','.join(PARTS)}); the "
-        "report takes the others from the JSON already in OUT",
+        help=f"the parts to measure, comma-separated (default all: {','.join(PARTS)}; with "
+        "--quick all but service); the report takes the others from the JSON already in OUT",
     )
     parser.add_argument(
         "--sizes",
@@ -115,7 +121,10 @@ def parse(argv: Sequence[str] | None, prog: str = "python -m bench") -> argparse
         help="re-render the report from the JSON in OUT without measuring",
     )
     parser.add_argument("--no-publish", action="store_true", help="leave docs/ alone")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.only is None:
+        args.only = QUICK_PARTS if args.quick else PARTS
+    return args
 
 
 def _log(message: str) -> None:
@@ -209,6 +218,20 @@ def _workload(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, 
     return results
 
 
+def _service(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, Any]:
+    from bench import service
+
+    started_at = datetime.now().astimezone().isoformat(timespec="seconds")
+    started = time.perf_counter()
+    plan = service.SERVICE_QUICK if args.quick else service.SERVICE_FULL
+    results = service.run_service(plan, workdir, model, _log)
+    results["meta"] = _meta(started_at, started, args.quick) | {
+        "format": service.FORMAT,
+        "sizes": [plan.size],
+    }
+    return results
+
+
 #: Parts measured size by size: where their per-size lists are, and how targets are judged.
 SIZED = {"quality": ("raw", "summaries"), "scaling": ("raw", "summary")}
 
@@ -293,6 +316,7 @@ MEASURES: dict[str, Callable[[argparse.Namespace, Path, Any], dict[str, Any]]] =
     "quality": _quality,
     "scaling": _scaling,
     "workload": _workload,
+    "service": _service,
 }
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench import report, scaling_report, workload_report
+from bench import report, scaling_report, service_report, workload_report
 from bench.quality import report as quality_report
 
 RAW = {
@@ -23,6 +23,7 @@ RAW = {
     "quality": "quality/quality.json",
     "scaling": "scaling/scaling.json",
     "workload": "workload/workload.json",
+    "service": "service/service.json",
 }
 TITLES = {
     "latency": "Latency",
@@ -30,6 +31,7 @@ TITLES = {
     "quality": "Retrieval quality",
     "scaling": "Cost against store size",
     "workload": "Memory under a workload",
+    "service": "The memory service",
 }
 PAGE = "benchmarks.md"
 Results = Mapping[str, Mapping[str, Any]]
@@ -159,6 +161,8 @@ def render_page(results: Results, plots: str) -> str:
         sections.append(scaling_report.render(results["scaling"], f"{plots}/scaling"))
     if "workload" in results:
         sections.append(workload_report.render(results["workload"], plots))
+    if "service" in results:
+        sections.append(service_report.render(results["service"], plots))
     body = "\n\n".join(_demote(section.strip()) for section in sections)
     return f"""# Benchmarks
 
@@ -169,7 +173,7 @@ does it stay out of the agent's way? Every figure below comes from one command, 
 offline embedding model and Milvus Lite, and is rendered from the raw JSON next to its plot:
 
 ```sh
-make bench                       # everything: latency, pi, quality, scaling, workload (times below)
+make bench                       # everything: latency, pi, quality, scaling, workload, service (times below)
 make bench BENCH_ARGS=--quick    # the smallest store of each part: under five minutes
 make bench BENCH_ARGS="--only scaling --workdir /tmp/pimem-bench"   # one part, kept stores
 make bench BENCH_ARGS="--only quality --sizes 10000 --seeds 1 --workdir /tmp/pimem-bench"

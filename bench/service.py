@@ -125,13 +125,16 @@ def tree(pid: int) -> list[int]:
 
 
 def memory_of(pids: Sequence[int]) -> dict[str, Any]:
-    """Resident memory of the processes *pids* and their descendants, in MB: now and each
-    process's own peak (VmHWM) added up."""
-    rows = []
+    """Resident memory of the processes *pids* and their descendants (each once), in MB: now
+    and each process's own peak (VmHWM) added up."""
+    rows, seen = [], set()
     for root in pids:
+        # A relay that started the service is its parent: each process counted once, with the
+        # first of *pids* it descends from.
         for pid in tree(root):
             status = _status(pid)
-            if status:
+            if status and pid not in seen:
+                seen.add(pid)
                 rows.append({"pid": pid, "root": root, **status})
     return {
         "processes": rows,
@@ -302,6 +305,40 @@ def measure_search(
 # -- 2. memory of sessions ---------------------------------------------------------------------
 
 
+def write_transcript(path: Path, cwd: Path) -> None:
+    """A pi session file (JSONL, version 3) holding the scripted exchange."""
+    stamp = "2026-11-29T09:00:07.000Z"
+
+    def message(entry: Mapping[str, str], parent: str | None) -> dict[str, Any]:
+        body = {"role": entry["role"], "content": [{"type": "text", "text": entry["text"]}]}
+        if entry["role"] == "assistant":
+            body |= {"provider": "fake", "model": "fake-model", "stopReason": "stop"}
+        return {
+            "type": "message",
+            "id": entry["id"],
+            "parentId": parent,
+            "timestamp": stamp,
+            "message": {**body, "timestamp": 1_795_000_000_000},
+        }
+
+    header = {"type": "session", "version": 3, "id": path.stem, "timestamp": stamp}
+    lines = [header | {"cwd": str(cwd)}, message(EXCHANGE[0], None), message(EXCHANGE[1], "u1")]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def reap(run: Path) -> None:
+    """End any service still running from the runtime directory *run* (this bench's own): a
+    run cut short, or a socket name its stop did not find."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            if b"service" in command and f"XDG_RUNTIME_DIR={run}".encode() in environ:
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
 class Host:
     """A scripted agent host on one ``pimem serve``: it sends requests and answers the bridge's
     ``complete`` with a fixed note."""
@@ -351,10 +388,13 @@ class Host:
                 return message
 
     def start(self, session: str) -> None:
+        transcript = self.cwd / f"{session}.jsonl"
+        write_transcript(transcript, self.cwd)
         self.call(
             "session.start",
             session_id=session,
             cwd=str(self.cwd),
+            transcript=str(transcript),
             model=SESSION_MODEL,
             models=[SESSION_MODEL],
         )
@@ -412,7 +452,7 @@ def _sessions(
 
     def roots() -> list[int]:
         pid = service_pid(env) if on else None
-        return [host.process.pid for host in hosts] + ([pid] if pid else [])
+        return ([pid] if pid else []) + [host.process.pid for host in hosts]
 
     try:
         with Sampler(roots) as sampler:
@@ -467,6 +507,7 @@ def measure_memory(plan: ServicePlan, root: Path, model: OfflineModel, log: Log)
         finally:
             if on:
                 stop_service(env)
+                reap(run)
     return results
 
 
@@ -656,6 +697,7 @@ def measure_reconnect(
                 host.close()
     finally:
         stop_service(env)
+        reap(run)
     log(f"service: ping again after SIGKILL: {', '.join(f'{s:.0f} ms' for s in samples)}")
     return {"samples_ms": samples, "summary": summarize(samples), "services": services}
 
@@ -718,6 +760,7 @@ def run_service(plan: ServicePlan, workdir: Path, model: OfflineModel, log: Log)
         )
     finally:
         stop_service({**env, "PIMEM_SERVICE": "on"})
+        reap(run)
     log(f"service {plan.size}: {plan.sessions} sessions through the service, one in process")
     results["memory"] = measure_memory(plan, root / "memory", model, log)
     log(f"service {plan.size}: reconnect after SIGKILL, {plan.reconnects} times")

@@ -192,6 +192,12 @@ def _leak_table(results: Results) -> str:
     )
 
 
+def _beside(difference_ms: float) -> str:
+    if difference_ms < 0:
+        return f"{_time(-difference_ms)} less than"
+    return f"{_time(difference_ms)} more than"
+
+
 def _notes(results: Results) -> list[str]:
     search = results["search"]["summary"]
     warm, cold = search["warm"], search["cold"]
@@ -207,12 +213,12 @@ def _notes(results: Results) -> list[str]:
         f"({_time(memsearch['p50'])}) on the same collection. What is left is the thin "
         "client's interpreter start-up and one request on the socket.",
         f"With the service stopped, the client starts it and waits for it: "
-        f"{_time(cold['p50'])} at p50, {_time(cold['p50'] - in_process['p50'])} beside in "
-        f"process (allowed: {_time(allowance)}, the larger of 10 % and 100 ms). The service "
-        "then stays, and the next command is warm.",
+        f"{_time(cold['p50'])} at p50, {_beside(cold['p50'] - in_process['p50'])} in "
+        f"process (allowed: {_time(allowance)} more, the larger of 10 % and 100 ms). The "
+        "service then stays, and the next command is warm.",
         f"Memory: {memory['service']['sessions']} sessions through one service held "
-        f"{memory['service']['rss_mb']:.0f} MB in all (the service with Milvus Lite's server, "
-        f"and the relays), {rss_ratio(memory):.2f}x the "
+        f"{memory['service']['rss_mb']:.0f} MB in all (the service and the relays), "
+        f"{rss_ratio(memory):.2f}x the "
         f"{memory['in_process']['rss_mb']:.0f} MB of one session served in process; each "
         "session in process would load its own embedder and read models.",
         f"After a SIGKILL of the service, a relayed session answered `ping` again in "
@@ -236,16 +242,18 @@ def render(results: Results, plots: str) -> str:
 
 One warm process per user (`PIMEM_SERVICE=on`, [the memory service](service.md)) beside pimem
 in process and the memsearch CLI, timed as a shell or an agent host sees them: whole processes,
-started and waited for. A {kind} started {meta["started_at"]}, taking
-{meta["duration_s"] / 60:.1f} minutes, on the latency benchmark's store of {size:,} chunks
-({built}), the offline embedding model and Milvus Lite.
+started and waited for (`make bench BENCH_ARGS="--only service"` measures this part alone).
+
+- This run: a {kind} started {meta["started_at"]}, taking {meta["duration_s"] / 60:.1f} minutes.
+- The store: the latency benchmark's, {size:,} chunks ({built}); the offline embedding model,
+  Milvus Lite, a `HOME` and a runtime directory of the bench's own.
 
 ## Search from a shell
 
-{plan["rounds"]} rounds of one run of each kind, the order turned each round, then
-{plan["rounds"]} more warm runs back to back; queries from the store's generator, top
-{5} hits as JSON. Between two runs that may open the database the bench waits for the
-service's lease on it to be let go (1.3 s), so no run waits on another's.
+{plan["rounds"]} rounds of one run of each kind, the order turned each round (the cold run
+followed by the warm one), then {plan["rounds"]} more warm runs back to back; queries from the
+store's generator, 5 hits as JSON. Before each run that may open the database the bench waits
+1.3 s for the last holder's lease on it to lapse, so no run waits on another's.
 
 {_search_table(results)}
 
@@ -256,9 +264,9 @@ each a scripted host: `session.start`, {plan["writes"]} `memory.write`, 3 `memor
 `session.settled` whose `complete` it answers, and {plan["cli_calls"]} `pimem search` calls
 through the same service; beside that, one session served in process (`PIMEM_SERVICE` unset)
 doing one session's work, and the same `pimem search` calls in process. Resident memory
-(`VmRSS` from `/proc`) of the service and the relays, or the bridge, with their children
-(Milvus Lite's server), once every capture was written; each side with a fresh memsearch home
-and fresh projects.
+(`VmRSS` from `/proc`) of the service and the relays, or the bridge, with any process they
+started, each counted once, when every capture was written; the largest total is sampled every
+0.2 s during the work. Each side has a fresh memsearch home and fresh projects.
 
 {_memory_table(results)}
 

@@ -170,3 +170,9 @@ def test_the_section_renders_from_the_json_alone() -> None:
 
 def test_service_is_a_part() -> None:
     assert parse(["--only", "service"]).only == ("service",)
+
+
+def test_a_quick_run_measures_the_service_only_when_asked() -> None:
+    assert "service" in parse([]).only
+    assert "service" not in parse(["--quick"]).only
+    assert parse(["--quick", "--only", "service"]).only == ("service",)
