@@ -282,10 +282,12 @@ def verify(spec: Mapping[str, Any]) -> dict[str, Any]:
     text = "".join(path.read_text() for path in sorted(memory.glob("????-??-??.md")))
     in_files = {marker: text.count(marker) for marker in markers}
     runner = _InProcess(repo)
+    engine = runner.pimem.index(runner.scope).engine  # type: ignore[attr-defined]
+    # What the agents' own indexing left in the collection, before the final run mends it.
+    before = "\n".join(str(row["content"]) for row in engine.rows(runner.scope))
     started = time.perf_counter()
     runner.index()
     index_ms = (time.perf_counter() - started) * 1000
-    engine = runner.pimem.index(runner.scope).engine  # type: ignore[attr-defined]
     rows = engine.rows(runner.scope)
     chunks = "\n".join(str(row["content"]) for row in rows)
     found = 0
@@ -300,6 +302,7 @@ def verify(spec: Mapping[str, Any]) -> dict[str, Any]:
         "once_in_files": sum(count == 1 for count in in_files.values()),
         "missing_in_files": sum(count == 0 for count in in_files.values()),
         "duplicated_in_files": sum(count > 1 for count in in_files.values()),
+        "in_collection_before_final_index": sum(marker in before for marker in markers),
         "in_collection": sum(marker in chunks for marker in markers),
         "found_by_search": found,
         "chunks": len(rows),
@@ -513,6 +516,12 @@ def render(results: Mapping[str, Any]) -> list[str]:
         f"{checked['in_collection']} ({checked['chunks']} chunks); found by a search for their "
         f"own text: {checked['found_by_search']}. **Lost: {results['lost']}.**",
     ]
+    if "in_collection_before_final_index" in checked:
+        lines.append(
+            "- In the collection before that final index: "
+            f"{checked['in_collection_before_final_index']} (a write does not index; the "
+            "next index run, or a search's catch-up, takes it in)."
+        )
     for example in results.get("error_examples", []):
         lines.append(f"- A failure: `{example}`")
     lines += [
