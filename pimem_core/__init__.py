@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pimem_core.api import Pimem
+    from pimem_core.doors.service_client import ask_memory_service
     from pimem_core.errors import PimemError
     from pimem_core.hookspecs import hookimpl
     from pimem_core.settings import Settings, SettingSpec
 
-__all__ = ["Pimem", "PimemError", "SettingSpec", "Settings", "hookimpl"]
+__all__ = ["Pimem", "PimemError", "SettingSpec", "Settings", "ask_memory_service", "hookimpl"]
 
 _HOMES = {
     "Pimem": "pimem_core.api",
@@ -23,6 +24,7 @@ _HOMES = {
     "Settings": "pimem_core.settings",
     "SettingSpec": "pimem_core.settings",
     "hookimpl": "pimem_core.hookspecs",
+    "ask_memory_service": "pimem_core.doors.service_client",
 }
 
 

@@ -423,3 +423,23 @@ def test_a_second_service_leaves_the_running_one_alone(
     assert hello(service_env).pid == running
     claim = service_wire.socket_path(service_env).with_suffix(".pid")
     assert claim.read_text() == f"{running}\n"
+
+
+def test_a_program_asks_the_memory_service_for_a_command_line(
+    service_env: dict[str, str], repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A program embedding pimem shares the warm engine with ``pimem.ask_memory_service``: the
+    command line's answer, from the service it started."""
+    import pimem_core
+
+    monkeypatch.chdir(repo)
+    for name, value in service_env.items():
+        monkeypatch.setenv(name, value)
+    session = ("--session", "s1", "--turn", "t1", "--transcript", "/home/user/s1.jsonl")
+    written = pimem_core.ask_memory_service(["write", "-", *session], stdin="- we use uv")
+    assert written.exit_code == 0, written.stderr
+    status = pimem_core.ask_memory_service(["status", "--json"])
+    assert status.exit_code == 0
+    assert json.loads(status.stdout)["scope"]["repository_dir"] == str(repo)
+    assert hello(service_env).current
+    assert "- we use uv" in next((repo / ".memsearch" / "memory").glob("*.md")).read_text()

@@ -11,6 +11,7 @@ import contextlib
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -40,7 +41,68 @@ CONNECT_TIMEOUT_S = 2.0
 
 
 class ServiceUnavailable(Exception):
-    """The service could not be reached or started; the message says why."""
+    """The service could not be reached or started, or failed during a request; the message
+    says why. *handed_over*: the request had reached the service, so a ``write`` or ``forget``
+    may have been applied."""
+
+    def __init__(self, message: str, *, handed_over: bool = False) -> None:
+        super().__init__(message)
+        self.handed_over = handed_over
+
+
+class Answer(NamedTuple):
+    """A command line's answer from the service: what the command would print and exit with."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def ask_memory_service(argv: Sequence[str], *, stdin: str | None = None) -> Answer:
+    """Run the ``pimem`` command line *argv* in this user's memory service for the current
+    directory (``--cwd`` in *argv* names another, as on the command line), starting the
+    service when none answers: the way for a program embedding pimem to share the warm
+    engine. *stdin* is the text a ``-`` stands for. Raises :class:`ServiceUnavailable`.
+
+    >>> answer = ask_memory_service(["search", "which database", "--json"])  # doctest: +SKIP
+    >>> answer.exit_code, json.loads(answer.stdout)["hits"][0]["content"]  # doctest: +SKIP
+    """
+    request = _run_request(argv)
+    if stdin is not None:
+        request["stdin"] = stdin
+    code, stdout, stderr = _ask(request)
+    return Answer(code, stdout, stderr)
+
+
+def _run_request(argv: Sequence[str]) -> dict[str, object]:
+    cwd = Path.cwd()
+    return {
+        "op": "run",
+        "argv": absolute_paths(argv, cwd),
+        "cwd": str(cwd),
+        "env": wire.env_fingerprint(),
+    }
+
+
+def _ask(request: dict[str, object]) -> tuple[int, str, str]:
+    handed_over = False
+    try:
+        connection = ensure()
+        try:
+            wire.send(connection.sock, request)
+            handed_over = True
+            reply = connection.answer()
+        finally:
+            connection.close()
+        if "refused" in reply:
+            handed_over = False  # refused before it ran anything
+            raise ServiceUnavailable(str(reply["refused"]))
+        stdout, stderr, code = reply["stdout"], reply["stderr"], reply["exit"]
+        if not (isinstance(stdout, str) and isinstance(stderr, str) and isinstance(code, int)):
+            raise ServiceUnavailable(f"the service answered {reply!r}")
+    except (OSError, ValueError, KeyError, ServiceUnavailable) as error:
+        raise ServiceUnavailable(str(error), handed_over=handed_over) from None
+    return code, stdout, stderr
 
 
 class Hello(NamedTuple):
@@ -271,6 +333,10 @@ def ensure(environ: dict[str, str] | None = None) -> Connection:
         if found is not None:
             stop(found, path)
         child = _spawn(log)
+        # Waited for in the background: its exit code tells a start that failed, and the
+        # service, which outlives a short client, is still reaped by a long-lived one (a relay,
+        # a program) when it exits.
+        threading.Thread(target=child.wait, name="pimem-service-reaper", daemon=True).start()
         deadline = time.monotonic() + START_TIMEOUT_S
         claimed_elsewhere = False
         while time.monotonic() < deadline:
@@ -279,7 +345,7 @@ def ensure(environ: dict[str, str] | None = None) -> Connection:
                 return found
             if found is not None:
                 found.close()
-            code = None if claimed_elsewhere else child.poll()
+            code = None if claimed_elsewhere else child.returncode
             if code:
                 # A service that cannot start (a bad setting) says why in its log.
                 why = _last_line(log)
@@ -298,33 +364,14 @@ def ensure(environ: dict[str, str] | None = None) -> Connection:
 def run_through_service(argv: Sequence[str]) -> int | None:
     """Run the command line *argv* in the service and print its answer; its exit code, or
     ``None`` (after one warning line) when the command must run in process instead."""
-    cwd = Path.cwd()
-    request: dict[str, object] = {
-        "op": "run",
-        "argv": absolute_paths(argv, cwd),
-        "cwd": str(cwd),
-        "env": wire.env_fingerprint(),
-    }
+    request = _run_request(argv)
     piped = _read_piped_content(argv, request)
-    handed_over = False
     try:
         if piped is not None and "stdin" not in request:
             raise ServiceUnavailable("the content read from stdin is not UTF-8 text")
-        connection = ensure()
-        try:
-            wire.send(connection.sock, request)
-            handed_over = True
-            reply = connection.answer()
-        finally:
-            connection.close()
-        if "refused" in reply:
-            handed_over = False  # refused before it ran anything
-            raise ServiceUnavailable(str(reply["refused"]))
-        stdout, stderr, code = reply["stdout"], reply["stderr"], reply["exit"]
-        if not (isinstance(stdout, str) and isinstance(stderr, str) and isinstance(code, int)):
-            raise ServiceUnavailable(f"the service answered {reply!r}")
-    except (OSError, ValueError, KeyError, ServiceUnavailable) as error:
-        if handed_over and command_word(argv) in CHANGES:
+        code, stdout, stderr = _ask(request)
+    except ServiceUnavailable as error:
+        if error.handed_over and command_word(argv) in CHANGES:
             print(
                 f"pimem: error: the memory service failed during the command ({error}); it "
                 "may or may not have been applied: check the day file before running it again",
