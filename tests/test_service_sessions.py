@@ -191,8 +191,13 @@ def test_a_service_killed_mid_capture_loses_nothing(
     asked = read_until_asked(bridge)
     os.kill(killed, signal.SIGKILL)
     wait_until(lambda: not alive(killed), "the service to die")
-    # The answer to a dead service's question is dropped; the new service asks again.
+    # The answer to a dead service's question is dropped; the new service asks again, under
+    # an id the host has not seen, so the two answers can never be confused.
     bridge.send({"id": asked["id"], "result": {"text": NOTE}})
+    again = read_until_asked(bridge)
+    assert again["id"] != asked["id"]
+    assert again["id"].startswith("pimem-")
+    bridge.send({"id": again["id"], "result": {"text": NOTE}})
     answer = bridge.call("ping")
     assert answer["result"] == {"pong": True}
     assert hello(env).pid != killed, "a new service took over"

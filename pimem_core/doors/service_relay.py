@@ -82,8 +82,11 @@ class Relay:
         self._connection: client.Connection | None = None
         #: The host's requests not answered yet, by their id as JSON, in the order sent.
         self._in_flight: dict[str, tuple[str, bytes]] = {}
-        #: The service's requests to the host (``complete``) on the current connection.
-        self._asked: set[str] = set()
+        #: The service's requests to the host (``complete``) on the current connection: the
+        #: id the host sees (as JSON) to the service's own. A new service numbers its requests
+        #: from 1 again, so after a re-attach the host sees them renamed: an answer the host
+        #: still owes the old service can never be taken for one to the new.
+        self._asked: dict[str, str] = {}
         #: Ids of the relay's own requests, whose answers the host never sees.
         self._own: set[str] = set()
         self._start: dict[str, object] | None = None
@@ -128,10 +131,12 @@ class Relay:
                         self._in_flight[key] = (method, line)
                     if method == "session.start":
                         self._start = message
-                elif isinstance(request_id, str) and self._in_process is None:
-                    if key not in self._asked:
+                elif isinstance(request_id, str):
+                    original = self._asked.pop(key, None)
+                    if original is None:
                         return  # the answer to a service that has gone: nobody waits for it
-                    self._asked.discard(key)
+                    if original != request_id:
+                        line = _renamed(message, original)
             self._send(line)
 
     def _send(self, line: bytes) -> None:
@@ -175,12 +180,19 @@ class Relay:
                     return
 
     def _from_service(self, line: bytes) -> None:
+        """A line of the service's (or, after a fallback, of the in-process server's)."""
         message = _message(line)
         if message is not None:
-            key = json.dumps(message.get("id"))
+            request_id = message.get("id")
+            key = json.dumps(request_id)
             with self._lock:
-                if "method" in message:
-                    self._asked.add(key)
+                if "method" in message and isinstance(request_id, str):
+                    seen = (
+                        request_id if self._reattached == 0 else f"{request_id}.{self._reattached}"
+                    )
+                    self._asked[json.dumps(seen)] = request_id
+                    if seen != request_id:
+                        line = _renamed(message, seen)
                 elif "result" in message or "error" in message:
                     self._in_flight.pop(key, None)
                     if self._own_answered(key):
@@ -199,10 +211,6 @@ class Relay:
         if self._host_done:
             self._end_input()
         return True
-
-    def _own_answer(self, key: str) -> bool:
-        with self._lock:
-            return self._own_answered(key)
 
     def _reattach(self) -> bool:
         """After the service went away (lock held): answer what cannot be sent again, then go
@@ -252,7 +260,7 @@ class Relay:
             from pimem_core.doors.serve import Server
 
             reader = io.TextIOWrapper(os.fdopen(read_end, "rb"), encoding="utf-8", errors="replace")
-            writer = _HostWriter(self._stdout, self._out_lock, self._own_answer)
+            writer = _ServerWriter(self._from_service)
             try:
                 pimem = Pimem.from_env()
             except Exception as error:  # noqa: BLE001 - the host gets errors, not a dead pipe
@@ -264,30 +272,23 @@ class Relay:
         self.fallback.start()
 
 
-class _HostWriter(io.TextIOBase):
-    """The in-process server's lines, to the host's pipe under the relay's lock, but for the
-    answers to the relay's own requests (*own_answer* says which)."""
+class _ServerWriter(io.TextIOBase):
+    """The in-process server's lines, handed to the relay as a service's would be."""
 
-    def __init__(
-        self, stdout: BinaryIO, lock: threading.Lock, own_answer: Callable[[str], bool]
-    ) -> None:
+    def __init__(self, relay: Callable[[bytes], None]) -> None:
         super().__init__()
-        self._stdout = stdout
-        self._lock = lock
-        self._own_answer = own_answer
+        self._relay = relay
 
     def writable(self) -> bool:
         return True
 
     def write(self, text: str) -> int:
-        message = _message(text.encode("utf-8"))
-        answer = message is not None and "method" not in message
-        if answer and self._own_answer(json.dumps((message or {}).get("id"))):
-            return len(text)
-        with self._lock, contextlib.suppress(OSError, ValueError):
-            self._stdout.write(text.encode("utf-8"))
-            self._stdout.flush()
+        self._relay(text.encode("utf-8"))
         return len(text)
+
+
+def _renamed(message: dict[str, object], request_id: str) -> bytes:
+    return json.dumps({**message, "id": request_id}).encode("utf-8") + b"\n"
 
 
 def _unavailable(key: str, method: str) -> bytes:
