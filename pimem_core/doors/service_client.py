@@ -267,21 +267,40 @@ def start_lock(path: Path) -> Iterator[None]:
         os.close(handle)
 
 
-def _wait_gone(path: Path, deadline: float) -> None:
+def _wait_gone(path: Path, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         found = probe(path)
         if found is None:
-            return
+            return True
         found.close()
         time.sleep(0.05)
+    return False
 
 
 def stop(connection: Connection, path: Path) -> None:
-    """Ask the service to stop and wait (bounded) until it no longer answers."""
+    """Ask the service to stop and wait (bounded) until it no longer answers; one that does
+    not listen (an old release, a wedged one) is terminated."""
     with contextlib.suppress(OSError, ServiceUnavailable, ValueError):
+        connection.sock.settimeout(STOP_TIMEOUT_S / 2)
         connection.ask({"op": "stop"})
     connection.close()
-    _wait_gone(path, time.monotonic() + STOP_TIMEOUT_S)
+    if not _wait_gone(path, STOP_TIMEOUT_S / 2) and _is_service(connection.hello.pid):
+        import signal
+
+        with contextlib.suppress(OSError):
+            os.kill(connection.hello.pid, signal.SIGTERM)
+        _wait_gone(path, STOP_TIMEOUT_S / 2)
+
+
+def _is_service(pid: int) -> bool:
+    """*pid* is a ``pimem service run`` of this user (not a process that took its number)."""
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        owner = Path(f"/proc/{pid}").stat().st_uid
+    except OSError:
+        return False
+    return owner == os.getuid() and b"service" in words and b"run" in words
 
 
 def _spawn(log_path: Path) -> subprocess.Popen[bytes]:
@@ -369,7 +388,15 @@ def run_through_service(argv: Sequence[str]) -> int | None:
     try:
         if piped is not None and "stdin" not in request:
             raise ServiceUnavailable("the content read from stdin is not UTF-8 text")
-        code, stdout, stderr = _ask(request)
+        try:
+            code, stdout, stderr = _ask(request)
+        except ServiceUnavailable as error:
+            if not error.handed_over or command_word(argv) in CHANGES:
+                raise
+            # A read (search, status, index) the service died during is asked once more, of
+            # a new service: it changes nothing, and in process it would hold the database
+            # the new service's other clients are waiting for.
+            code, stdout, stderr = _ask(request)
     except ServiceUnavailable as error:
         if error.handed_over and command_word(argv) in CHANGES:
             print(
