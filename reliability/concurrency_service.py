@@ -44,12 +44,8 @@ def _spawn(kind: str, args: dict[str, Any], env: dict[str, str]) -> subprocess.P
 
 
 def service_log(env: dict[str, str]) -> Path:
-    """The log of the service *env*'s clients use (one per environment, or one per user)."""
-    per_environment = getattr(service_wire, "log_path", None)
-    if per_environment is not None:
-        path: Path = per_environment(env)
-        return path
-    return service_wire.runtime_dir(env) / str(getattr(service_wire, "LOG_NAME", "service.log"))
+    """The log of the service *env*'s clients use."""
+    return service_wire.log_path(env)
 
 
 def services_started(box: Sandbox, extra: dict[str, str] | None = None) -> int:
