@@ -1,6 +1,6 @@
 """``python -m bench [--quick] [--only PARTS] [--workdir DIR] [--out DIR] [--report-only]``.
 
-The whole benchmark suite, in six parts:
+The whole benchmark suite, in seven parts:
 
 * ``latency``: search and append latency against the memsearch CLI (2k and 20k chunks),
   capture's cost to the host and auto-context (latency and relevance);
@@ -17,7 +17,10 @@ The whole benchmark suite, in six parts:
 * ``service``: the memory service (``PIMEM_SERVICE=on``): ``pimem search`` from a shell warm,
   cold, in process and beside the memsearch CLI (20k chunks), the resident memory of four
   sessions through it beside one in process, its RSS over 10,000 requests, and a relayed
-  session's reconnect after a SIGKILL (``bench/service.py``).
+  session's reconnect after a SIGKILL (``bench/service.py``);
+* ``milvus``: several agents (in process and through the memory service) writing, indexing and
+  searching at once through one ``milvus_lite server`` endpoint: latency by kind, nothing lost
+  (``bench/milvus_server.py``).
 
 Each part writes its raw results as JSON under OUT; the report (``OUT/benchmarks.md``) is
 rendered from those files alone, and a full run publishes it as ``docs/benchmarks.md`` with
@@ -42,7 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "bench" / "results"
 DOCS = ROOT / "docs"
-PARTS = ("latency", "pi", "quality", "scaling", "workload", "service")
+PARTS = ("latency", "pi", "quality", "scaling", "workload", "service", "milvus")
 #: What ``--quick`` measures without ``--only``: the service part (two minutes of whole
 #: processes even on its small store) is left to ``--quick --only service``.
 QUICK_PARTS = tuple(part for part in PARTS if part != "service")
@@ -232,6 +235,17 @@ def _service(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, A
     return results
 
 
+def _milvus(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, Any]:
+    from bench import milvus_server
+
+    started_at = datetime.now().astimezone().isoformat(timespec="seconds")
+    started = time.perf_counter()
+    results = milvus_server.run(workdir / "milvus", args.quick, _log)
+    results["meta"] = _meta(started_at, started, args.quick)
+    results["targets"] = milvus_server.targets(results)
+    return results
+
+
 #: Parts measured size by size: where their per-size lists are, and how targets are judged.
 SIZED = {"quality": ("raw", "summaries"), "scaling": ("raw", "summary")}
 
@@ -317,6 +331,7 @@ MEASURES: dict[str, Callable[[argparse.Namespace, Path, Any], dict[str, Any]]] =
     "scaling": _scaling,
     "workload": _workload,
     "service": _service,
+    "milvus": _milvus,
 }
 
 

@@ -476,6 +476,22 @@ def run(workdir: Path, quick: bool, log: Log) -> dict[str, Any]:
     }
 
 
+def targets(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets for this part: nothing lost, no operation failed."""
+    return [
+        {
+            "target": "entries lost between agents on one server",
+            "measured": f"{results['lost']} of {results['verify']['written']}",
+            "met": results["lost"] == 0,
+        },
+        {
+            "target": "operations failed",
+            "measured": f"{results['errors']} of {results['ops']}",
+            "met": results["errors"] == 0,
+        },
+    ]
+
+
 def _ms(summary: Mapping[str, float]) -> str:
     if not summary.get("n"):
         return "-"

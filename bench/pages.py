@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench import report, scaling_report, service_report, workload_report
+from bench import milvus_server, report, scaling_report, service_report, workload_report
 from bench.quality import report as quality_report
 
 RAW = {
@@ -24,6 +24,7 @@ RAW = {
     "scaling": "scaling/scaling.json",
     "workload": "workload/workload.json",
     "service": "service/service.json",
+    "milvus": "milvus/milvus_server.json",
 }
 TITLES = {
     "latency": "Latency",
@@ -32,6 +33,7 @@ TITLES = {
     "scaling": "Cost against store size",
     "workload": "Memory under a workload",
     "service": "The memory service",
+    "milvus": "Several agents on one Milvus server",
 }
 PAGE = "benchmarks.md"
 Results = Mapping[str, Mapping[str, Any]]
@@ -163,6 +165,8 @@ def render_page(results: Results, plots: str) -> str:
         sections.append(workload_report.render(results["workload"], plots))
     if "service" in results:
         sections.append(service_report.render(results["service"], plots))
+    if "milvus" in results:
+        sections.append("\n".join(milvus_server.render(results["milvus"])))
     body = "\n\n".join(_demote(section.strip()) for section in sections)
     return f"""# Benchmarks
 
@@ -173,7 +177,7 @@ does it stay out of the agent's way? Every figure below comes from one command, 
 offline embedding model and Milvus Lite, and is rendered from the raw JSON next to its plot:
 
 ```sh
-make bench                       # everything: latency, pi, quality, scaling, workload, service (times below)
+make bench                       # every part (times below)
 make bench BENCH_ARGS=--quick    # the smallest store of each part: under five minutes
 make bench BENCH_ARGS="--only scaling --workdir /tmp/pimem-bench"   # one part, kept stores
 make bench BENCH_ARGS="--only quality --sizes 10000 --seeds 1 --workdir /tmp/pimem-bench"
