@@ -343,6 +343,9 @@ def _measure(args: argparse.Namespace, out: Path) -> None:
     model = install_offline_model(progress=_log).model
     # huggingface_hub reads these once, at import: set before anything imports memsearch.
     os.environ.update(model.environment())
+    # Every part measures pimem in process unless it says otherwise: the memory service (on by
+    # default) is measured by its own parts, service and milvus, beside pimem in process.
+    os.environ["PIMEM_SERVICE"] = "off"
     with tempfile.TemporaryDirectory(prefix="pimem-bench-") as scratch:
         workdir = args.workdir.absolute() if args.workdir else Path(scratch)
         for part in args.only:

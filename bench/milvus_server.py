@@ -411,7 +411,7 @@ def run(workdir: Path, quick: bool, log: Log) -> dict[str, Any]:
             )
         modes = ["in-process"] * in_process + ["service"] * service
         envs = [
-            base | {"PIMEM_HOME": str(root / f"pimem-home-{n}")}
+            base | {"PIMEM_HOME": str(root / f"pimem-home-{n}"), "PIMEM_SERVICE": "off"}
             if mode == "in-process"  # pimem's own state (ledger, read-model cache) apart
             else base | {"PIMEM_SERVICE": "on"}  # one memory service for these agents
             for n, mode in enumerate(modes)

@@ -116,7 +116,8 @@ def prepare_project(root: Path, plan: PiPlan, model: OfflineModel) -> Project:
     write_memsearch_config(
         home, provider=model.provider, model=model.model, milvus_uri=root / "milvus.db"
     )
-    env = isolated_environment(home, model.environment())
+    # The bridge in process, as before the memory service: the service part measures that one.
+    env = isolated_environment(home, {**model.environment(), "PIMEM_SERVICE": "off"})
     # An installed pimem runs from compiled bytecode; without it every bridge would compile
     # pimem's modules again, a cost no user pays.
     env.pop("PYTHONDONTWRITEBYTECODE", None)

@@ -4,7 +4,7 @@ On the latency benchmark's store (``store-N`` in the workdir, built and reused a
 builds it: 20,000 chunks, a quick run 500), in this order:
 
 1. ``pimem search QUERY`` from a shell, timed whole, in rounds whose order turns: through the
-   service already running (warm), in process (``PIMEM_SERVICE`` unset), ``memsearch search``
+   service already running (warm), in process (``PIMEM_SERVICE=off``), ``memsearch search``
    on the same collection and configuration, and with the service on but stopped before the
    run (cold: the client starts it). The database lease is let go between two runs.
 2. Resident memory: four ``pimem serve`` sessions in four projects through one service (each a
@@ -243,8 +243,8 @@ def measure_search(
     log: Log,
 ) -> dict[str, Any]:
     """Rounds of one run of each kind, their order turned each round."""
-    off = {key: value for key, value in env.items() if key != "PIMEM_SERVICE"}
-    on = {**off, "PIMEM_SERVICE": "on"}
+    off = {**env, "PIMEM_SERVICE": "off"}
+    on = {**env, "PIMEM_SERVICE": "on"}
     memsearch = [str(MEMSEARCH), "search", "", "-j", "-k", str(TOP_K), "-c", collection]
 
     def found(out: str, what: str) -> None:
@@ -496,7 +496,7 @@ def measure_memory(plan: ServicePlan, root: Path, model: OfflineModel, log: Log)
     ):
         side = root / ("service" if on else "in-process")
         home = _home(side, model)
-        env = {**base, "HOME": str(home), **model.environment()}
+        env = {**base, "HOME": str(home), **model.environment(), "PIMEM_SERVICE": "off"}
         if on:
             run = side / "run"
             run.mkdir(mode=0o700)

@@ -22,7 +22,7 @@ RECONNECT_MS = 1000.0
 KIND_NAMES = {
     "warm": "through the service, running (warm)",
     "cold": "through the service, stopped before each run (cold: the client starts it)",
-    "in_process": "in process (`PIMEM_SERVICE` unset)",
+    "in_process": "in process (`PIMEM_SERVICE=off`)",
     "memsearch": "`memsearch search` (the CLI)",
 }
 
@@ -262,7 +262,7 @@ store's generator, 5 hits as JSON. Before each run that may open the database th
 {plan["sessions"]} `pimem serve` sessions in {plan["sessions"]} projects through one service,
 each a scripted host: `session.start`, {plan["writes"]} `memory.write`, 3 `memory.search`, a
 `session.settled` whose `complete` it answers, and {plan["cli_calls"]} `pimem search` calls
-through the same service; beside that, one session served in process (`PIMEM_SERVICE` unset)
+through the same service; beside that, one session served in process (`PIMEM_SERVICE=off`)
 doing one session's work, and the same `pimem search` calls in process. Resident memory
 (`VmRSS` from `/proc`) of the service and the relays, or the bridge, with any process they
 started, each counted once, when every capture was written; the largest total is sampled every

@@ -895,7 +895,8 @@ def run_variant(
     write_memsearch_config(
         home, provider=model.provider, model=model.model, milvus_uri=root / "milvus.db"
     )
-    base = isolated_environment(home, model.environment())
+    # Bridges in process: the workload kills them, and compares with code of before the service.
+    base = isolated_environment(home, {**model.environment(), "PIMEM_SERVICE": "off"})
     limit = 8 * len(script.exchanges) + 50
     records: list[dict[str, Any]] = []
     kills: list[int] = []

@@ -66,9 +66,10 @@ class Settings:
     #: The least time between two runs of one maintenance task
     #: (``PIMEM_MAINTENANCE_INTERVAL_HOURS``; 0: whenever the day files changed).
     maintenance_interval_hours: int = DEFAULT_MAINTENANCE_INTERVAL_HOURS
-    #: ``PIMEM_SERVICE=on``: the CLI hands its read commands to this user's memory service
-    #: (started when absent). The thin client reads the variable itself, before pimem loads.
-    service: bool = False
+    #: ``PIMEM_SERVICE`` (on unless set off): the CLI hands its commands, and ``pimem serve``
+    #: its session, to this user's memory service (started when absent). The thin client reads
+    #: the variable itself, before pimem loads.
+    service: bool = True
     #: Seconds without a request before the memory service exits (``PIMEM_SERVICE_IDLE_S``; 0:
     #: never).
     service_idle_s: int = DEFAULT_SERVICE_IDLE_S
@@ -133,7 +134,7 @@ class Settings:
                 DEFAULT_MAINTENANCE_INTERVAL_HOURS,
                 unit="hours",
             ),
-            service=_switch(env, "PIMEM_SERVICE", default=False),
+            service=_switch(env, "PIMEM_SERVICE", default=True),
             service_idle_s=_count(
                 env, "PIMEM_SERVICE_IDLE_S", DEFAULT_SERVICE_IDLE_S, unit="seconds"
             ),

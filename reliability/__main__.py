@@ -95,7 +95,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="pimem-rel-home-") as home:
         # Nothing here may touch the user's own memsearch or pimem state, even by mistake.
         os.environ.clear()
-        os.environ.update(clean_environ(saved), HOME=home, PIMEM_HOME=home, **model.environment())
+        os.environ.update(
+            clean_environ(saved),
+            HOME=home,
+            PIMEM_HOME=home,
+            PIMEM_SERVICE="off",
+            **model.environment(),
+        )
         try:
             for name, run in _groups(args.quick, seed).items():
                 if args.only and name not in args.only:

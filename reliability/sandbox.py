@@ -84,6 +84,8 @@ class Sandbox:
             PIMEM_HOME=str(self.root / "pimem-home"),
             PIMEM_STRICT_PLUGINS="1",
             PIMEM_NOW=CLOCK,
+            # In process unless a scenario of the memory service turns it on.
+            PIMEM_SERVICE="off",
             PYTHONIOENCODING="utf-8",
             HF_HUB_OFFLINE="1",
         )

@@ -13,6 +13,8 @@ transcript="$project/session.jsonl"
 model=$(pimem model install-offline --json)
 field() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$model" "$1"; }
 export HOME="$project/home" HF_HOME="$(field hf_home)" HF_HUB_OFFLINE=1
+# Each step below fixes its own clock (PIMEM_NOW), which one warm memory service could not share.
+export PIMEM_SERVICE=off
 cat > "$HOME/.memsearch/config.toml" <<TOML
 [embedding]
 provider = "$(field provider)"

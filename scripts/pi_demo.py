@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -34,6 +35,7 @@ from bench.pi_host import (
     isolated_environment,
     on_distill,
     on_prompt,
+    pimem_command,
     write_memsearch_config,
 )
 from pimem_core.offline_model import OfflineModel, install_offline_model
@@ -192,16 +194,28 @@ def demo(root: Path) -> None:
             repo=repo,
             agent_dir=root / "pi-agent",
             server=server,
-            base_env=isolated_environment(home, model.environment()),
+            # pimem's own files, its memory service's socket included, in the demo's directory.
+            base_env=isolated_environment(
+                home, {**model.environment(), "PIMEM_HOME": str(root / "pimem-home")}
+            ),
         )
         say(
             f"pimem in pi {LINE.name}, end to end, on this machine only: the real pi with the "
             f"pimem adapter, a scripted model at {server.url}, Milvus Lite and the offline "
             f"embedding model. Project, HOME and pi agent directory are temporary ({root})."
         )
-        session_one(world)
-        session_two(world)
-        check(server)
+        try:
+            session_one(world)
+            session_two(world)
+            check(server)
+        finally:
+            # Both sessions shared one memory service, which would idle on for ten minutes.
+            subprocess.run(
+                [pimem_command(), "service", "stop"],
+                env=world.env,
+                capture_output=True,
+                check=False,
+            )
         say(
             f"Done: two pi sessions, {len(server.requests)} model requests, all answered by the "
             "scripted model on 127.0.0.1. To use pimem in your own pi, with your provider, see "

@@ -68,6 +68,9 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in PIMEM_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PIMEM_STRICT_PLUGINS", "1")
+    # The memory service is on by default; a test runs in process unless it turns it on
+    # (``service_env``), so no test leaves a service behind or meets another test's.
+    monkeypatch.setenv("PIMEM_SERVICE", "off")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
 
 

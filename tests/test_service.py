@@ -18,6 +18,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from pimem_core.doors import service_client, service_wire
 from pimem_core.doors.service import Peer, peer_allowed
 

@@ -312,7 +312,7 @@ OWN: tuple[Command, ...] = (
     ),
     Command(
         path=("service", "run"),
-        help="run this user's memory service in the foreground (what PIMEM_SERVICE=on starts)",
+        help="run this user's memory service in the foreground (what the first client starts)",
         handler=_service_run,
         project=False,
         json_output=False,
@@ -364,7 +364,7 @@ GROUPS = {
     ),
     "maintenance": ("run the maintenance tasks", None),
     "service": (
-        "this user's warm memory service on a Unix socket (opt-in: PIMEM_SERVICE=on)",
+        "this user's warm memory service on a Unix socket (PIMEM_SERVICE=off: none)",
         None,
     ),
     "git": GIT_GROUP,
@@ -412,7 +412,7 @@ def _options(
         "--in-process",
         action="store_true",
         default=False if top else argparse.SUPPRESS,
-        help="run in this process even when PIMEM_SERVICE=on hands commands to the memory service",
+        help="run in this process, not in this user's memory service",
     )
     if not top:
         parser.set_defaults(takes_cwd=cwd, takes_json=json_output)

@@ -5,14 +5,13 @@ line. Importing pimem and discovering its plugins takes a few hundred millisecon
 machine, so the ready line goes out first, before any of pimem is imported
 (:mod:`pimem_core.doors.protocol` holds the method names and imports nothing of pimem); the host's
 first requests wait in the pipe meanwhile and are answered once the server is up. Every command
-then goes to :mod:`pimem_core.doors.cli`, told whether the ready line is out already, unless
-``PIMEM_SERVICE=on`` hands it to the user's memory service (:mod:`pimem_core.doors.service_client`,
-and for ``pimem serve`` :mod:`pimem_core.doors.service_relay`).
+then goes to :mod:`pimem_core.doors.cli`, told whether the ready line is out already, unless the
+user's memory service takes it (on unless ``PIMEM_SERVICE=off``:
+:mod:`pimem_core.doors.service_client`, and for ``pimem serve`` :mod:`pimem_core.doors.service_relay`).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import TextIO
 
@@ -29,20 +28,19 @@ def main() -> int:
     serving = sys.argv[1:] == ["serve"]
     if serving:
         announce_ready(sys.stdout)
-        if "PIMEM_SERVICE" in os.environ:
-            from pimem_core.doors import service_client, service_relay
+    # The thin client decides before pimem is imported: a warm service answers a search in
+    # less time than importing pimem takes here.
+    from pimem_core.doors import service_client
 
-            if service_client.enabled() and service_relay.relay_session():
-                return 0
-    elif "PIMEM_SERVICE" in os.environ:
-        # The thin client decides before pimem is imported: a warm service answers a search
-        # in less time than importing pimem takes here.
-        from pimem_core.doors import service_client
+    if serving and service_client.enabled():
+        from pimem_core.doors import service_relay
 
-        if service_client.routed(sys.argv[1:]):
-            code = service_client.run_through_service(sys.argv[1:])
-            if code is not None:
-                return code
+        if service_relay.relay_session():
+            return 0
+    elif not serving and service_client.routed(sys.argv[1:]):
+        code = service_client.run_through_service(sys.argv[1:])
+        if code is not None:
+            return code
     from pimem_core.doors.cli import main as cli_main
 
     return cli_main(ready_written=serving)

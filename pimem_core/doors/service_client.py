@@ -149,10 +149,10 @@ class Connection(NamedTuple):
 
 
 def enabled(environ: dict[str, str] | None = None) -> bool:
-    """``PIMEM_SERVICE`` is on. A value that is neither on nor off leaves the command in process,
-    where the settings refuse it with their message."""
+    """``PIMEM_SERVICE`` is on, or unset (the default). A value that is neither on nor off
+    leaves the command in process, where the settings refuse it with their message."""
     env = os.environ if environ is None else environ
-    return env.get("PIMEM_SERVICE", "").lower() in _ON
+    return env.get("PIMEM_SERVICE", "on").lower() in _ON
 
 
 def command_word(argv: Sequence[str]) -> str | None:

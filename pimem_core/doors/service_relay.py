@@ -78,6 +78,7 @@ class Relay:
         self._stdout = stdout
         self._cwd = cwd
         self._lock = threading.Lock()  # the connection and the bookkeeping below
+        self._answered = threading.Condition(self._lock)
         self._out_lock = threading.Lock()
         self._connection: client.Connection | None = None
         #: The host's requests not answered yet, by their id as JSON, in the order sent.
@@ -112,10 +113,14 @@ class Relay:
         reader.start()
         for line in iter(self._stdin.readline, b""):
             self._from_host(line)
-        with self._lock:
+        with self._answered:
             self._host_done = True
-            self._end_input()
-        reader.join()
+            if self._held is None:  # else once the session is started again
+                self._end_input()
+            # Done when every request is answered: what the session has left to do (its last
+            # index run) the service finishes on its own, with nobody waiting.
+            while (self._in_flight or self._held is not None) and reader.is_alive():
+                self._answered.wait(0.1)
         if self.fallback is not None:
             self.fallback.join()
         return True
@@ -195,6 +200,7 @@ class Relay:
                         line = _renamed(message, seen)
                 elif "result" in message or "error" in message:
                     self._in_flight.pop(key, None)
+                    self._answered.notify_all()
                     if self._own_answered(key):
                         return
         self._to_host(line)
