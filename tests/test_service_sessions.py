@@ -360,3 +360,39 @@ def test_a_session_whose_service_cannot_come_back_goes_on_in_process(
     assert day.read_text().count(NOTE) == 1
     assert bridge.close() == 0
     assert service_client.probe(service_wire.socket_path(env)) is None
+
+
+def test_a_killed_bridge_leaves_its_session_to_the_next_one(
+    service_env: dict[str, str], sessions: list[Bridge], tmp_path: Path
+) -> None:
+    """The bridge (the relay) is killed while the host's model distils: the service leaves the
+    session as a killed bridge would (no marker, the exchange kept in the journal), and the next
+    bridge of the session captures it, once, through the same service."""
+    env = {**service_env, "PIMEM_DISABLE_PLUGINS": "memsearch-index"}
+    alpha = project(tmp_path, "alpha")
+    first = open_session(sessions, env, alpha)
+    service = hello(env).pid
+    first.next_id += 1
+    first.send(
+        {
+            "id": first.next_id,
+            "method": "session.settled",
+            "params": {"leaf": "a1", "branch": EXCHANGE},
+        }
+    )
+    read_until_asked(first)
+    first.process.kill()
+    first.process.wait(timeout=30)
+    for pipe in (first.process.stdin, first.process.stdout):
+        assert pipe is not None
+        pipe.close()
+
+    second = open_session(sessions, env, alpha)
+    shutdown = second.call("session.shutdown", wait_for_index=True)
+    assert shutdown["result"]["captured_in_time"], shutdown
+    (day,) = day_files(alpha)
+    text = day.read_text()
+    assert text.count(NOTE) == 1, text
+    assert "[pimem]" not in text, "no marker for the exchange the killed bridge left"
+    assert hello(env).pid == service
+    assert second.close() == 0

@@ -158,10 +158,15 @@ class Server:
         announce: bool = True,
         on_host_gone: Callable[[], None] = lambda: None,
         confined_to: Path | None = None,
+        relayed: bool = False,
     ) -> None:
         self._pimem = pimem
         #: The one directory a session may start in (the memory service: its client's own).
         self._confined_to = confined_to
+        #: Served for a relay (the memory service): an end of input before ``session.shutdown``
+        #: means the host's bridge was killed, and the session is left as it would have left it.
+        self._relayed = relayed
+        self._shutdown_asked = False
         self._announce = announce
         self._on_host_gone = on_host_gone
         self._reader = reader
@@ -194,10 +199,16 @@ class Server:
         # The host has said all it will: nothing it was asked can be answered any more, and
         # what is left (an index run the host did not wait for) finishes without it.
         self._on_host_gone()
+        started = self.session.info is not None
+        # Relayed, an end before `session.shutdown` is a killed bridge: the session is left
+        # as one leaves it, before the questions it asked the host fail into markers.
+        vanished = started and self._relayed and not self._shutdown_asked
+        if vanished:
+            self.session.leave()
         for request_id in list(self._asked):
             self._answered(request_id, {"error": "the host ended the session"})
         self._pool.shutdown(wait=True)
-        if self.session.info is not None:
+        if started and not vanished:
             self.session.shutdown()
         self.session.close()
 
@@ -354,6 +365,7 @@ class Server:
         return {}
 
     def _shutdown(self, params: Params) -> object:
+        self._shutdown_asked = True
         report = self.session.shutdown(wait_for_index=params.flag("wait_for_index", True))
         return {
             "captured_in_time": report.captured_in_time,

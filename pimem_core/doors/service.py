@@ -412,6 +412,7 @@ class Service:
             SocketWriter(conn),
             announce=False,
             confined_to=Path(str(request["cwd"])).resolve(),
+            relayed=True,
         )
         server.serve()
 

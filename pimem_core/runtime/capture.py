@@ -162,6 +162,8 @@ class Capture:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._abort = threading.Event()
+        #: Set by :meth:`leave`: what is left stays in the journal, untouched.
+        self._leaving = False
         self._last_captured: str | None = None
         self._unwritten: list[Entry] = []
         #: Why the last append failed, while entries wait to be written.
@@ -212,18 +214,31 @@ class Capture:
     def close(self) -> None:
         self._jobs.put(None)
 
+    def leave(self) -> None:
+        """The host went away without ending the session (its bridge was killed, say): stop
+        at once, write nothing more and leave every exchange not written yet in the journal,
+        for the next process that starts the session, as a killed bridge would. Only a
+        process that outlives its host (the memory service) has to say so."""
+        self._leaving = True
+        self._abort.set()
+        self._jobs.put(None)
+
     # -- the worker ---------------------------------------------------------------------
 
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
             try:
-                self._capture(job)
+                if not self._leaving:
+                    self._capture(job)
+            except _Left:
+                pass  # in the journal still, for the next process
             except Exception:  # one bad exchange must not stop capture
                 log.exception("capture failed for the exchange ending at %s", job.leaf)
             finally:
                 held = {entry.anchor.turn for entry in self._unwritten}
-                if job.journaled and job.leaf is not None and job.leaf not in held:
-                    self._forget_pending(job.leaf)  # done with, whichever way it went
+                leaf = job.leaf if job.journaled and not self._leaving else None
+                if leaf is not None and leaf not in held:
+                    self._forget_pending(leaf)  # done with, whichever way it went
                 with self._idle:
                     self._pending -= 1
                     self._idle.notify_all()
@@ -297,6 +312,8 @@ class Capture:
         return Anchor(session=self._session_id, turn=turn, transcript=str(self._transcript))
 
     def _distil(self, anchor: Anchor, window: Sequence[BranchEntry]) -> str:
+        if self._leaving:
+            raise _Left
         if self._abort.is_set():
             self.counters.failed += 1
             return marker(ABORTED_AT_SHUTDOWN)
@@ -316,14 +333,14 @@ class Capture:
             distillation = _call_with_deadline(
                 self._scheduler, lambda: self._pimem.distill_exchange(request), timeout, self._abort
             )
-        except _Aborted:
-            self.counters.failed += 1
-            return marker(ABORTED_AT_SHUTDOWN)
-        except TimeoutError:
-            self.counters.failed += 1
-            return marker(f"distillation timed out after {settings.distill_timeout_ms}ms")
         except Exception as error:  # noqa: BLE001 - any distiller failure becomes a marker
+            if self._leaving:  # the host is gone: its failing model is no news for the file
+                raise _Left from None
             self.counters.failed += 1
+            if isinstance(error, _Aborted):
+                return marker(ABORTED_AT_SHUTDOWN)
+            if isinstance(error, TimeoutError):
+                return marker(f"distillation timed out after {settings.distill_timeout_ms}ms")
             return marker(str(error) or type(error).__name__)
         if distillation.used_model:
             self._budget.spend()
@@ -390,6 +407,10 @@ class Capture:
             self.counters.captured += 1
             self.counters.unwritten = len(self._unwritten)
         self.last_write_error = None
+
+
+class _Left(Exception):
+    """Capture left (:meth:`Capture.leave`) during an exchange: it is not written."""
 
 
 class _Aborted(Exception):

@@ -224,6 +224,16 @@ class Session:
             seconds=time.monotonic() - started,
         )
 
+    def leave(self) -> None:
+        """The host went away without ending the session: as a killed bridge leaves it. What
+        capture had not written stays in the journal (the next process to start the session
+        captures it), the kept snapshot stays, and what was written is indexed."""
+        if self.capture is not None:
+            self.capture.leave()
+            self.capture = None
+        if self.indexer is not None:
+            self.indexer.shutdown(0.0)
+
     def close(self) -> None:
         """Leave the plugin manager, which outlives the session in a memory service."""
         if self.pimem.pm.has_plugin(self._plugin_name):
