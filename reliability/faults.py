@@ -9,6 +9,7 @@ from reliability.outcome import Outcome
 def run(quick: bool, seed_value: int) -> list[Outcome]:
     return [
         faults_bridge.run(quick, seed_value),
+        faults_bridge.run(quick, seed_value, relayed=True),
         *faults_store.run(quick),
         *faults_index.run(quick),
         *faults_distiller.run(quick),

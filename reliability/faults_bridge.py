@@ -9,6 +9,7 @@ starts the session (or leave a marker), exactly once.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 import tempfile
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from reliability.concurrency_service import stop_service
 from reliability.host import Bridge, SessionFile, echo_bullets, start_params, wait_until
 from reliability.integrity import parse
 from reliability.outcome import Outcome
@@ -24,19 +26,26 @@ from reliability.sandbox import make_sandbox
 EXTRA = {"PIMEM_DISABLE_PLUGINS": "memsearch-index"}
 
 
-def run(quick: bool, seed: int = 1) -> Outcome:
+def run(quick: bool, seed: int = 1, *, relayed: bool = False) -> Outcome:
+    """*relayed*: every bridge a relay to the memory service, which outlives the kills."""
     rounds, bursts = (4, 6) if quick else (25, 40)
+    extra = {**EXTRA, "PIMEM_SERVICE": "on" if relayed else "off"}
     outcome = Outcome(
-        scenario="Fault: bridge SIGKILL",
+        scenario="Fault: bridge SIGKILL" + (" (relays to the memory service)" if relayed else ""),
         load=f"{rounds} kills while the host's model distils, {bursts} kills amid a burst of "
         "30 `memory.write` requests",
         faults="SIGKILL of `pimem serve`",
     )
     rng = random.Random(seed)
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="pimem-rel-kill-") as scratch:
+    with (
+        tempfile.TemporaryDirectory(prefix="pimem-rel-kill-") as scratch,
+        contextlib.ExitStack() as cleanup,
+    ):
         root = Path(scratch)
         box = make_sandbox(root / "box")
+        if relayed:  # stopped before its directory goes
+            cleanup.callback(stop_service, box, extra)
         transcript = SessionFile(root / "killed.jsonl", "sess-kill")
         acknowledged: dict[tuple[str, str], str] = {}
         questions: list[str] = []
@@ -59,7 +68,7 @@ def run(quick: bool, seed: int = 1) -> Outcome:
                     return None  # this round's exchange: the model is still thinking at the kill
                 return {"result": {"text": echo_bullets(params["prompt"])}}
 
-            bridge = Bridge(box, EXTRA, answer=answer)
+            bridge = Bridge(box, extra, answer=answer)
             reply = bridge.call("session.start", **start_params(box, transcript))
             outcome.expect("result" in reply, f"session.start failed: {reply}")
             write = bridge.call(
@@ -74,14 +83,14 @@ def run(quick: bool, seed: int = 1) -> Outcome:
             bridge.kill()
             check_file(f"kill {number} (during distillation)")
 
-        final = Bridge(box, EXTRA)
+        final = Bridge(box, extra)
         final.call("session.start", **start_params(box, transcript))
         final.call("session.shutdown")
         final.close()
         check_file("the last bridge")
 
         for burst in range(bursts):
-            bridge = Bridge(box, EXTRA)
+            bridge = Bridge(box, extra)
             bridge.call("session.start", **start_params(box, transcript))
             ids = {
                 bridge.send(
