@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +44,60 @@ FULL = Plan(entries=500, interval=0.45, padding=120, sample=60)
 QUICK = Plan(entries=40, interval=0.1, padding=120, sample=10)
 
 
+Spawn = Callable[[str, dict[str, Any], dict[str, str]], subprocess.Popen[bytes]]
+Writer = tuple[str, int, subprocess.Popen[bytes], Path]
+Loop = tuple[str, subprocess.Popen[bytes], Path]
+
+
 def _spawn(kind: str, args: dict[str, Any], env: dict[str, str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "reliability.workers", kind, json.dumps(args)],
         env=env,
         stderr=subprocess.PIPE,
     )
+
+
+def common_args(root: Path, project: Path, day_file: Path, plan: Plan) -> dict[str, object]:
+    """What every worker of the scenario is told: where, how many, how fast."""
+    return {
+        "project": str(project),
+        "day_file": str(day_file),
+        "go": str(root / "go"),
+        "stop": str(root / "stop"),
+        "count": plan.entries,
+        "interval": plan.interval,
+        "padding": plan.padding,
+        "time": CLOCK[-5:],
+    }
+
+
+def start_workers(
+    writers: Sequence[str],
+    common: dict[str, object],
+    env: dict[str, str],
+    *,
+    root: Path,
+    quick: bool,
+    spawn: Spawn = _spawn,
+) -> tuple[list[Writer], list[Loop]]:
+    """The writers (each of its kind) and the index and search loops, waiting for ``go``."""
+    started = []
+    for worker, kind in enumerate(writers):
+        result = root / f"w{worker}.json"
+        args = {**common, "worker": worker, "result": str(result), "in_process": quick}
+        started.append((kind, worker, spawn(kind, args, env), result))
+    loops = []
+    for role in ("index", "search"):
+        args = {
+            **common,
+            "role": role,
+            "seed": 7 if role == "index" else 11,
+            "workers": len(writers),
+            "pause": 0.05 if role == "index" else 0.3,
+            "result": str(root / f"{role}.json"),
+        }
+        loops.append((role, spawn("backend", args, env), root / f"{role}.json"))
+    return started, loops
 
 
 def _finish(process: subprocess.Popen[bytes], result: Path, timeout: float) -> dict[str, Any]:
@@ -83,32 +132,8 @@ def run(quick: bool) -> Outcome:
         box = make_sandbox(root / "box", offline_model())
         env = box.env()
         go, stop = root / "go", root / "stop"
-        common: dict[str, object] = {
-            "project": str(box.project),
-            "day_file": str(box.day_file),
-            "go": str(go),
-            "stop": str(stop),
-            "count": plan.entries,
-            "interval": plan.interval,
-            "padding": plan.padding,
-            "time": CLOCK[-5:],
-        }
-        writers = []
-        for worker, kind in enumerate(WRITERS):
-            result = root / f"w{worker}.json"
-            args = {**common, "worker": worker, "result": str(result), "in_process": quick}
-            writers.append((kind, worker, _spawn(kind, args, env), result))
-        backends = []
-        for role in ("index", "search"):
-            args = {
-                **common,
-                "role": role,
-                "seed": 7 if role == "index" else 11,
-                "workers": len(WRITERS),
-                "pause": 0.05 if role == "index" else 0.3,
-                "result": str(root / f"{role}.json"),
-            }
-            backends.append((role, _spawn("backend", args, env), root / f"{role}.json"))
+        common = common_args(root, box.project, box.day_file, plan)
+        writers, backends = start_workers(WRITERS, common, env, root=root, quick=quick)
         time.sleep(1.0)  # let every process import before the start signal
         go.touch()
         written = {

@@ -26,7 +26,7 @@ from reliability import concurrency
 from reliability.concurrency import FULL, LOCK_MESSAGE, QUICK, Plan, _finish
 from reliability.integrity import audit
 from reliability.outcome import Outcome
-from reliability.sandbox import CLOCK, Sandbox, make_sandbox, offline_model
+from reliability.sandbox import Sandbox, make_sandbox, offline_model
 from reliability.workers import entry_content
 
 #: Which writer each of the eight is: the shape of today's scenario, through the service.
@@ -112,34 +112,14 @@ def run(quick: bool) -> Outcome:
         transcripts = root / "transcripts"
         transcripts.mkdir()
         go, stop = root / "go", root / "stop"
-        common: dict[str, object] = {
-            "project": str(box.project),
-            "day_file": str(box.day_file),
-            "go": str(go),
-            "stop": str(stop),
-            "count": plan.entries,
-            "interval": plan.interval,
-            "padding": plan.padding,
-            "time": CLOCK[-5:],
+        common = {
+            **concurrency.common_args(root, box.project, box.day_file, plan),
             "transcripts": str(transcripts),
         }
         try:
-            writers = []
-            for worker, kind in enumerate(WRITERS):
-                result = root / f"w{worker}.json"
-                args = {**common, "worker": worker, "result": str(result), "in_process": quick}
-                writers.append((kind, worker, _spawn(kind, args, env), result))
-            loops = []
-            for role in ("index", "search"):
-                args = {
-                    **common,
-                    "role": role,
-                    "seed": 7 if role == "index" else 11,
-                    "workers": len(WRITERS),
-                    "pause": 0.05 if role == "index" else 0.3,
-                    "result": str(root / f"{role}.json"),
-                }
-                loops.append((role, _spawn("backend", args, env), root / f"{role}.json"))
+            writers, loops = concurrency.start_workers(
+                WRITERS, common, env, root=root, quick=quick, spawn=_spawn
+            )
             memsearch_args = {
                 **common,
                 "notes": str(root / "other-agent-notes"),
@@ -181,7 +161,7 @@ def run(quick: bool) -> Outcome:
 def _check_writers(
     outcome: Outcome,
     plan: Plan,
-    writers: list[tuple[str, int, subprocess.Popen[bytes], Path]],
+    writers: list[concurrency.Writer],
     written: dict[int, dict[str, Any]],
 ) -> dict[tuple[str, str], str]:
     expected = {}
