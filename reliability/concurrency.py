@@ -71,6 +71,24 @@ def common_args(root: Path, project: Path, day_file: Path, plan: Plan) -> dict[s
     }
 
 
+def check_day_file(
+    outcome: Outcome, day_file: Path, expected: dict[tuple[str, str], str], total: int
+) -> None:
+    """Every acknowledged entry in the day file whole and once, and a heading per session."""
+    text = day_file.read_text(encoding="utf-8")
+    found = audit(text, expected)
+    outcome.inputs = total
+    outcome.entries_lost = len(found.lost)
+    outcome.problems.extend(found.problems)
+    headings = text.count("\n## Session ")
+    outcome.details["file_bytes"] = len(text.encode())
+    outcome.details["session_headings"] = headings
+    outcome.expect(
+        headings >= len(WRITERS),
+        f"only {headings} session headings for {len(WRITERS)} writing sessions",
+    )
+
+
 def start_workers(
     writers: Sequence[str],
     common: dict[str, object],
@@ -163,18 +181,7 @@ def run(quick: bool) -> Outcome:
                 expected[(f"session-{worker}", f"t{number:04d}")] = entry_content(
                     worker, number, plan.padding
                 )
-        text = box.day_file.read_text(encoding="utf-8")
-        found = audit(text, expected)
-        outcome.inputs = total
-        outcome.entries_lost = len(found.lost)
-        outcome.problems.extend(found.problems)
-        headings = text.count("\n## Session ")
-        outcome.details["file_bytes"] = len(text.encode())
-        outcome.details["session_headings"] = headings
-        outcome.expect(
-            headings >= len(WRITERS),
-            f"only {headings} session headings for {len(WRITERS)} writing sessions",
-        )
+        check_day_file(outcome, box.day_file, expected, total)
 
         calls: dict[str, int] = {}
         for role, loop in loops.items():

@@ -24,7 +24,6 @@ from typing import Any
 from pimem_core.doors import service_client, service_wire
 from reliability import concurrency
 from reliability.concurrency import FULL, LOCK_MESSAGE, QUICK, Plan, _finish
-from reliability.integrity import audit
 from reliability.outcome import Outcome
 from reliability.sandbox import Sandbox, make_sandbox, offline_model
 from reliability.workers import entry_content
@@ -143,7 +142,7 @@ def run(quick: bool) -> Outcome:
                 written[w].get("seconds") for w in sorted(written)
             ]
             expected = _check_writers(outcome, plan, writers, written)
-            _check_file(outcome, box, expected, total)
+            concurrency.check_day_file(outcome, box.day_file, expected, total)
             _check_loops(outcome, backend)
             _check_memsearch(outcome, other)
             _check_index(outcome, box, root, expected, plan.sample)
@@ -188,23 +187,6 @@ def _check_writers(
     outcome.details["writer_fallbacks"] = fallbacks
     outcome.expect(fallbacks == 0, f"{fallbacks} pimem writes fell back to in process")
     return expected
-
-
-def _check_file(
-    outcome: Outcome, box: Sandbox, expected: dict[tuple[str, str], str], total: int
-) -> None:
-    text = box.day_file.read_text(encoding="utf-8")
-    found = audit(text, expected)
-    outcome.inputs = total
-    outcome.entries_lost = len(found.lost)
-    outcome.problems.extend(found.problems)
-    headings = text.count("\n## Session ")
-    outcome.details["file_bytes"] = len(text.encode())
-    outcome.details["session_headings"] = headings
-    outcome.expect(
-        headings >= len(WRITERS),
-        f"only {headings} session headings for {len(WRITERS)} writing sessions",
-    )
 
 
 def _check_loops(outcome: Outcome, loops: dict[str, dict[str, Any]]) -> None:
