@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -511,6 +512,95 @@ def measure_memory(plan: ServicePlan, root: Path, model: OfflineModel, log: Log)
     return results
 
 
+def _holds_a_day_file(memory_dir: Path) -> bool:
+    return any(memory_dir.glob("????-??-??.md"))
+
+
+def measure_memory_pi(
+    plan: ServicePlan, root: Path, model: OfflineModel, log: Log
+) -> dict[str, Any]:
+    """The same comparison in the real pi (RPC mode, the newest line): four pi sessions in four
+    projects whose bridges relay to one service, beside one pi session whose bridge serves in
+    process. Each session captures an exchange and searches memory with a tool call; then a
+    shell's ``pimem search`` in each project. Counted: pimem's processes (the service and the
+    bridges); pi's own processes are given beside."""
+    from bench.pi_host import (
+        PI_LINES,
+        ModelServer,
+        PiWorld,
+        Text,
+        ToolCall,
+        after_tool,
+        bridge_pids,
+        isolated_environment,
+        on_distill,
+        on_prompt,
+    )
+
+    line = PI_LINES["1.6"]
+    rules = [
+        on_prompt("[keep]", Text("Noted: Redis for the cache, five minute TTLs.")),
+        on_prompt("[ask]", ToolCall("memory_search", {"query": "which cache do we use"})),
+        after_tool("memory_search", Text("Redis."), marker="[ask]"),
+        on_distill(marker="[keep]"),
+        on_distill(marker="[ask]"),
+    ]
+    results: dict[str, Any] = {"pi": line.name}
+    with ModelServer(rules) as server:
+        for label, count, on in (("service", plan.sessions, True), ("in_process", 1, False)):
+            side = root / label
+            home = _home(side, model)
+            extra = {
+                **model.environment(),
+                "PIMEM_SERVICE": "on" if on else "off",
+                "PIMEM_HOME": str(side / "pimem-home"),
+            }
+            base = isolated_environment(home, extra)
+            base.pop("PYTHONDONTWRITEBYTECODE", None)
+            worlds = [
+                PiWorld.create(
+                    line,
+                    repo=_project(side / f"project-{n}"),
+                    agent_dir=side / f"agent-{n}",
+                    server=server,
+                    base_env=base,
+                )
+                for n in range(count)
+            ]
+            sessions = [world.rpc() for world in worlds]
+            try:
+                for session in sessions:
+                    session.prompt("[keep] We cache with Redis, five minute TTLs.")
+                for world in worlds:  # captured before the search, which then loads the model
+                    memory_dir = world.repo / ".memsearch" / "memory"
+                    _wait(partial(_holds_a_day_file, memory_dir), f"pi {label}: a capture")
+                for session in sessions:
+                    session.prompt("[ask] Which cache do we use?")
+                for world in worlds:
+                    timed(_pimem_search("which cache"), world.repo, world.env)
+                service = service_pid(worlds[0].env) if on else None
+                bridges = [pid for session in sessions for pid in bridge_pids(session.pid)]
+                pimem = memory_of(([service] if service else []) + bridges)
+                pi_own = sum(_status(session.pid).get("VmRSS", 0) for session in sessions) / 1024
+                log(
+                    f"service: real pi, {label}: pimem {pimem['rss_mb']:.0f} MB, pi {pi_own:.0f} MB"
+                )
+                results[label] = {
+                    "sessions": count,
+                    "service_pid": service,
+                    "bridge_pids": bridges,
+                    "pi_rss_mb": pi_own,
+                    **pimem,
+                }
+            finally:
+                for session in sessions:
+                    with contextlib.suppress(Exception):
+                        session.close()
+                if on:
+                    stop_service(worlds[0].env)
+    return results
+
+
 # -- 3. a leak ---------------------------------------------------------------------------------
 
 
@@ -763,6 +853,10 @@ def run_service(plan: ServicePlan, workdir: Path, model: OfflineModel, log: Log)
         reap(run)
     log(f"service {plan.size}: {plan.sessions} sessions through the service, one in process")
     results["memory"] = measure_memory(plan, root / "memory", model, log)
+    log(
+        f"service {plan.size}: {plan.sessions} real pi sessions through the service, one in process"
+    )
+    results["memory_pi"] = measure_memory_pi(plan, root / "memory-pi", model, log)
     log(f"service {plan.size}: reconnect after SIGKILL, {plan.reconnects} times")
     results["reconnect"] = measure_reconnect(plan, root, model, log)
     from bench.service_report import targets

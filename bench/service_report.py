@@ -36,6 +36,20 @@ def rss_ratio(memory: Results) -> float:
     return float(memory["service"]["rss_mb"]) / float(memory["in_process"]["rss_mb"])
 
 
+def _pi_memory_check(memory: Results) -> dict[str, Any]:
+    sessions = int(memory["service"]["sessions"])
+    return {
+        "target": f"{sessions} real pi sessions through the service: pimem's RSS (service + "
+        f"relays) <= {RSS_RATIO:g}x one pi session's bridge in process",
+        "chunks": None,
+        "measured": rss_ratio(memory),
+        "unit": "x",
+        "detail": f"{memory['service']['rss_mb']:.0f} MB vs "
+        f"{memory['in_process']['rss_mb']:.0f} MB",
+        "met": rss_ratio(memory) <= RSS_RATIO,
+    }
+
+
 def targets(results: Results) -> list[dict[str, Any]]:
     size = int(results["size"])
     search = results["search"]["summary"]
@@ -80,6 +94,8 @@ def targets(results: Results) -> list[dict[str, Any]]:
             "met": rss_ratio(memory) <= RSS_RATIO,
         },
     ]
+    if "memory_pi" in results:
+        checks.append(_pi_memory_check(results["memory_pi"]))
     if results["plan"]["judge_leak"]:
         checks.append(
             {
@@ -198,6 +214,36 @@ def _beside(difference_ms: float) -> str:
     return f"{_time(difference_ms)} more than"
 
 
+def _pi_memory(results: Results) -> str:
+    memory = results.get("memory_pi")
+    if memory is None:
+        return ""
+    service, alone = memory["service"], memory["in_process"]
+    table = _table(
+        ("pimem's processes", "resident", "pi's own processes", "of one session in process"),
+        [
+            (
+                f"{service['sessions']} pi sessions through one service",
+                f"{service['rss_mb']:.0f} MB",
+                f"{service['pi_rss_mb']:.0f} MB",
+                f"{rss_ratio(memory):.2f}x",
+            ),
+            (
+                "1 pi session, its bridge in process",
+                f"{alone['rss_mb']:.0f} MB",
+                f"{alone['pi_rss_mb']:.0f} MB",
+                "1.00x",
+            ),
+        ],
+    )
+    return (
+        f"In the real pi (pi {memory['pi']}, RPC mode, a scripted model on 127.0.0.1): "
+        f"{service['sessions']} pi sessions in {service['sessions']} projects, each capturing "
+        "an exchange and then searching memory with a tool call, then a shell's `pimem search` "
+        f"in each project.\n\n{table}"
+    )
+
+
 def _notes(results: Results) -> list[str]:
     search = results["search"]["summary"]
     warm, cold = search["warm"], search["cold"]
@@ -269,6 +315,8 @@ started, each counted once, when every capture was written; the largest total is
 0.2 s during the work. Each side has a fresh memsearch home and fresh projects.
 
 {_memory_table(results)}
+
+{_pi_memory(results)}
 
 ## A leak, and a reconnect
 

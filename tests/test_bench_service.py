@@ -176,3 +176,20 @@ def test_a_quick_run_measures_the_service_only_when_asked() -> None:
     assert "service" in parse([]).only
     assert "service" not in parse(["--quick"]).only
     assert parse(["--quick", "--only", "service"]).only == ("service",)
+
+
+def test_real_pi_sessions_are_judged_and_shown_beside_the_scripted_ones() -> None:
+    found = results()
+    found["memory_pi"] = {
+        "pi": "1.6",
+        "service": {"sessions": 4, "rss_mb": 424.0, "pi_rss_mb": 612.0},
+        "in_process": {"sessions": 1, "rss_mb": 355.0, "pi_rss_mb": 150.0},
+    }
+    checks = service_report.targets(found)
+    (real,) = [check for check in checks if "real pi sessions" in check["target"]]
+    assert real["met"]
+    assert real["measured"] == 424.0 / 355.0
+    page = service_report.render({**found, "targets": checks}, "plots")
+    assert "| 4 pi sessions through one service | 424 MB | 612 MB | 1.19x |" in page
+    found["memory_pi"]["service"]["rss_mb"] = 1.31 * 355.0
+    assert not next(c for c in service_report.targets(found) if "real pi" in c["target"])["met"]
