@@ -445,3 +445,13 @@ def test_a_program_asks_the_memory_service_for_a_command_line(
     assert json.loads(status.stdout)["scope"]["repository_dir"] == str(repo)
     assert hello(service_env).current
     assert "- we use uv" in next((repo / ".memsearch" / "memory").glob("*.md")).read_text()
+
+
+def test_the_pi_adapters_own_settings_do_not_split_the_service() -> None:
+    """pi's bridges carry the adapter's `PIMEM_BIN`; a shell does not: both share one service."""
+    shell = {"HOME": "/home/u", "PIMEM_RANKER": "pimem"}
+    bridge = {**shell, "PIMEM_BIN": "/opt/pimem/bin/pimem", "PIMEM_PI_TIMINGS": "1"}
+    assert service_wire.socket_path(shell) == service_wire.socket_path(bridge)
+    assert service_wire.socket_path(shell) != service_wire.socket_path(
+        {**shell, "PIMEM_RANKER": "memsearch"}
+    )

@@ -29,8 +29,9 @@ MAX_LINE = 8 * 1024 * 1024
 #: from the service's must not be answered by it.
 _ENV_PREFIXES = ("PIMEM_", "PI_MEMSEARCH_", "MEMSEARCH_", "HF_", "TRANSFORMERS_")
 _ENV_NAMES = ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")
-#: The service's own knobs: two clients may differ in these and still share it.
-_ENV_IGNORED = ("PIMEM_SERVICE", "PIMEM_SERVICE_IDLE_S")
+#: Knobs no answer depends on (the service's own; the pi adapter's, which pi's bridges carry
+#: and a shell does not): two clients may differ in these and still share a service.
+_ENV_IGNORED = ("PIMEM_SERVICE", "PIMEM_SERVICE_IDLE_S", "PIMEM_BIN", "PIMEM_PI_TIMINGS")
 
 
 def runtime_dir(environ: dict[str, str] | None = None) -> Path:
