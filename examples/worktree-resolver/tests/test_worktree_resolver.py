@@ -68,7 +68,14 @@ def pimem_cli(*args: str, home: Path, env: dict[str, str] | None = None) -> dict
     command = [str(script)] if script.exists() else [sys.executable, "-m", "pimem_core"]
     done = subprocess.run(
         [*command, *args, "--json"],
-        env={**clean, "HOME": str(home), "PIMEM_STRICT_PLUGINS": "1", **(env or {})},
+        # In process: pimem's memory service, on by default, would outlive the test.
+        env={
+            **clean,
+            "HOME": str(home),
+            "PIMEM_STRICT_PLUGINS": "1",
+            "PIMEM_SERVICE": "off",
+            **(env or {}),
+        },
         capture_output=True,
         text=True,
         check=False,
