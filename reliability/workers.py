@@ -186,8 +186,8 @@ def backend(args: dict[str, Any]) -> dict[str, Any]:
             locked_messages.add(str(error))
             return
         except PimemError as error:
-            if type(error).__name__ == "CollectionMissing":
-                tally["collection_missing"] += 1  # nothing indexed yet: a normal early answer
+            if type(error).__name__ in ("CollectionMissing", "NoMemoryYet"):
+                tally["collection_missing"] += 1  # nothing written or indexed yet: a normal early answer
                 return
             tally["other"] += 1
             others.append(f"{type(error).__name__}: {error}"[:300])

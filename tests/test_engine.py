@@ -255,3 +255,40 @@ def test_an_unavailable_backend_is_checked_again_after_30_seconds(
     assert engine.availability().reason is not None  # still the cached answer
     clock[0] += 2
     assert engine.availability().available
+
+
+def test_a_database_in_steady_use_is_left_alone_for_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After MAX_HOLD_SECONDS of use with no pause, the engine closes Milvus Lite and waits
+    YIELD_SECONDS before the next call, so a memsearch command retrying once a second gets the
+    lock; a pause that long resets the count; a server is never waited for."""
+    from pimem_plugins.memsearch import engine as module
+
+    clock = [100.0]
+    slept: list[float] = []
+    monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+
+    monkeypatch.setattr(module.time, "sleep", sleep)
+    engine = MemsearchEngine(BackendQueue())
+    local = "/home/u/.memsearch/milvus.db"
+    for _ in range(4):  # calls back to back, a second apart: 3 s of use
+        engine._take_turn(local)
+        engine._closed_at = clock[0]  # each opened and closed again at once
+        clock[0] += 1.0
+    assert slept == [module.YIELD_SECONDS]
+
+    clock[0] += module.YIELD_SECONDS  # a pause long enough: a new stretch
+    engine._take_turn(local)
+    clock[0] += 2.0
+    engine._take_turn(local)
+    assert slept == [module.YIELD_SECONDS]
+
+    for _ in range(10):
+        engine._take_turn("http://127.0.0.1:19530")
+        clock[0] += 1.0
+    assert slept == [module.YIELD_SECONDS]

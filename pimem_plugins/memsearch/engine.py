@@ -68,6 +68,12 @@ from pimem_plugins.shared.layout import has_memory_files
 REQUIREMENT = "memsearch[onnx]>=0.4.23,<0.5"
 NEGATIVE_PROBE_SECONDS = 30.0
 DEFAULT_LINGER_SECONDS = 1.0
+#: A local database in use this long without a pause (open, or closed and opened again at
+#: once) is left closed for :data:`YIELD_SECONDS` before the next call: under a steady stream
+#: of calls (a busy memory service) the other agents of the mesh, a ``memsearch`` command
+#: retrying once a second say, still get their turn at Milvus Lite's lock.
+MAX_HOLD_SECONDS = 3.0
+YIELD_SECONDS = 2.5
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "grpc_proxy")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 CHUNK_HASH = re.compile(r"[0-9a-f]{16}")
@@ -265,6 +271,10 @@ class MemsearchEngine:
         self.bootstrap_note = "not checked yet"
         self._lease: _Lease | None = None
         self._release_timer: threading.Timer | None = None
+        #: When the database was last closed, and since when it has been in use with no
+        #: pause long enough for another process to take it (:meth:`_take_turn`).
+        self._closed_at = float("-inf")
+        self._streak: float | None = None
         self._configs: dict[tuple[Path, Path, str], tuple[tuple[object, ...], Any]] = {}
         #: Configurations made of pimem's zero-config defaults, no file: by id.
         self._zero_configs: dict[int, Any] = {}
@@ -441,9 +451,11 @@ class MemsearchEngine:
         database is open at a time: closing a Milvus Lite client stops the database for the
         whole process, so two open clients would pull the ground from under each other.
         """
-        key = (str(config.milvus.uri), scope.collection, id(config))
+        uri = str(config.milvus.uri)
+        key = (uri, scope.collection, id(config))
         if self._lease is not None and self._lease.key != key:
             self.release()
+        self._take_turn(uri)
         if self._lease is None:
             self._lease = _Lease(key=key, memsearch=self._memsearch(scope, config))
         return self._lease.memsearch
@@ -476,6 +488,21 @@ class MemsearchEngine:
         lease, self._lease = self._lease, None
         if lease is not None:
             lease.memsearch.close()
+            self._closed_at = time.monotonic()
+
+    def _take_turn(self, uri: str) -> None:
+        """Before a call on a local database: after :data:`MAX_HOLD_SECONDS` of use with no
+        pause of :data:`YIELD_SECONDS`, close it and wait that long first (on the backend
+        queue, so pimem's own calls wait their turn too)."""
+        if is_server(uri):
+            return  # a server has no lock to share
+        now = time.monotonic()
+        if self._streak is None or (self._lease is None and now - self._closed_at >= YIELD_SECONDS):
+            self._streak = now  # left alone long enough: a new stretch of use begins
+        elif now - self._streak >= MAX_HOLD_SECONDS:
+            self.release()
+            time.sleep(YIELD_SECONDS)
+            self._streak = time.monotonic()
 
     @contextlib.contextmanager
     def _database(self, scope: Scope, config: Any) -> Iterator[Any]:
@@ -562,6 +589,7 @@ class MemsearchEngine:
                 # Searching through the client that ran a full index is slow: use a client
                 # of its own, and close it.
                 self.release()
+                self._take_turn(str(config.milvus.uri))
                 memsearch = self._memsearch(scope, config, paths=paths)
                 try:
                     report = self._loop.run_until_complete(
@@ -571,6 +599,7 @@ class MemsearchEngine:
                     )
                 finally:
                     memsearch.close()
+                    self._closed_at = time.monotonic()
         except Exception as error:
             if state_path is not None:
                 record_index_error(state_path, error, **state)
