@@ -286,7 +286,7 @@ def render(results: Results, plots: str) -> str:
     notes = "\n".join(f"- {note}" for note in _notes(results))
     return f"""# The memory service
 
-One warm process per user (`PIMEM_SERVICE=on`, [the memory service](service.md)) beside pimem
+One warm process per user (on by default, [the memory service](service.md)) beside pimem
 in process and the memsearch CLI, timed as a shell or an agent host sees them: whole processes,
 started and waited for (`make bench BENCH_ARGS="--only service"` measures this part alone).
 

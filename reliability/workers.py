@@ -187,7 +187,7 @@ def backend(args: dict[str, Any]) -> dict[str, Any]:
             return
         except PimemError as error:
             if type(error).__name__ in ("CollectionMissing", "NoMemoryYet"):
-                tally["collection_missing"] += 1  # nothing written or indexed yet: a normal early answer
+                tally["collection_missing"] += 1  # nothing written yet: a normal early answer
                 return
             tally["other"] += 1
             others.append(f"{type(error).__name__}: {error}"[:300])
