@@ -6,6 +6,7 @@ import fcntl
 import importlib.metadata
 import os
 import time
+import types
 from datetime import datetime
 from pathlib import Path
 
@@ -267,13 +268,13 @@ def test_a_database_in_steady_use_is_left_alone_for_a_while(
 
     clock = [100.0]
     slept: list[float] = []
-    monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
 
     def sleep(seconds: float) -> None:
         slept.append(seconds)
         clock[0] += seconds
 
-    monkeypatch.setattr(module.time, "sleep", sleep)
+    fake_time = types.SimpleNamespace(monotonic=lambda: clock[0], sleep=sleep)
+    monkeypatch.setattr(module, "time", fake_time)
     engine = MemsearchEngine(BackendQueue())
     local = "/home/u/.memsearch/milvus.db"
     for _ in range(4):  # calls back to back, a second apart: 3 s of use
