@@ -409,7 +409,20 @@ class MemsearchEngine:
         return self._embedders[key]
 
     def _memsearch(self, scope: Scope, config: Any, *, paths: tuple[str, ...] = ()) -> Any:
-        """A ``MemSearch`` for *scope*'s collection that reuses the warm embedder."""
+        """A ``MemSearch`` for *scope*'s collection that reuses the warm embedder.
+
+        A failed open that the lock does not explain is tried once more: the holder may have
+        let go between the failure and the look at the lock, and only a database that fails
+        twice is taken for damaged."""
+        try:
+            return self._open(scope, config, paths)
+        except Exception as error:
+            if is_contention(error) or database_failure(error) is None:
+                raise
+            time.sleep(0.05)
+            return self._open(scope, config, paths)
+
+    def _open(self, scope: Scope, config: Any, paths: tuple[str, ...]) -> Any:
         _quiet_pymilvus()
         memsearch = memsearch_with_embedder(
             self._embedder(config),
