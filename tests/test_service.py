@@ -75,7 +75,7 @@ def test_only_the_read_commands_are_routed_and_their_paths_made_absolute(tmp_pat
     assert not service_client.routed(["search", "redis", "--in-process"], on)
     assert not service_client.routed(["search", "--help"], on)
     assert not service_client.routed(["-vv", "search", "redis"], on)
-    assert not service_client.routed(["search", "redis"], {})
+    assert service_client.routed(["search", "redis"], {})  # on by default
     assert not service_client.routed(["search", "redis"], {"PIMEM_SERVICE": "off"})
     assert service_client.absolute_paths(
         ["--cwd", "a", "expand", "h", "--project=b", "--json"], tmp_path
@@ -378,7 +378,7 @@ def test_a_wedged_service_is_left_for_in_process_after_its_silence(
     service_env: dict[str, str], repo: Path
 ) -> None:
     """A service that greets and then says nothing (no answer, no heartbeat) is taken for
-    wedged after :data:`~service_wire.SILENCE_S`: a read runs in process with one warning."""
+    wedged after :data:`~service_wire.SILENCE_S`, and the read is answered all the same."""
     directory = service_wire.runtime_dir(service_env)
     service_client.prepare_dir(directory)
     listener = socket.socket(socket.AF_UNIX)
@@ -406,9 +406,9 @@ def test_a_wedged_service_is_left_for_in_process_after_its_silence(
     listener.close()
     for conn in held:
         conn.close()
+    # The silent one is given up on: the search is answered all the same (by a new service,
+    # which took the socket over, or in process).
     assert result.code == 0, result.stderr
-    (warning,) = [line for line in result.stderr.splitlines() if WARNING in line]
-    assert f"said nothing for {service_wire.SILENCE_S:.0f} s" in warning
     assert waited >= service_wire.SILENCE_S  # it did wait for the silence, not fail at once
 
 

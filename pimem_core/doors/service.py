@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import io
 import logging
 import os
@@ -236,24 +235,14 @@ def run_command_line(
 
 def _give_back_memory() -> None:
     """Hand the allocator's free memory back to the system once no request runs: a service
-    that lives for hours must not keep the peak of its busiest minute."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, where there is one (not on macOS or musl)."""
+    that lives for hours must not keep the peak of its busiest minute. glibc only (not macOS
+    or musl); loading the already loaded C library costs microseconds."""
     if not sys.platform.startswith("linux"):
-        return None
+        return
     import ctypes
 
-    try:
-        trim: Callable[[int], int] = ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
-    return trim
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 @contextlib.contextmanager
