@@ -274,7 +274,15 @@ def measure_latency(
     # Only the store's own settings: nothing of the caller's pimem configuration leaks in.
     own = {k: v for k, v in env.items() if not k.startswith(("PIMEM_", "PI_MEMSEARCH_"))}
     spawned = time.perf_counter()
-    bridge = _Bridge({**own, "PI_MEMSEARCH_AUTO_CONTEXT": "on", "PI_MEMSEARCH_CAPTURE": "off"})
+    # The bridge in process, as the figures before the memory service were measured.
+    bridge = _Bridge(
+        {
+            **own,
+            "PI_MEMSEARCH_AUTO_CONTEXT": "on",
+            "PI_MEMSEARCH_CAPTURE": "off",
+            "PIMEM_SERVICE": "off",
+        }
+    )
     ready_ms = (time.perf_counter() - spawned) * 1000
     try:
         bridge.call("session.start", session_id="bench", cwd=str(project), transcript=None)
