@@ -16,7 +16,7 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -263,10 +263,13 @@ KINDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
 }
 
 
-def main(argv: list[str]) -> int:
+def main(
+    argv: list[str], kinds: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]] = KINDS
+) -> int:
+    """Run the worker *argv* names (its kind, then its JSON arguments); write its result."""
     kind, raw = argv
     args = json.loads(raw)
-    result = KINDS[kind](args)
+    result = kinds[kind](args)
     Path(args["result"]).write_text(json.dumps(result))
     return 0
 

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from reliability import workers
 from reliability.workers import _paced, _wait_for, entry_content
 
 #: The thin client's line when it runs a command in process instead.
@@ -275,14 +276,6 @@ KINDS = {
 }
 
 
-def main(argv: list[str]) -> int:
-    kind, raw = argv
-    args = json.loads(raw)
-    result = KINDS[kind](args)
-    Path(args["result"]).write_text(json.dumps(result))
-    return 0
-
-
 if __name__ == "__main__":
     os.environ.setdefault("PIMEM_SERVICE", "on")
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(workers.main(sys.argv[1:], KINDS))
