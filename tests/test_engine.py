@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import gc
 import importlib.metadata
 import os
 import time
@@ -10,6 +11,7 @@ import types
 from datetime import datetime
 from pathlib import Path
 
+import grpc
 import pytest
 
 from pimem_core import Pimem
@@ -94,6 +96,25 @@ def test_with_a_linger_the_database_is_released_once_calls_stop(
     while database_locked(memsearch_home) and datetime.now().timestamp() < deadline:
         pass
     assert not database_locked(memsearch_home)
+
+
+def test_reopening_the_database_leaves_no_connection_behind(indexed: tuple[Pimem, Scope]) -> None:
+    # Milvus Lite serves every opening on a new port; a connection kept per opening is a leak
+    # in a service that opens and closes the database all day.
+    pimem, scope = indexed
+    engine = MemsearchMemoryIndex.opened_by(pimem, scope).engine
+
+    def open_channels() -> int:
+        gc.collect()
+        return sum(isinstance(thing, grpc.Channel) for thing in gc.get_objects())
+
+    texts(pimem, scope, "cache")
+    engine.count(scope)
+    before = open_channels()
+    for _ in range(5):
+        texts(pimem, scope, "cache")
+        assert engine.count(scope) == 2
+    assert open_channels() <= before
 
 
 def test_one_appended_entry_is_indexed_alone(indexed: tuple[Pimem, Scope]) -> None:

@@ -16,6 +16,7 @@ import memsearch.store
 import onnxruntime
 import pytest
 from memsearch.embeddings.onnx import OnnxEmbedding
+from pymilvus.client.connection_manager import ConnectionManager
 
 from pimem_core import memsearch_compat
 
@@ -72,6 +73,21 @@ def test_the_store_keeps_what_a_dense_search_uses() -> None:
     assert "chunk_hash" in store._QUERY_FIELDS
     assert "self._collection" in inspect.getsource(store.__init__)
     assert '"embedding"' in inspect.getsource(store)
+
+
+def test_pymilvus_keeps_its_shared_connections_where_they_are_forgotten(tmp_path: Path) -> None:
+    manager = ConnectionManager.get_instance()
+    assert isinstance(manager._registry, dict)
+    assert hasattr(manager._lock, "__enter__")
+    store = memsearch.store.MilvusStore(
+        str(tmp_path / "milvus.db"), collection="c", dimension=4, _create_if_missing=True
+    )
+    opened = [m for m in manager._registry.values() if m.has_clients]
+    assert opened, "an open store's connection is in the registry"
+    assert all(callable(m.strategy.close) for m in opened)
+    store.close()
+    memsearch_compat.forget_unused_connections()
+    assert not [m for m in manager._registry.values() if not m.has_clients]
 
 
 def test_memsearch_indexes_each_file_through_one_method() -> None:

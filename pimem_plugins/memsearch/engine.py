@@ -39,6 +39,7 @@ from pimem_core.conflicts import (
 from pimem_core.errors import CollectionMissing, IndexStateError, NoMemoryYet, PimemError
 from pimem_core.memsearch_compat import (
     dense_search,
+    forget_unused_connections,
     index_with_progress,
     memsearch_with_embedder,
     onnx_sessions_without_spinning,
@@ -501,6 +502,7 @@ class MemsearchEngine:
         lease, self._lease = self._lease, None
         if lease is not None:
             lease.memsearch.close()
+            forget_unused_connections()
             self._closed_at = time.monotonic()
 
     def _take_turn(self, uri: str) -> None:
@@ -612,6 +614,7 @@ class MemsearchEngine:
                     )
                 finally:
                     memsearch.close()
+                    forget_unused_connections()
                     self._closed_at = time.monotonic()
         except Exception as error:
             if state_path is not None:
@@ -807,6 +810,7 @@ class MemsearchEngine:
                 return int(store.count())
             finally:
                 store.close()
+                forget_unused_connections()
         except CollectionNotFoundError:
             return None
 
