@@ -11,7 +11,7 @@ import types
 from datetime import datetime
 from pathlib import Path
 
-import grpc
+import grpc  # type: ignore[import-untyped]
 import pytest
 
 from pimem_core import Pimem
