@@ -6,6 +6,9 @@ import fcntl
 import gc
 import importlib.metadata
 import os
+import subprocess
+import sys
+import threading
 import time
 import types
 from datetime import datetime
@@ -115,6 +118,45 @@ def test_reopening_the_database_leaves_no_connection_behind(indexed: tuple[Pimem
         texts(pimem, scope, "cache")
         assert engine.count(scope) == 2
     assert open_channels() <= before
+
+
+def test_a_memsearch_command_knocking_at_a_busy_database_gets_in(
+    indexed: tuple[Pimem, Scope], repo: Path
+) -> None:
+    """pimem uses the database without a pause (the lease never lingers out); a memsearch
+    command that finds it taken and retries once a second gets in within its retries."""
+    pimem = make_pimem({"PIMEM_DB_LINGER_MS": "60000"})
+    scope = pimem.resolve_scope(repo)
+    engine = MemsearchMemoryIndex.opened_by(pimem, scope).engine
+    assert engine.search(scope, "cache", 1)  # the database is leased from here on
+    attempts: list[int] = []
+
+    def memsearch_with_retries() -> None:
+        for attempt in range(1, 7):
+            done = subprocess.run(
+                [str(Path(sys.executable).parent / "memsearch"), "search", "Redis",
+                 "--collection", scope.collection, "-j"],
+                capture_output=True, text=True, check=False, timeout=120,
+            )  # fmt: skip
+            if done.returncode == 0:
+                attempts.append(attempt)
+                return
+            time.sleep(1.0)
+
+    other = threading.Thread(target=memsearch_with_retries)
+    other.start()
+    deadline = time.monotonic() + 120
+    while other.is_alive() and time.monotonic() < deadline:
+        try:
+            engine.search(scope, "cache", 1)
+        except Exception as error:
+            if not is_contention(error):
+                raise
+            time.sleep(0.2)  # wait, as pimem's queue does
+        time.sleep(0.05)
+    other.join(timeout=120)
+    assert attempts, "the memsearch command never got the database in six attempts"
+    engine.release()
 
 
 def test_one_appended_entry_is_indexed_alone(indexed: tuple[Pimem, Scope]) -> None:

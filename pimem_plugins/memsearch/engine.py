@@ -57,22 +57,28 @@ from pimem_core.types import (
     SearchHit,
     Section,
 )
+from pimem_plugins.memsearch import lock_knocks
 from pimem_plugins.memsearch.embedding_model import (
     EmbeddingModelMissing,
     check_model,
     load_embedder,
 )
 from pimem_plugins.memsearch.ledger import DayFile, IndexLedger
+from pimem_plugins.memsearch.lock_knocks import LockKnocks
 from pimem_plugins.shared.index_state import read_index_state
 from pimem_plugins.shared.layout import has_memory_files
 
 REQUIREMENT = "memsearch[onnx]>=0.4.23,<0.5"
 NEGATIVE_PROBE_SECONDS = 30.0
 DEFAULT_LINGER_SECONDS = 1.0
-#: A local database in use this long without a pause (open, or closed and opened again at
-#: once) is left closed for :data:`YIELD_SECONDS` before the next call: under a steady stream
-#: of calls (a busy memory service) the other agents of the mesh, a ``memsearch`` command
-#: retrying once a second say, still get their turn at Milvus Lite's lock.
+#: When another process knocks at the open local database (opens its lock file: a
+#: ``memsearch`` command that found it taken, say), the database is closed before the next
+#: call and left closed until the knocker comes back for it, for this long at most: under a
+#: steady stream of calls (a busy memory service) the other agents of the mesh still get in.
+COURTESY_SECONDS = 5.0
+#: Where knocks cannot be seen: a local database in use this long without a pause (open, or
+#: closed and opened again at once) is left closed for :data:`YIELD_SECONDS` before the next
+#: call, whether or not anyone waits for it.
 MAX_HOLD_SECONDS = 3.0
 YIELD_SECONDS = 2.5
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "grpc_proxy")
@@ -276,6 +282,8 @@ class MemsearchEngine:
         #: pause long enough for another process to take it (:meth:`_take_turn`).
         self._closed_at = float("-inf")
         self._streak: float | None = None
+        #: Other processes' opens of the local database's lock file, by database.
+        self._knocks: dict[str, LockKnocks | None] = {}
         self._configs: dict[tuple[Path, Path, str], tuple[tuple[object, ...], Any]] = {}
         #: Configurations made of pimem's zero-config defaults, no file: by id.
         self._zero_configs: dict[int, Any] = {}
@@ -472,6 +480,7 @@ class MemsearchEngine:
         self._take_turn(uri)
         if self._lease is None:
             self._lease = _Lease(key=key, memsearch=self._memsearch(scope, config))
+            self._opened(uri)
         return self._lease.memsearch
 
     def _used(self) -> None:
@@ -505,12 +514,35 @@ class MemsearchEngine:
             forget_unused_connections()
             self._closed_at = time.monotonic()
 
+    def _watch(self, uri: str) -> LockKnocks | None:
+        """The knocks at local database *uri*, once it exists (``None`` where inotify is not
+        available: turns are then taken on a timer)."""
+        if uri not in self._knocks:
+            database = Path(uri).expanduser()
+            if not database.is_dir():
+                return None  # not made yet: looked for again at the next call
+            self._knocks[uri] = lock_knocks.watch(database)
+        return self._knocks[uri]
+
+    def _opened(self, uri: str) -> None:
+        """Note that this process just opened *uri*: its own knock is not someone else's."""
+        knocks = None if is_server(uri) else self._watch(uri)
+        if knocks is not None:
+            knocks.forget()
+
     def _take_turn(self, uri: str) -> None:
-        """Before a call on a local database: after :data:`MAX_HOLD_SECONDS` of use with no
-        pause of :data:`YIELD_SECONDS`, close it and wait that long first (on the backend
-        queue, so pimem's own calls wait their turn too)."""
+        """Before a call on a local database: when another process knocked while it was
+        open, close it and leave it to them (on the backend queue, so pimem's own calls wait
+        with it). Where knocks cannot be seen, after :data:`MAX_HOLD_SECONDS` of use with no
+        pause of :data:`YIELD_SECONDS`, close it and wait that long."""
         if is_server(uri):
             return  # a server has no lock to share
+        knocks = self._watch(uri)
+        if knocks is not None:
+            if knocks.knocked() and self._lease is not None:
+                self.release()
+                self._step_aside(knocks)
+            return
         now = time.monotonic()
         if self._streak is None or (self._lease is None and now - self._closed_at >= YIELD_SECONDS):
             self._streak = now  # left alone long enough: a new stretch of use begins
@@ -518,6 +550,17 @@ class MemsearchEngine:
             self.release()
             time.sleep(YIELD_SECONDS)
             self._streak = time.monotonic()
+
+    @staticmethod
+    def _step_aside(knocks: LockKnocks) -> None:
+        """Wait, the database closed, until the knocker comes back (and a moment more, for it
+        to take the lock) or :data:`COURTESY_SECONDS` pass."""
+        deadline = time.monotonic() + COURTESY_SECONDS
+        while time.monotonic() < deadline:
+            if knocks.knocked():
+                time.sleep(0.2)
+                return
+            time.sleep(0.1)
 
     @contextlib.contextmanager
     def _database(self, scope: Scope, config: Any) -> Iterator[Any]:
@@ -606,6 +649,7 @@ class MemsearchEngine:
                 self.release()
                 self._take_turn(str(config.milvus.uri))
                 memsearch = self._memsearch(scope, config, paths=paths)
+                self._opened(str(config.milvus.uri))
                 try:
                     report = self._loop.run_until_complete(
                         index_with_progress(memsearch, progress)
@@ -806,6 +850,7 @@ class MemsearchEngine:
                 collection=scope.collection,
                 dimension=None,
             )
+            self._opened(str(config.milvus.uri))
             try:
                 return int(store.count())
             finally:
