@@ -356,3 +356,50 @@ def test_a_database_in_steady_use_is_left_alone_for_a_while(
         engine._take_turn("http://127.0.0.1:19530")
         clock[0] += 1.0
     assert slept == [module.YIELD_SECONDS]
+
+
+def test_a_knock_while_the_database_was_open_is_honoured_at_the_next_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A knock seen as pimem closes the database (an index run's own client, say) keeps it
+    closed before the next call, until the knocker comes back or the courtesy time is up."""
+    from pimem_plugins.memsearch import engine as module
+
+    clock = [100.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+
+    class Knocks:
+        def __init__(self) -> None:
+            self.pending = [True]  # the knock made while the database was open
+
+        def knocked(self) -> bool:
+            return self.pending.pop(0) if self.pending else False
+
+        def forget(self) -> None:
+            self.pending.clear()
+
+    monkeypatch.setattr(
+        module, "time", types.SimpleNamespace(monotonic=lambda: clock[0], sleep=sleep)
+    )
+    monkeypatch.setattr(module, "forget_unused_connections", lambda: None)
+    engine = MemsearchEngine(BackendQueue())
+    local = "/home/u/.memsearch/milvus.db"
+    knocks = Knocks()
+    engine._knocks[local] = knocks  # type: ignore[assignment]
+    engine._closed(local)
+    engine._take_turn(local)  # nobody comes back: closed for the whole courtesy time
+    assert sum(slept) == pytest.approx(module.COURTESY_SECONDS, abs=0.11)
+
+    slept.clear()
+    knocks.pending = [True, False, False, True]  # knocked while open; back 0.2 s later
+    engine._closed(local)
+    engine._take_turn(local)
+    assert sum(slept) == pytest.approx(0.2 + 0.2)  # two looks, then a moment for it to get in
+
+    slept.clear()
+    engine._take_turn(local)  # no knock since: no wait
+    assert slept == []

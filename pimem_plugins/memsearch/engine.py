@@ -284,6 +284,7 @@ class MemsearchEngine:
         self._streak: float | None = None
         #: Other processes' opens of the local database's lock file, by database.
         self._knocks: dict[str, LockKnocks | None] = {}
+        self._owed = False
         self._configs: dict[tuple[Path, Path, str], tuple[tuple[object, ...], Any]] = {}
         #: Configurations made of pimem's zero-config defaults, no file: by id.
         self._zero_configs: dict[int, Any] = {}
@@ -511,8 +512,7 @@ class MemsearchEngine:
         lease, self._lease = self._lease, None
         if lease is not None:
             lease.memsearch.close()
-            forget_unused_connections()
-            self._closed_at = time.monotonic()
+            self._closed(lease.key[0])
 
     def _watch(self, uri: str) -> LockKnocks | None:
         """The knocks at local database *uri*, once it exists (``None`` where inotify is not
@@ -525,10 +525,19 @@ class MemsearchEngine:
         return self._knocks[uri]
 
     def _opened(self, uri: str) -> None:
-        """Note that this process just opened *uri*: its own knock is not someone else's."""
+        """After this process opened *uri*: its own knock, and those made while it was closed,
+        are nobody waiting for it."""
         knocks = None if is_server(uri) else self._watch(uri)
         if knocks is not None:
             knocks.forget()
+
+    def _closed(self, uri: str) -> None:
+        """After this process closed *uri*: a knock while it was open is remembered (the
+        knocker is owed a turn), and the connection pymilvus would keep is dropped."""
+        forget_unused_connections()
+        self._closed_at = time.monotonic()
+        knocks = self._knocks.get(uri)
+        self._owed = knocks is not None and knocks.knocked()
 
     def _take_turn(self, uri: str) -> None:
         """Before a call on a local database: when another process knocked while it was
@@ -539,9 +548,12 @@ class MemsearchEngine:
             return  # a server has no lock to share
         knocks = self._watch(uri)
         if knocks is not None:
-            if knocks.knocked() and self._lease is not None:
+            if self._lease is not None and knocks.knocked():
                 self.release()
-                self._step_aside(knocks)
+                self._owed = True
+            if self._owed:
+                self._owed = False
+                self._step_aside(knocks, until=self._closed_at + COURTESY_SECONDS)
             return
         now = time.monotonic()
         if self._streak is None or (self._lease is None and now - self._closed_at >= YIELD_SECONDS):
@@ -552,11 +564,10 @@ class MemsearchEngine:
             self._streak = time.monotonic()
 
     @staticmethod
-    def _step_aside(knocks: LockKnocks) -> None:
+    def _step_aside(knocks: LockKnocks, *, until: float) -> None:
         """Wait, the database closed, until the knocker comes back (and a moment more, for it
-        to take the lock) or :data:`COURTESY_SECONDS` pass."""
-        deadline = time.monotonic() + COURTESY_SECONDS
-        while time.monotonic() < deadline:
+        to take the lock) or the clock reads *until*."""
+        while time.monotonic() < until:
             if knocks.knocked():
                 time.sleep(0.2)
                 return
@@ -658,8 +669,7 @@ class MemsearchEngine:
                     )
                 finally:
                     memsearch.close()
-                    forget_unused_connections()
-                    self._closed_at = time.monotonic()
+                    self._closed(str(config.milvus.uri))
         except Exception as error:
             if state_path is not None:
                 record_index_error(state_path, error, **state)
@@ -855,7 +865,7 @@ class MemsearchEngine:
                 return int(store.count())
             finally:
                 store.close()
-                forget_unused_connections()
+                self._closed(str(config.milvus.uri))
         except CollectionNotFoundError:
             return None
 
