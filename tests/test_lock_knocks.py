@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -51,3 +52,21 @@ def test_other_files_of_the_database_are_no_knock(knocks: LockKnocks, tmp_path: 
 
 def test_a_database_that_does_not_exist_cannot_be_watched(tmp_path: Path) -> None:
     assert watch(tmp_path / "missing.db") is None
+
+
+def test_a_watch_no_longer_used_gives_its_descriptor_back(tmp_path: Path) -> None:
+    def inotify(descriptor: int) -> bool:
+        try:
+            return "inotify" in os.readlink(f"/proc/self/fd/{descriptor}")
+        except FileNotFoundError:
+            return False
+
+    database = tmp_path / "milvus.db"
+    database.mkdir()
+    knocks = watch(database)
+    assert knocks is not None
+    descriptor = knocks._descriptor
+    assert inotify(descriptor)
+    del knocks
+    gc.collect()
+    assert not inotify(descriptor)

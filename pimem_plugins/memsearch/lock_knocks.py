@@ -17,6 +17,7 @@ import ctypes
 import os
 import struct
 import sys
+import weakref
 from pathlib import Path
 
 #: Milvus Lite's lock file, inside the database directory.
@@ -37,6 +38,8 @@ class LockKnocks:
 
     def __init__(self, descriptor: int) -> None:
         self._descriptor = descriptor
+        # An engine has no end of its own: the watch goes with it, not with the process.
+        self._closer = weakref.finalize(self, os.close, descriptor)
 
     def knocked(self) -> bool:
         """Whether the lock file was opened since the last look (what was queued is read)."""
@@ -63,7 +66,7 @@ class LockKnocks:
                 offset = start + length
 
     def close(self) -> None:
-        os.close(self._descriptor)
+        self._closer()
 
 
 def watch(database: Path) -> LockKnocks | None:
