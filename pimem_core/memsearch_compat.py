@@ -1,4 +1,4 @@
-"""Every place pimem relies on memsearch (or onnxruntime, or pymilvus) beyond their public API, in one module.
+"""Every place pimem relies on memsearch, onnxruntime or pymilvus beyond their public API.
 
 memsearch 0.4.23 offers no way to do some things pimem needs in process: point its configuration
 lookup at a given home and project, hand a ``MemSearch`` an embedder that is already warm, search

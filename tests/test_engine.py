@@ -139,6 +139,7 @@ def test_a_memsearch_command_knocking_at_a_busy_database_gets_in(
                 capture_output=True, text=True, check=False, timeout=120,
             )  # fmt: skip
             if done.returncode == 0:
+                assert "Redis" in done.stdout, done.stdout  # it read pimem's collection
                 attempts.append(attempt)
                 return
             time.sleep(1.0)

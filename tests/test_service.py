@@ -409,6 +409,7 @@ def test_a_wedged_service_is_left_for_in_process_after_its_silence(
     # The silent one is given up on: the search is answered all the same (by a new service,
     # which took the socket over, or in process).
     assert result.code == 0, result.stderr
+    assert result.stdout.startswith("no memory yet in "), result.stdout  # the search's answer
     assert waited >= service_wire.SILENCE_S  # it did wait for the silence, not fail at once
 
 

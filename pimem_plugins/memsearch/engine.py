@@ -64,7 +64,6 @@ from pimem_plugins.memsearch.embedding_model import (
     load_embedder,
 )
 from pimem_plugins.memsearch.ledger import DayFile, IndexLedger
-from pimem_plugins.memsearch.lock_knocks import LockKnocks
 from pimem_plugins.shared.index_state import read_index_state
 from pimem_plugins.shared.layout import has_memory_files
 
@@ -283,7 +282,7 @@ class MemsearchEngine:
         self._closed_at = float("-inf")
         self._streak: float | None = None
         #: Other processes' opens of the local database's lock file, by database.
-        self._knocks: dict[str, LockKnocks | None] = {}
+        self._knocks: dict[str, lock_knocks.LockKnocks | None] = {}
         self._owed = False
         self._configs: dict[tuple[Path, Path, str], tuple[tuple[object, ...], Any]] = {}
         #: Configurations made of pimem's zero-config defaults, no file: by id.
@@ -514,7 +513,7 @@ class MemsearchEngine:
             lease.memsearch.close()
             self._closed(lease.key[0])
 
-    def _watch(self, uri: str) -> LockKnocks | None:
+    def _watch(self, uri: str) -> lock_knocks.LockKnocks | None:
         """The knocks at local database *uri*, once it exists (``None`` where inotify is not
         available: turns are then taken on a timer)."""
         if uri not in self._knocks:
@@ -564,7 +563,7 @@ class MemsearchEngine:
             self._streak = time.monotonic()
 
     @staticmethod
-    def _step_aside(knocks: LockKnocks, *, until: float) -> None:
+    def _step_aside(knocks: lock_knocks.LockKnocks, *, until: float) -> None:
         """Wait, the database closed, until the knocker comes back (and a moment more, for it
         to take the lock) or the clock reads *until*."""
         while time.monotonic() < until:

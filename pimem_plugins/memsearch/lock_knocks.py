@@ -39,7 +39,7 @@ class LockKnocks:
     def __init__(self, descriptor: int) -> None:
         self._descriptor = descriptor
         # An engine has no end of its own: the watch goes with it, not with the process.
-        self._closer = weakref.finalize(self, os.close, descriptor)
+        weakref.finalize(self, os.close, descriptor)
 
     def knocked(self) -> bool:
         """Whether the lock file was opened since the last look (what was queued is read)."""
@@ -54,19 +54,14 @@ class LockKnocks:
         while True:
             try:
                 data = os.read(self._descriptor, 64 * 1024)
-            except (BlockingIOError, InterruptedError):
+            except OSError:  # nothing queued (or a watch gone bad, which reads as quiet)
                 return names
-            except OSError:
-                return names  # a watch gone bad reads as quiet: the timer still takes turns
             offset = 0
             while offset + _EVENT.size <= len(data):
                 _, _, _, length = _EVENT.unpack_from(data, offset)
                 start = offset + _EVENT.size
                 names.append(data[start : start + length].rstrip(b"\0").decode(errors="replace"))
                 offset = start + length
-
-    def close(self) -> None:
-        self._closer()
 
 
 def watch(database: Path) -> LockKnocks | None:
