@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -233,6 +234,9 @@ def test_a_write_in_flight_when_the_service_dies_is_reported_not_repeated(
             "params": {"content": "We pin Node 22.", "turn": "a1"},
         }
     )
+    # Time for the relay to hand it over. A write still with the relay when the service dies
+    # goes to the next service and is answered, which is right, but not this test's case.
+    time.sleep(1.0)
     os.kill(pid, signal.SIGKILL)
     answer = bridge.read()
     assert answer["id"] == bridge.next_id
