@@ -87,6 +87,15 @@ class Pimem:
         # The manager's settings carry the plugins' declared settings, validated as it loaded them.
         return cls(pm.settings, pm)
 
+    def for_session(self, settings: Settings) -> Pimem:
+        """This pimem with *settings* for one session or command in a process that serves
+        many: the same plugins and the services already opened, which settings that shape one
+        session (:attr:`SettingSpec.per_session`) do not change."""
+        view = Pimem(settings, self.pm)
+        view._stores = self._stores
+        view._indexes = self._indexes
+        return view
+
     def _require(self, hook: str, answer: object, kind: type[T]) -> T:
         if answer is None:
             blocked = sorted(self.settings.disabled_plugins)

@@ -115,10 +115,16 @@ class PimemPluginManager(pluggy.PluginManager):
         self.add_hookcall_monitoring(_nothing_before, _name_the_plugin)
         #: The settings with every loaded plugin's declared settings validated in.
         self.settings = settings if settings is not None else Settings()
+        self._specs: dict[str, SettingSpec[Any]] = {}
 
     @property
     def records(self) -> tuple[PluginRecord, ...]:
         return tuple(self._records.values())
+
+    @property
+    def declared_settings(self) -> tuple[SettingSpec[Any], ...]:
+        """Every setting the loaded plugins declare, active or not."""
+        return tuple(self._specs.values())
 
     def add_plugin(
         self,
@@ -158,6 +164,7 @@ class PimemPluginManager(pluggy.PluginManager):
                     "not a pimem_core.SettingSpec"
                 )
         self.settings = self.settings.declare(specs)
+        self._specs.update((spec.env, spec) for spec in specs)
         return specs
 
     def load_entry_point(

@@ -91,6 +91,20 @@ class Settings:
         values = {spec.env: value for spec, value in pairs}
         return attrs.evolve(self, plugin_values={**self.plugin_values, **values})
 
+    def for_session(
+        self,
+        session_env: Mapping[str, str],
+        names: Iterable[str],
+        specs: Iterable[SettingSpec[Any]],
+    ) -> Settings:
+        """These settings with the variables *names* taken from *session_env* instead (set
+        there or not), and *specs* parsed again: one session's or command's settings in a
+        process that serves many. Raise :class:`SettingsError` on a bad value, as at start."""
+        names = frozenset(names)
+        env = {name: value for name, value in self.environ.items() if name not in names}
+        env.update((name, value) for name, value in session_env.items() if name in names)
+        return Settings.from_env(env).declare(specs)
+
     def now(self) -> datetime:
         """The current local time (naive), or the fixed time of ``PIMEM_NOW``."""
         return self.fixed_now if self.fixed_now is not None else datetime.now()
@@ -168,6 +182,10 @@ class SettingSpec(Generic[T]):
     invalid: str = "a valid value"
     #: Masked wherever it is shown (API keys, tokens).
     secret: bool = False
+    #: Shapes one agent session or one command, not what the plugin loads: each session and
+    #: command through the memory service brings its own value (auto-context's switch), where
+    #: any other setting gets a service of its own for each value (docs/service.md).
+    per_session: bool = False
 
     def parse_env(self, environ: Mapping[str, str]) -> T:
         """The setting's value in *environ*; raise :class:`SettingsError` on a bad one."""

@@ -57,6 +57,7 @@ ENABLED = SettingSpec(
     parse=parse_switch("PI_MEMSEARCH_AUTO_CONTEXT"),
     default=False,
     help="inject memory relevant to each prompt",
+    per_session=True,
 )
 MIN_RELEVANCE = SettingSpec(
     plugin=SOURCE,
@@ -65,6 +66,7 @@ MIN_RELEVANCE = SettingSpec(
     parse=parse_fraction("PIMEM_AUTO_CONTEXT_MIN_RELEVANCE", DEFAULT_MIN_RELEVANCE),
     default=DEFAULT_MIN_RELEVANCE,
     help="how relevant (pimem's relevance, 0 to 1) a chunk must be to the prompt to be injected",
+    per_session=True,
 )
 MIN_SIMILARITY = SettingSpec(
     plugin=SOURCE,
@@ -73,6 +75,7 @@ MIN_SIMILARITY = SettingSpec(
     parse=parse_fraction("PIMEM_AUTO_CONTEXT_MIN_SIMILARITY", DEFAULT_MIN_SIMILARITY),
     default=DEFAULT_MIN_SIMILARITY,
     help="how close (cosine similarity, 0 to 1) a chunk must be to the prompt to be injected",
+    per_session=True,
 )
 
 PREAMBLE = (
@@ -182,11 +185,17 @@ class PromptRecall:
         self.misses_in_a_row = 0
         self.restarts = 0
         self.last_error: str | None = None
+        #: The settings of the session that turned it on: a command served beside that session
+        #: (``pimem status`` through the memory service) reports the session's recall.
+        self.session_settings: Settings | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
     def start(self, settings: Settings, index: MemoryIndex | None) -> None:
-        if ENABLED.read(settings) and index is not None and self.state == "idle":
+        if not ENABLED.read(settings):
+            return
+        self.session_settings = settings
+        if index is not None and self.state == "idle":
             self._start_warming(index)
 
     def _start_warming(self, index: MemoryIndex, state: State = "warming") -> None:
@@ -280,6 +289,9 @@ class PromptRecall:
 
     def status(self, settings: Settings) -> Iterator[StatusSection]:
         counters = self.counters
+        where = ""
+        if not ENABLED.read(settings) and self.session_settings is not None:
+            settings, where = self.session_settings, " in an agent session"
         if not ENABLED.read(settings):
             yield StatusSection(
                 name=SOURCE,
@@ -289,7 +301,7 @@ class PromptRecall:
             )
             return
         lines = [
-            f"auto-context: on ({self.state}, relevance floor {MIN_RELEVANCE.read(settings):g}, "
+            f"auto-context: on{where} ({self.state}, relevance floor {MIN_RELEVANCE.read(settings):g}, "
             f"similarity floor {MIN_SIMILARITY.read(settings):g})",
             f"auto-context prompts: {counters.seen} seen, {counters.injected} injected, "
             f"{counters.skipped_budget} skipped for the deadline, {counters.skipped_empty} "
@@ -305,6 +317,7 @@ class PromptRecall:
             lines=tuple(lines),
             data={
                 "enabled": True,
+                "in_session": bool(where),
                 "state": self.state,
                 "restarts": self.restarts,
                 "last_error": self.last_error,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from pimem_core import Settings, hookimpl
@@ -34,21 +33,13 @@ def recorded_collection(state_path: Path) -> str | None:
 
 
 class DefaultScope:
-    """Resolves scopes from the filesystem and ``MEMSEARCH_DIR``; memoized per directory."""
-
-    def __init__(self) -> None:
-        self._scopes: dict[str, Scope] = {}
-        self._projects: dict[str, Scope] = {}
-
-    @hookimpl(trylast=True)
-    def pimem_resolve_scope(self, cwd: Path, settings: Settings) -> Scope:
-        key = os.path.realpath(cwd)
-        if key not in self._scopes:
-            self._scopes[key] = self._resolve(cwd, settings)
-        return self._scopes[key]
+    """Resolves scopes from the filesystem and ``MEMSEARCH_DIR``, afresh on every call: a
+    ``.git`` made or removed above a directory moves its store at once, in a session as in the
+    memory service (a few ``stat`` calls; a session keeps the scope it started with)."""
 
     @staticmethod
-    def _resolve(cwd: Path, settings: Settings) -> Scope:
+    @hookimpl(trylast=True)
+    def pimem_resolve_scope(cwd: Path, settings: Settings) -> Scope:
         repository_dir = find_repository_dir(cwd)
         if settings.memsearch_dir:
             scope_dir = resolve_memsearch_dir(repository_dir, settings.memsearch_dir)
@@ -71,16 +62,14 @@ class DefaultScope:
             ),
         )
 
+    @staticmethod
     @hookimpl(trylast=True)
-    def pimem_resolve_project(self, project_dir: Path) -> Scope:
-        key = os.path.realpath(project_dir)
-        if key not in self._projects:
-            memory_dir, state_path = discovered_store(project_dir)
-            self._projects[key] = Scope(
-                repository_dir=project_dir,
-                scope_dir=project_dir,
-                memory_dir=memory_dir,
-                collection=recorded_collection(state_path) or derive_collection(project_dir),
-                index_state_path=state_path,
-            )
-        return self._projects[key]
+    def pimem_resolve_project(project_dir: Path) -> Scope:
+        memory_dir, state_path = discovered_store(project_dir)
+        return Scope(
+            repository_dir=project_dir,
+            scope_dir=project_dir,
+            memory_dir=memory_dir,
+            collection=recorded_collection(state_path) or derive_collection(project_dir),
+            index_state_path=state_path,
+        )

@@ -3,14 +3,16 @@
 Opt-in and first in line: when set it outranks ``MEMSEARCH_DIR`` and any other resolver, and
 when it fails resolution raises instead of falling back, because a silent fallback would write
 memory to the wrong store. The command is one executable run as ``<cmd> <mode>`` (never through
-a shell) in the directory being resolved; its answers are memoized per command, mode and
-directory, so it runs at most once per directory and mode for the life of a session.
+a shell) in the directory being resolved; its answers are remembered per command, mode and
+directory for as long as the command's file is unchanged, so it runs once per directory and
+mode in a session or in the memory service, and again after the script is edited or replaced.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -31,18 +33,30 @@ _WHAT = {
 
 
 class StoreCommand:
-    """Runs one store command and remembers its answers."""
+    """Runs one store command and remembers its answers while its file is unchanged."""
 
     def __init__(self, command: str) -> None:
         self.command = command
-        self._answers: dict[tuple[Mode, str], str | None] = {}
+        self._answers: dict[tuple[Mode, str], tuple[object, str | None]] = {}
 
     def answer(self, mode: Mode, directory: Path) -> str | None:
         """The command's answer for *mode* in *directory*; ``None`` only when ``state-dir`` declines."""
         key = (mode, os.path.realpath(directory))
-        if key not in self._answers:
-            self._answers[key] = self._ask(mode, key[1])
-        return self._answers[key]
+        version = self._version()
+        remembered = self._answers.get(key)
+        if remembered is None or remembered[0] != version:
+            self._answers[key] = (version, self._ask(mode, key[1]))
+        return self._answers[key][1]
+
+    def _version(self) -> object:
+        """What identifies the command's file now (``None`` when it cannot be found: then it
+        runs, and fails with its own message)."""
+        found = shutil.which(self.command)
+        try:
+            info = os.stat(found) if found is not None else None
+        except OSError:
+            info = None
+        return None if info is None else (found, info.st_ino, info.st_size, info.st_mtime_ns)
 
     def path(self, mode: Literal["memory-dir", "state-dir"], directory: Path) -> Path | None:
         answer = self.answer(mode, directory)
@@ -155,7 +169,6 @@ class StoreCommandScope:
 
     def __init__(self) -> None:
         self._commands: dict[str, StoreCommand] = {}
-        self._scopes: dict[str, Scope] = {}
 
     #: The setting that turns this resolver on (shown by `pimem plugins`).
     ACTIVATION_SETTING = "PI_MEMSEARCH_STORE_CMD"
@@ -171,29 +184,26 @@ class StoreCommandScope:
 
     @hookimpl(tryfirst=True)
     def pimem_resolve_scope(self, cwd: Path, settings: Settings) -> Scope:
-        key = os.path.realpath(cwd)
-        if key not in self._scopes:
-            command = self._command(settings)
-            memory_dir = command.path("memory-dir", cwd)
-            assert memory_dir is not None, "memory-dir never declines"
-            state_dir = command.path("state-dir", cwd)
-            repository_dir = find_repository_dir(cwd)
-            self._scopes[key] = Scope(
-                repository_dir=repository_dir,
-                scope_dir=memory_dir.parent,
+        command = self._command(settings)
+        memory_dir = command.path("memory-dir", cwd)
+        assert memory_dir is not None, "memory-dir never declines"
+        state_dir = command.path("state-dir", cwd)
+        repository_dir = find_repository_dir(cwd)
+        return Scope(
+            repository_dir=repository_dir,
+            scope_dir=memory_dir.parent,
+            memory_dir=memory_dir,
+            collection=command.collection(cwd),
+            index_state_path=index_state_path(
                 memory_dir=memory_dir,
-                collection=command.collection(cwd),
-                index_state_path=index_state_path(
-                    memory_dir=memory_dir,
-                    repository_dir=repository_dir,
-                    memsearch_dir=settings.memsearch_dir,
-                    state_dir=state_dir,
-                    store_command=True,
-                ),
-                store_command=command.command,
+                repository_dir=repository_dir,
+                memsearch_dir=settings.memsearch_dir,
                 state_dir=state_dir,
-            )
-        return self._scopes[key]
+                store_command=True,
+            ),
+            store_command=command.command,
+            state_dir=state_dir,
+        )
 
     @hookimpl(tryfirst=True)
     def pimem_resolve_project(self, project_dir: Path, settings: Settings) -> Scope:

@@ -109,6 +109,30 @@ def test_command_gets_exactly_one_argument(repo: Path, tmp_path: Path) -> None:
     assert log.read_text().splitlines() == ["1 memory-dir", "1 state-dir", "1 collection"]
 
 
+def test_answers_are_remembered_until_the_command_changes(repo: Path, tmp_path: Path) -> None:
+    log = tmp_path / "runs.log"
+
+    def script_naming(store: str) -> Path:
+        return write_script(
+            tmp_path / "store.sh",
+            f'echo "$1" >> "{log}"\n'
+            'case "$1" in\n'
+            f"  memory-dir) echo /central/{store}/memory ;;\n"
+            f"  collection) echo ms_{store}_12345678 ;;\n"
+            "esac\n",
+        )
+
+    pimem = with_command(script_naming("first"))
+    assert pimem.resolve_scope(repo).memory_dir == Path("/central/first/memory")
+    assert pimem.resolve_scope(repo).memory_dir == Path("/central/first/memory")
+    assert len(log.read_text().splitlines()) == 3, "asked once per mode while unchanged"
+    script = script_naming("second")
+    os.utime(script, ns=(time.time_ns() + 10**9,) * 2)  # a new mtime even on a coarse clock
+    # The memory service keeps one plugin manager for hours: an edited command is asked again.
+    assert pimem.resolve_scope(repo).memory_dir == Path("/central/second/memory")
+    assert pimem.resolve_scope(repo).collection == "ms_second_12345678"
+
+
 # -- TC-08 -----------------------------------------------------------------------------------
 
 

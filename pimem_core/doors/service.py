@@ -28,7 +28,10 @@ import attrs
 from pimem_core.api import Pimem
 from pimem_core.doors import service_wire as wire
 from pimem_core.doors.commands import Door, UsageError
+from pimem_core.doors.installation import Footprint
 from pimem_core.doors.serve import Server
+from pimem_core.errors import PimemError
+from pimem_core.offline_model import default_hf_home
 from pimem_core.types import Scope
 
 if TYPE_CHECKING:
@@ -202,20 +205,21 @@ class LineRunner(Protocol):
 
 def run_command_line(
     run_line: LineRunner,
-    pimem: Pimem,
+    pimem: Callable[[], Pimem],
     info: ServiceInfo,
     argv: list[str],
     cwd: Path,
     stdin: str | None = None,
 ) -> dict[str, object]:
     """Run one client's command line (with the text it read from its stdin for ``-``); its
-    stdout, stderr and exit code."""
+    stdout, stderr and exit code. *pimem* gives the request's pimem (its settings are checked
+    where the command line's are, so a bad one is reported as in process)."""
     out, err = io.StringIO(), io.StringIO()
     door: ServiceDoor | None = None
 
     def make_door(directory: Path) -> Door:
         nonlocal door
-        door = ServiceDoor(pimem, directory, info, stdin)
+        door = ServiceDoor(pimem(), directory, info, stdin)
         return door
 
     try:
@@ -272,6 +276,24 @@ def _heartbeat(conn: socket.socket) -> Iterator[Callable[[dict[str, object]], No
         done.set()
 
 
+def take_footprint() -> Footprint:
+    """What this process loaded that an installation or a model reinstall changes."""
+    import pimem_core
+    import pimem_plugins
+
+    packages = (Path(pimem_core.__file__).parent, Path(pimem_plugins.__file__).parent)
+    return Footprint.take(code=packages, model=default_hf_home())
+
+
+def declared_of(pimem: Pimem) -> wire.Declared:
+    """The loaded plugins' settings, as the service's clients must know them."""
+    specs = pimem.pm.declared_settings
+    return wire.Declared(
+        shared=frozenset(spec.env for spec in specs if not spec.per_session),
+        session=frozenset(spec.env for spec in specs if spec.per_session),
+    )
+
+
 @attrs.define
 class Service:
     """The accept loop and its connections."""
@@ -283,6 +305,12 @@ class Service:
     info: ServiceInfo = attrs.field(
         factory=lambda: ServiceInfo(pid=os.getpid(), started=time.time())
     )
+    #: What the answers depend on, taken at start and compared before every request.
+    footprint: Footprint = attrs.field(factory=take_footprint)
+    declared: wire.Declared = attrs.field(
+        default=attrs.Factory(lambda self: declared_of(self.pimem), takes_self=True)
+    )
+    _retired: str | None = attrs.field(default=None, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _active: int = attrs.field(default=0, init=False)
     _last: float = attrs.field(factory=time.monotonic, init=False)
@@ -326,6 +354,8 @@ class Service:
                     if self._idle():
                         log.info("idle for %s s: the service exits", self.idle_s)
                         break
+                    if self._outdated() is not None:
+                        break  # a new installation: a successor will answer
                     continue
                 except OSError:
                     break  # closed by a stop request
@@ -343,6 +373,21 @@ class Service:
                 and self._active == 0
                 and time.monotonic() - self._last >= self.idle_s
             )
+
+    def _outdated(self) -> str | None:
+        """Why this service can no longer answer as a new process would (a distribution
+        installed or removed, pimem's code or the model changed), or ``None``. The first time,
+        it stops listening: the next client starts a successor with what is installed now."""
+        if self._retired is None:
+            changed = take_footprint().differs(self.footprint)
+            if changed is None:
+                return None
+            with self._lock:
+                self._retired = changed
+            log.info("%s since the service started: it hands over to a new one", changed)
+            self._stopping.set()
+            self._unlisten()
+        return self._retired
 
     def _claim(self) -> bool:
         """Take the socket's claim, ``<socket>.pid`` locked for as long as this service
@@ -417,12 +462,17 @@ class Service:
         the relay closes it, on the service's plugin manager, confined to the relay's directory."""
         refusal = self._refusal(request, peer)
         if refusal is not None:
-            wire.send(conn, {"refused": refusal})
+            wire.send(conn, refusal)
+            return
+        try:
+            pimem = self._for_request(request)
+        except PimemError as error:
+            wire.send(conn, {"refused": f"a session setting is invalid: {error}"})
             return
         wire.send(conn, {"attached": True})
         reader = io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="\n")
         server = Server(
-            self.pimem,
+            pimem,
             reader,
             SocketWriter(conn),
             announce=False,
@@ -431,19 +481,45 @@ class Service:
         )
         server.serve()
 
-    def _refusal(self, request: dict[str, object], peer: Peer) -> str | None:
-        """Why this client's request is not served here, or ``None``."""
+    def _refusal(self, request: dict[str, object], peer: Peer) -> dict[str, object] | None:
+        """Why this client's request is not served here (the reply saying so), or ``None``."""
         cwd, env = request.get("cwd"), request.get("env")
         if not isinstance(cwd, str) or not Path(cwd).is_absolute():
-            return "cwd must be an absolute path"
+            return {"refused": "cwd must be an absolute path"}
         if not peer.confines(Path(cwd)):
-            return "cwd must be the client's own working directory"
-        if env != wire.env_fingerprint():
-            return (
-                "the client's pimem and memsearch environment differs from the service's "
-                "(stop it with `pimem service stop` to start one with this one)"
+            return {"refused": "cwd must be the client's own working directory"}
+        if not isinstance(env, dict) or not all(
+            isinstance(key, str) and isinstance(value, str) for key, value in env.items()
+        ):
+            return {"refused": "env must be an object of strings"}
+        changed = self._outdated()
+        if changed is not None:
+            # The client starts a successor and asks it: nothing was run here.
+            return {"refused": f"{changed} since the memory service started", "retired": True}
+        if request.get("python") != sys.prefix:
+            return {"refused": f"the service runs the pimem installed in {sys.prefix}"}
+        own = wire.env_fingerprint(os.environ, declared=self.declared)
+        theirs = wire.env_fingerprint(env, declared=self.declared)
+        if theirs != own:
+            differing = sorted(
+                name for name in own.keys() | theirs.keys() if own.get(name) != theirs.get(name)
             )
+            return {
+                "refused": f"the client's settings differ from the service's ({', '.join(differing)})",
+                "retired": True,
+            }
         return None
+
+    def _for_request(self, request: dict[str, object]) -> Pimem:
+        """The service's pimem with the request's own session settings (auto-context, capture
+        model...): one session or command, as it would run in its own process."""
+        env = request.get("env")
+        assert isinstance(env, dict), "checked by _refusal"
+        names = wire.SESSION_ENV | self.declared.session
+        if all(env.get(name) == os.environ.get(name) for name in names):
+            return self.pimem
+        settings = self.pimem.settings.for_session(env, names, self.pimem.pm.declared_settings)
+        return self.pimem.for_session(settings)
 
     def _answer(self, request: dict[str, object], peer: Peer) -> dict[str, object]:
         op = request.get("op")
@@ -460,12 +536,14 @@ class Service:
             return {"refused": "argv must be a list of strings"}
         refusal = self._refusal(request, peer)
         if refusal is not None:
-            return {"refused": refusal}
+            return refusal
         cwd, stdin = Path(str(request["cwd"])), request.get("stdin")
         if stdin is not None and not isinstance(stdin, str):
             return {"refused": "stdin must be a string"}
         try:
-            return run_command_line(self.run_line, self.pimem, self.info, list(argv), cwd, stdin)
+            return run_command_line(
+                self.run_line, lambda: self._for_request(request), self.info, list(argv), cwd, stdin
+            )
         except Exception as error:  # a bug in one request must not end the service
             log.exception("a request failed")
             return {"exit": 1, "stdout": "", "stderr": f"pimem: internal error: {error!r}\n"}
@@ -476,11 +554,22 @@ def run_service(pimem: Pimem, run_line: LineRunner, *, note: Callable[[str], Non
     # Its own lines, not every library's chatter, go to the service's log file.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s pimem service: %(message)s")
     log.setLevel(logging.INFO)
+    from pimem_core.doors.service_client import ServiceUnavailable, prepare_dir
+
+    declared = declared_of(pimem)
+    try:
+        prepare_dir(wire.runtime_dir())
+        # Before listening: the clients that started this service look for it where these say.
+        wire.publish_declared(declared)
+    except (ServiceUnavailable, OSError) as error:
+        note(f"pimem: cannot start the memory service: {error}")
+        return 1
     service = Service(
         pimem=pimem,
         run_line=run_line,
-        path=wire.socket_path(),
+        path=wire.service_file("sock", declared=declared),
         idle_s=float(pimem.settings.service_idle_s),
+        declared=declared,
     )
     if not service.bind():
         note(f"pimem: another memory service holds {service.path} already")

@@ -80,27 +80,33 @@ def ask_memory_service(argv: Sequence[str], *, stdin: str | None = None) -> Answ
 
 def _run_request(argv: Sequence[str]) -> dict[str, object]:
     cwd = Path.cwd()
-    return {
-        "op": "run",
-        "argv": absolute_paths(argv, cwd),
-        "cwd": str(cwd),
-        "env": wire.env_fingerprint(),
-    }
+    return {"op": "run", "argv": absolute_paths(argv, cwd), "cwd": str(cwd), **introduction()}
+
+
+def introduction() -> dict[str, object]:
+    """What a client tells the service of itself with each request: its installation and its
+    environment, which the service checks against its own and takes a session's settings from."""
+    return {"python": sys.prefix, "env": dict(os.environ)}
 
 
 def _ask(request: dict[str, object]) -> tuple[int, str, str]:
     handed_over = False
     try:
-        connection = ensure()
-        try:
-            wire.send(connection.sock, request)
-            handed_over = True
-            reply = connection.answer()
-        finally:
-            connection.close()
-        if "refused" in reply:
+        for attempt in (1, 2):
+            connection = ensure()
+            try:
+                wire.send(connection.sock, request)
+                handed_over = True
+                reply = connection.answer()
+            finally:
+                connection.close()
+            if "refused" not in reply:
+                break
             handed_over = False  # refused before it ran anything
-            raise ServiceUnavailable(str(reply["refused"]))
+            if not reply.get("retired") or attempt == 2:
+                raise ServiceUnavailable(str(reply["refused"]))
+            # It was started before what this client runs with (a plugin installed since, its
+            # settings): it has stopped listening, and a successor started now answers.
         stdout, stderr, code = reply["stdout"], reply["stderr"], reply["exit"]
         if not (isinstance(stdout, str) and isinstance(stderr, str) and isinstance(code, int)):
             raise ServiceUnavailable(f"the service answered {reply!r}")
@@ -364,6 +370,9 @@ def ensure(environ: dict[str, str] | None = None) -> Connection:
         deadline = time.monotonic() + START_TIMEOUT_S
         claimed_elsewhere = False
         while time.monotonic() < deadline:
+            # Looked up again: a service listens where its plugins' settings say
+            # (service_wire.declared_settings), which it publishes as it starts.
+            path = wire.socket_path(environ)
             found = probe(path)
             if found is not None and found.hello.current:
                 return found

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 from pimem_core.doors import service_client as client
-from pimem_core.doors import service_wire as wire
 
 #: Requests sent again to a new service: the session's own lifecycle, which the new service
 #: needs to carry the session on and which change no memory twice.
@@ -49,15 +48,20 @@ MAX_REATTACH = 3
 
 def attach(cwd: Path) -> client.Connection:
     """A connection to the service (started when needed), attached as a host session."""
-    connection = client.ensure()
-    try:
-        reply = connection.ask({"op": "attach", "cwd": str(cwd), "env": wire.env_fingerprint()})
-    except (OSError, ValueError) as error:
+    for attempt in (1, 2):
+        connection = client.ensure()
+        try:
+            reply = connection.ask({"op": "attach", "cwd": str(cwd), **client.introduction()})
+        except (OSError, ValueError) as error:
+            connection.close()
+            raise client.ServiceUnavailable(f"the service failed to attach ({error})") from None
+        if reply.get("attached") is True:
+            break
         connection.close()
-        raise client.ServiceUnavailable(f"the service failed to attach ({error})") from None
-    if reply.get("attached") is not True:
-        connection.close()
-        raise client.ServiceUnavailable(str(reply.get("refused", reply)))
+        # A service started before this session's installation or settings has stopped
+        # listening: a successor started now serves the session.
+        if not reply.get("retired") or attempt == 2:
+            raise client.ServiceUnavailable(str(reply.get("refused", reply)))
     connection.sock.settimeout(None)  # a host session may be quiet for as long as it likes
     return connection
 

@@ -6,14 +6,16 @@ constants, the socket's place and the line framing, with nothing of pimem import
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import socket
 import sys
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 #: Kept equal to the distribution's version by a test: reading it from the installed metadata
 #: costs a client about 60 ms, more than the rest of its start-up.
@@ -26,15 +28,30 @@ HEARTBEAT_S = 2.0
 SILENCE_S = 10.0
 MAX_LINE = 8 * 1024 * 1024
 #: The environment variables that change what a command answers: a client whose values differ
-#: from the service's must not be answered by it.
+#: from the service's must not be answered by it. Plugins add theirs (``pimem_declare_settings``),
+#: which the service publishes in its settings file (:func:`declared_settings`).
 _ENV_PREFIXES = ("PIMEM_", "PI_MEMSEARCH_", "MEMSEARCH_", "HF_", "TRANSFORMERS_")
-_ENV_NAMES = ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")
+_ENV_NAMES = ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "PYTHONPATH")
 #: Knobs no answer depends on (the service's own; the pi adapter's, which pi's bridges carry
 #: and a shell does not): two clients may differ in these and still share a service.
 _ENV_IGNORED = ("PIMEM_SERVICE", "PIMEM_SERVICE_IDLE_S", "PIMEM_BIN", "PIMEM_PI_TIMINGS")
+#: Core settings that shape one agent session or one request, not the service: each request
+#: brings its own values, so a pi session with capture off and a shell share one service.
+#: Plugins mark theirs ``SettingSpec(per_session=True)`` (auto-context's switch and floors).
+SESSION_ENV = frozenset(
+    {"PI_MEMSEARCH_CAPTURE", "PI_MEMSEARCH_CAPTURE_MODEL", "PI_MEMSEARCH_SNAPSHOT"}
+)
 
 
-def runtime_dir(environ: dict[str, str] | None = None) -> Path:
+class Declared(NamedTuple):
+    """The settings a service's plugins declare beyond pimem's prefixes: *shared* ones split
+    services (each value gets its own), *session* ones travel with each request."""
+
+    shared: frozenset[str] = frozenset()
+    session: frozenset[str] = frozenset()
+
+
+def runtime_dir(environ: Mapping[str, str] | None = None) -> Path:
     """The service's directory: under ``PIMEM_HOME`` when set (as :mod:`pimem_core.paths`
     places pimem's other files), else the user's runtime directory."""
     env = os.environ if environ is None else environ
@@ -57,34 +74,108 @@ def runtime_dir(environ: dict[str, str] | None = None) -> Path:
         return Path(platformdirs.user_runtime_dir("pimem", appauthor=False))
 
 
-def service_file(suffix: str, environ: dict[str, str] | None = None) -> Path:
-    """``<runtime dir>/service-<digest>.<suffix>``: one service per environment a command's
-    answer depends on (:func:`env_fingerprint`), so a shell and an agent configured apart each
-    get a warm one of their own instead of being turned away by the other's."""
-    digest = hashlib.sha256(json.dumps(env_fingerprint(environ)).encode("utf-8")).hexdigest()
+def service_file(
+    suffix: str, environ: Mapping[str, str] | None = None, *, declared: Declared | None = None
+) -> Path:
+    """``<runtime dir>/service-<digest>.<suffix>``: one service per installation and environment
+    a command's answer depends on (:func:`identity`), so a shell and an agent configured apart
+    each get a warm one of their own instead of being turned away by the other's."""
+    digest = hashlib.sha256(
+        json.dumps(identity(environ, declared=declared)).encode("utf-8")
+    ).hexdigest()
     return runtime_dir(environ) / f"service-{digest[:12]}.{suffix}"
 
 
-def socket_path(environ: dict[str, str] | None = None) -> Path:
+def socket_path(environ: Mapping[str, str] | None = None) -> Path:
     return service_file("sock", environ)
 
 
-def lock_path(environ: dict[str, str] | None = None) -> Path:
+def lock_path(environ: Mapping[str, str] | None = None) -> Path:
     return service_file("lock", environ)
 
 
-def log_path(environ: dict[str, str] | None = None) -> Path:
+def log_path(environ: Mapping[str, str] | None = None) -> Path:
     return service_file("log", environ)
 
 
-def env_fingerprint(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The part of the environment a command's answer depends on."""
+def identity(
+    environ: Mapping[str, str] | None = None, *, declared: Declared | None = None
+) -> dict[str, object]:
+    """What decides whether a service may answer a client: the Python installation it runs
+    (``sys.prefix``; what is installed there the service checks itself) and the environment a
+    command's answer depends on."""
+    return {"python": sys.prefix, "env": env_fingerprint(environ, declared=declared)}
+
+
+def env_fingerprint(
+    environ: Mapping[str, str] | None = None, *, declared: Declared | None = None
+) -> dict[str, str]:
+    """The part of the environment a command's answer depends on: pimem's, memsearch's and the
+    model's variables, and the plugins' declared settings, less what shapes one session only."""
     env = os.environ if environ is None else environ
+    if declared is None:
+        declared = declared_settings(env)
+    session = SESSION_ENV | declared.session
     return {
         name: value
         for name, value in sorted(env.items())
-        if (name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES) and name not in _ENV_IGNORED
+        if (name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES or name in declared.shared)
+        and name not in _ENV_IGNORED
+        and name not in session
     }
+
+
+def session_env(
+    environ: Mapping[str, str] | None = None, *, declared: Declared | None = None
+) -> dict[str, str]:
+    """The settings of *environ* that travel with a session's or a request's messages."""
+    env = os.environ if environ is None else environ
+    if declared is None:
+        declared = declared_settings(env)
+    names = SESSION_ENV | declared.session
+    return {name: value for name, value in sorted(env.items()) if name in names}
+
+
+def _settings_file(environ: Mapping[str, str]) -> Path:
+    """Where services of this installation publish their plugins' declared settings: the
+    plugins depend on the installation, ``PYTHONPATH`` and the plugins blocked."""
+    key = json.dumps(
+        [sys.prefix, environ.get("PYTHONPATH", ""), environ.get("PIMEM_DISABLE_PLUGINS", "")]
+    )
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
+    return runtime_dir(environ) / f"settings-{digest[:12]}.json"
+
+
+def declared_settings(environ: Mapping[str, str] | None = None) -> Declared:
+    """The declared settings a service of this installation last published; none before the
+    first service starts (the one it starts then listens where these say, and its clients
+    look again while they wait for it)."""
+    env = os.environ if environ is None else environ
+    try:
+        raw = json.loads(_settings_file(env).read_text(encoding="utf-8"))
+        return Declared(frozenset(raw["shared"]), frozenset(raw["session"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return Declared()
+
+
+def publish_declared(declared: Declared, environ: Mapping[str, str] | None = None) -> None:
+    """Write the service's declared settings for its clients (atomically, private)."""
+    env = os.environ if environ is None else environ
+    path = _settings_file(env)
+    if declared_settings(env) == declared:
+        return
+    text = json.dumps({"shared": sorted(declared.shared), "session": sorted(declared.session)})
+    import tempfile  # the service's, not a client's: it costs a client 9 ms
+
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".settings-")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def send(sock: socket.socket, message: dict[str, object]) -> None:
