@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
@@ -171,18 +172,37 @@ def _service_status(door: Door, a: Args) -> Outcome:
     from pimem_core.doors import service_client
     from pimem_core.doors.service_wire import socket_path
 
-    found = service_client.probe(socket_path())
-    if found is None:
-        return Outcome(text=service_client.describe(), data={"running": False})
-    found.close()
-    hello = found.hello
+    own = socket_path()
+    services = service_client.every_service()
+    lines = [f"this environment's: {service_client.describe()}"]
+    listed = []
+    for running in services:
+        hello, mine = running.hello, running.path == own
+        uptime = max(0, int(time.time() - hello.started))
+        if not mine:
+            apart = ", ".join(running.differences()) or "the same settings, another installation"
+            lines.append(f"another: pid {hello.pid}, up {uptime} s ({apart})")
+        listed.append(
+            {
+                "pid": hello.pid,
+                "version": hello.version,
+                "started": hello.started,
+                "socket": str(running.path),
+                "this_environment": mine,
+                "differences": [] if mine else running.differences(),
+            }
+        )
+    here = next((item for item in listed if item["this_environment"]), None)
     return Outcome(
-        text=service_client.describe(),
+        text="\n".join(lines),
         data={
-            "running": True,
-            "pid": hello.pid,
-            "version": hello.version,
-            "started": hello.started,
+            "running": here is not None,
+            **(
+                {}
+                if here is None
+                else {"pid": here["pid"], "version": here["version"], "started": here["started"]}
+            ),
+            "services": listed,
         },
     )
 
@@ -191,10 +211,31 @@ def _service_stop(door: Door, a: Args) -> Outcome:
     from pimem_core.doors import service_client
     from pimem_core.doors.service_wire import socket_path
 
+    if a["all"]:
+        stopped = []
+        for running in service_client.every_service():
+            found = service_client.probe(running.path)
+            if found is not None:
+                service_client.stop(found, running.path)
+                stopped.append(running.hello.pid)
+        text = (
+            f"stopped {len(stopped)} memory service(s) (pid {', '.join(map(str, stopped))})"
+            if stopped
+            else "no memory service is running"
+        )
+        return Outcome(text=text, data={"stopped": stopped})
     path = socket_path()
     found = service_client.probe(path)
     if found is None:
-        return Outcome(text="no memory service is running", data={"stopped": None})
+        others = len(service_client.every_service())
+        more = (
+            f"; {others} started with other settings run (`pimem service status`, `--all`)"
+            if others
+            else ""
+        )
+        return Outcome(
+            text=f"no memory service is running for this environment{more}", data={"stopped": None}
+        )
     pid = found.hello.pid
     service_client.stop(found, path)
     return Outcome(text=f"stopped the memory service (pid {pid})", data={"stopped": pid})
@@ -319,15 +360,23 @@ OWN: tuple[Command, ...] = (
     ),
     Command(
         path=("service", "status"),
-        help="say whether this user's memory service runs, with its pid and uptime",
+        help="list this user's memory services (pid, uptime, what sets each apart)",
         handler=_service_status,
         project=False,
     ),
     Command(
         path=("service", "stop"),
-        help="stop this user's memory service",
+        help="stop this environment's memory service (--all: every one of this user's)",
         handler=_service_stop,
         project=False,
+        params=(
+            Param(
+                name="all",
+                kind=Flag(),
+                flags=("--all",),
+                help="stop every memory service of this user, whatever it was started with",
+            ),
+        ),
     ),
     Command(
         path=("snapshot",),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import logging
 import os
 import socket
@@ -31,7 +32,7 @@ from pimem_core.doors.commands import Door, UsageError
 from pimem_core.doors.installation import Footprint
 from pimem_core.doors.serve import Server
 from pimem_core.errors import PimemError
-from pimem_core.offline_model import default_hf_home
+from pimem_core.offline_model import default_hf_home, repo_dir
 from pimem_core.types import Scope
 
 if TYPE_CHECKING:
@@ -282,7 +283,9 @@ def take_footprint() -> Footprint:
     import pimem_plugins
 
     packages = (Path(pimem_core.__file__).parent, Path(pimem_plugins.__file__).parent)
-    return Footprint.take(code=packages, model=default_hf_home())
+    hf_home = os.environ.get("HF_HOME")
+    model = repo_dir(Path(hf_home) if hf_home else default_hf_home())
+    return Footprint.take(code=packages, model=model)
 
 
 def declared_of(pimem: Pimem) -> wire.Declared:
@@ -341,7 +344,18 @@ class Service:
         listener.settimeout(_TICK_S)
         self._inode = self.path.stat().st_ino
         self._listener = listener
+        self._describe_self()
         return True
+
+    def _describe_self(self) -> None:
+        """``<socket>.json``: what this service was started with, for ``pimem service status``
+        to say what sets each of the user's services apart (private, as the directory is)."""
+        identity = wire.identity(os.environ, declared=self.declared)
+        text = json.dumps({"pid": self.info.pid, "started": self.info.started, **identity})
+        record = self.path.with_suffix(".json")
+        handle = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
 
     def serve(self) -> None:
         """Accept until stopped or idle for :attr:`idle_s` (0: never)."""
@@ -411,6 +425,7 @@ class Service:
         with contextlib.suppress(OSError):
             if self._inode is not None and self.path.stat().st_ino == self._inode:
                 self.path.unlink()
+                self.path.with_suffix(".json").unlink()
         if self._listener is not None:
             with contextlib.suppress(OSError):
                 self._listener.close()

@@ -451,6 +451,48 @@ def _read_piped_content(argv: Sequence[str], request: dict[str, object]) -> byte
     return data
 
 
+class Running(NamedTuple):
+    """One of this user's services in the runtime directory, as ``pimem service status``
+    lists them."""
+
+    path: Path
+    hello: Hello
+    #: The environment it was started with (the part its answers depend on), when it says.
+    env: dict[str, str] | None
+
+    def differences(self, environ: dict[str, str] | None = None) -> list[str]:
+        """What sets it apart from *environ*'s service: ``NAME=value`` for a value it has
+        that *environ* has not (``NAME unset`` for one it lacks)."""
+        if self.env is None:
+            return ["started by an older pimem"]
+        here = wire.env_fingerprint(environ)
+        names = sorted(self.env.keys() | here.keys())
+        return [
+            f"{name}={self.env[name]}" if name in self.env else f"{name} unset"
+            for name in names
+            if self.env.get(name) != here.get(name)
+        ]
+
+
+def every_service(environ: dict[str, str] | None = None) -> list[Running]:
+    """Every service answering in this user's runtime directory, whatever it was started with."""
+    import json
+
+    found: list[Running] = []
+    for path in sorted(wire.runtime_dir(environ).glob("service-*.sock")):
+        connection = probe(path)
+        if connection is None:
+            continue
+        connection.close()
+        try:
+            record = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+            env = {str(key): str(value) for key, value in dict(record["env"]).items()}
+        except (OSError, ValueError, KeyError, TypeError):
+            env = None
+        found.append(Running(path, connection.hello, env))
+    return found
+
+
 def describe(environ: dict[str, str] | None = None) -> str:
     """One line on the service: running (pid, uptime) or not."""
     path = wire.socket_path(environ)
