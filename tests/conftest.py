@@ -14,7 +14,7 @@ import pytest
 
 from bench.pi_host import PI_LINES, ModelServer, PiWorld
 from pimem_core import Pimem
-from pimem_core.doors import service_client, service_wire
+from pimem_core.doors import service_client
 from pimem_core.offline_model import OfflineModel, default_hf_home, install_offline_model
 
 # Every variable pimem reads; the suite starts each test without any of them.
@@ -250,10 +250,10 @@ def service_env(
         "PIMEM_SERVICE": "on",
     }
     yield env
-    path = service_wire.socket_path(env)
-    found = service_client.probe(path)
-    if found is not None:
-        pid = found.hello.pid
-        service_client.stop(found, path)
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
+    # Every service of the test's runtime directory, whatever environment started it.
+    for running in service_client.every_service(env):
+        found = service_client.probe(running.path)
+        if found is not None:
+            service_client.stop(found, running.path)
+        if alive(running.hello.pid):
+            os.kill(running.hello.pid, signal.SIGKILL)

@@ -406,7 +406,20 @@ def test_a_wedged_service_is_left_for_in_process_after_its_silence(
     greeter = threading.Thread(target=greet_and_hang, daemon=True)
     greeter.start()
     started = time.monotonic()
-    result = pimem(service_env, "search", "anything", cwd=repo)
+    client = subprocess.Popen(
+        [sys.executable, "-m", "pimem_core", "search", "anything"],
+        cwd=repo,
+        env=service_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert client.stderr is not None
+    # The user is told while it waits, not after: the first line comes during the silence.
+    said = client.stderr.readline()
+    said_after = time.monotonic() - started
+    stdout, rest = client.communicate(timeout=PATIENCE_S)
+    result = Result(client.returncode, stdout, said + rest)
     waited = time.monotonic() - started
     listener.close()
     for conn in held:
@@ -416,6 +429,9 @@ def test_a_wedged_service_is_left_for_in_process_after_its_silence(
     assert result.code == 0, result.stderr
     assert result.stdout.startswith("no memory yet in "), result.stdout  # the search's answer
     assert waited >= service_wire.SILENCE_S  # it did wait for the silence, not fail at once
+    assert said.startswith(f"pimem: waiting for the memory service (pid {os.getpid()}), silent")
+    assert "at 10 s it asks a new memory service" in said
+    assert said_after < service_wire.SILENCE_S, "said while waiting"
 
 
 def test_a_second_service_leaves_the_running_one_alone(

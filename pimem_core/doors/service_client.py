@@ -13,7 +13,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
@@ -89,7 +89,9 @@ def introduction() -> dict[str, object]:
     return {"python": sys.prefix, "env": dict(os.environ)}
 
 
-def _ask(request: dict[str, object]) -> tuple[int, str, str]:
+def _ask(
+    request: dict[str, object], on_quiet: Callable[[Hello], None] | None = None
+) -> tuple[int, str, str]:
     handed_over = False
     try:
         for attempt in (1, 2):
@@ -97,7 +99,7 @@ def _ask(request: dict[str, object]) -> tuple[int, str, str]:
             try:
                 wire.send(connection.sock, request)
                 handed_over = True
-                reply = connection.answer()
+                reply = connection.answer(on_quiet)
             finally:
                 connection.close()
             if "refused" not in reply:
@@ -143,15 +145,28 @@ class Connection(NamedTuple):
         wire.send(self.sock, message)
         return self.answer()
 
-    def answer(self) -> dict[str, object]:
-        """The reply to the request sent last, past the service's heartbeats."""
+    def answer(self, on_quiet: Callable[[Hello], None] | None = None) -> dict[str, object]:
+        """The reply to the request sent last, past the service's heartbeats. *on_quiet* is
+        called (once) when the service has said nothing for :data:`~service_wire.QUIET_S`."""
+        told = threading.Event()
+
+        def quiet() -> None:
+            if on_quiet is not None and not told.is_set():
+                told.set()
+                on_quiet(self.hello)
+
         while True:
+            timer = threading.Timer(wire.QUIET_S, quiet)
+            timer.daemon = True
+            timer.start()
             try:
                 reply = wire.receive(self.stream)
             except TimeoutError:
                 raise ServiceUnavailable(
                     f"the service said nothing for {wire.SILENCE_S:.0f} s (wedged?)"
                 ) from None
+            finally:
+                timer.cancel()
             if reply is None:
                 raise ServiceUnavailable("the service closed the connection without an answer")
             if "working" not in reply:
@@ -399,18 +414,33 @@ def run_through_service(argv: Sequence[str]) -> int | None:
     ``None`` (after one warning line) when the command must run in process instead."""
     request = _run_request(argv)
     piped = _read_piped_content(argv, request)
+    changes = command_word(argv) in CHANGES
+
+    def waiting(hello: Hello) -> None:
+        then = (
+            "at 10 s it stops waiting and says the change may or may not have been applied"
+            if changes
+            else "at 10 s it asks a new memory service"
+        )
+        print(
+            f"pimem: waiting for the memory service (pid {hello.pid}), silent for "
+            f"{wire.QUIET_S:.0f} s; {then}",
+            file=sys.stderr,
+            flush=True,
+        )
+
     try:
         if piped is not None and "stdin" not in request:
             raise ServiceUnavailable("the content read from stdin is not UTF-8 text")
         try:
-            code, stdout, stderr = _ask(request)
+            code, stdout, stderr = _ask(request, waiting)
         except ServiceUnavailable as error:
-            if not error.handed_over or command_word(argv) in CHANGES:
+            if not error.handed_over or changes:
                 raise
             # A read (search, status, index) the service died during is asked once more, of
             # a new service: it changes nothing, and in process it would hold the database
             # the new service's other clients are waiting for.
-            code, stdout, stderr = _ask(request)
+            code, stdout, stderr = _ask(request, waiting)
     except ServiceUnavailable as error:
         if error.handed_over and command_word(argv) in CHANGES:
             print(

@@ -23,8 +23,10 @@ VERSION = "0.1.0"
 #: Bumped when a request or reply changes shape.
 PROTOCOL = 2
 #: While a request runs, the service says so this often (``{"working": true}``)...
-HEARTBEAT_S = 2.0
-#: ...and a client that hears nothing for this long takes the service for wedged.
+HEARTBEAT_S = 1.0
+#: ...so a client that hears nothing for this long tells its user it is waiting...
+QUIET_S = 2.0
+#: ...and one that hears nothing for this long takes the service for wedged.
 SILENCE_S = 10.0
 MAX_LINE = 8 * 1024 * 1024
 #: The environment variables that change what a command answers: a client whose values differ
