@@ -29,6 +29,7 @@ from pimem_core.api import Pimem
 from pimem_core.doors import service_wire as wire
 from pimem_core.doors.commands import Door, UsageError
 from pimem_core.doors.serve import Server
+from pimem_core.private_files import open_private
 from pimem_core.types import Scope
 
 if TYPE_CHECKING:
@@ -350,7 +351,7 @@ class Service:
         bind, and a killed one leaves no claim behind."""
         import fcntl
 
-        handle = os.open(self.path.with_suffix(".pid"), os.O_RDWR | os.O_CREAT, 0o600)
+        handle = open_private(self.path.with_suffix(".pid"), os.O_RDWR, root=self.path.parent)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
