@@ -214,8 +214,9 @@ def keep_database_private(uri: str, scope: Scope, *, create: bool) -> None:
     umask's mode), or tightened when found open. One in the project is the project's."""
     if is_server(uri):
         return
-    database = Path(uri).expanduser().absolute()
-    if database.is_relative_to(scope.repository_dir.absolute()):
+    # Resolved, so a project reached through a link still holds its own database.
+    database = Path(uri).expanduser().resolve()
+    if database.is_relative_to(scope.repository_dir.resolve()):
         return
     if create or database.is_dir():
         # One that cannot be made is memsearch's to report, in its own words.
