@@ -38,6 +38,7 @@ import attrs
 
 from pimem_core.errors import PimemError
 from pimem_core.paths import PimemPaths
+from pimem_core.private_files import open_private, private_dir, tighten
 
 MODEL_ID = "local/all-MiniLM-L6-v2"
 PROVIDER = "onnx"
@@ -173,9 +174,10 @@ def install_offline_model(
     model = OfflineModel(hf_home=hf_home)
     built = False
     try:
+        # Made private, or tightened when an older pimem left it open, even with nothing to build.
+        private_dir(hf_home)
         if not is_installed(hf_home):
-            locks = hf_home / "hub" / ".locks"
-            locks.mkdir(parents=True, exist_ok=True)
+            locks = private_dir(hf_home / "hub" / ".locks")
             with _locked(locks / "pimem-offline-model.lock"):
                 if not is_installed(hf_home):  # another process may have built it meanwhile
                     _build(hf_home, progress)
@@ -202,7 +204,7 @@ def install_offline_model(
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
+    with os.fdopen(open_private(path, os.O_WRONLY | os.O_APPEND), "a") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         yield
 
@@ -225,6 +227,7 @@ def _build(hf_home: Path, progress: Progress) -> None:
         (repo / "refs").mkdir()
         (repo / "refs" / "main").write_text(snapshot.name)
         (repo / MARKER).write_text(json.dumps(_marker_content(snapshot), indent=2) + "\n")
+        tighten(repo)  # written with the umask's modes, out of reach in the 0700 staging directory
         _swap_into_place(repo, repo_dir(hf_home), staging)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -205,6 +205,11 @@ def test_half_built_snapshot_is_rebuilt(offline_model: OfflineModel, tmp_path: P
     assert any(line.startswith("checked: min cosine") for line in said)
     assert (snapshot_of(hf_home) / "model.onnx").stat().st_size > 80_000_000
     assert not stale.exists()
+    # pimem's own files: the build's directories 0700 and files 0600, whatever the umask.
+    built = [repo_dir(hf_home), *repo_dir(hf_home).rglob("*")]
+    assert {path: path.lstat().st_mode & 0o777 for path in built} == {
+        path: 0o700 if path.is_dir() else 0o600 for path in built
+    }
 
 
 def test_a_graph_that_disagrees_raises_and_leaves_nothing(

@@ -33,6 +33,7 @@ from pimem_core.doors.installation import Footprint
 from pimem_core.doors.serve import Server
 from pimem_core.errors import PimemError
 from pimem_core.offline_model import default_hf_home, repo_dir
+from pimem_core.private_files import open_private, write_private
 from pimem_core.types import Scope
 
 if TYPE_CHECKING:
@@ -352,10 +353,7 @@ class Service:
         to say what sets each of the user's services apart (private, as the directory is)."""
         identity = wire.identity(os.environ, declared=self.declared)
         text = json.dumps({"pid": self.info.pid, "started": self.info.started, **identity})
-        record = self.path.with_suffix(".json")
-        handle = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
+        write_private(self.path.with_suffix(".json"), text, root=self.path.parent)
 
     def serve(self) -> None:
         """Accept until stopped or idle for :attr:`idle_s` (0: never)."""
@@ -409,7 +407,7 @@ class Service:
         bind, and a killed one leaves no claim behind."""
         import fcntl
 
-        handle = os.open(self.path.with_suffix(".pid"), os.O_RDWR | os.O_CREAT, 0o600)
+        handle = open_private(self.path.with_suffix(".pid"), os.O_RDWR, root=self.path.parent)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -1,8 +1,8 @@
 """The thin client of the memory service: find it, start it when needed, hand it a command.
 
 It runs before any of pimem is imported (:mod:`pimem_core.doors.launcher`), so it imports only
-the standard library and :mod:`pimem_core.doors.service_wire`; its records are named tuples,
-since attrs alone would cost a client more than its whole request.
+the standard library, :mod:`pimem_core.doors.service_wire` and :mod:`pimem_core.private_files`;
+its records are named tuples, since attrs alone would cost a client more than its whole request.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 from pimem_core.doors import service_wire as wire
+from pimem_core.private_files import open_private, private_dir
 
 if TYPE_CHECKING:
     import subprocess
@@ -259,7 +260,7 @@ def probe(path: Path) -> Connection | None:
 def prepare_dir(directory: Path) -> None:
     """Make the runtime directory, private to this user; refuse one that is not."""
     try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(directory, root=directory)
         info = directory.lstat()
     except OSError as error:
         raise ServiceUnavailable(
@@ -280,7 +281,7 @@ def prepare_dir(directory: Path) -> None:
 def start_lock(path: Path) -> Iterator[None]:
     """Held by the one client that may start or replace the service."""
     try:
-        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        handle = open_private(path, os.O_RDWR, root=path.parent)
     except OSError as error:
         raise ServiceUnavailable(f"cannot open the start lock {path}: {error}") from None
     try:
@@ -331,7 +332,7 @@ def _is_service(pid: int) -> bool:
 def _spawn(log_path: Path) -> subprocess.Popen[bytes]:
     import subprocess
 
-    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
+    log = os.fdopen(open_private(log_path, os.O_WRONLY | os.O_APPEND, root=log_path.parent), "ab")
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "pimem_core", "service", "run"],

@@ -6,7 +6,6 @@ constants, the socket's place and the line framing, with nothing of pimem import
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -16,6 +15,8 @@ import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
+
+from pimem_core.private_files import write_private
 
 #: Kept equal to the distribution's version by a test: reading it from the installed metadata
 #: costs a client about 60 ms, more than the rest of its start-up.
@@ -167,17 +168,7 @@ def publish_declared(declared: Declared, environ: Mapping[str, str] | None = Non
     if declared_settings(env) == declared:
         return
     text = json.dumps({"shared": sorted(declared.shared), "session": sorted(declared.session)})
-    import tempfile  # the service's, not a client's: it costs a client 9 ms
-
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".settings-")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    write_private(path, text, root=path.parent)
 
 
 def send(sock: socket.socket, message: dict[str, object]) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import attrs
 
 from pimem_core.paths import PimemPaths
+from pimem_core.private_files import open_private
 from pimem_core.settings import Settings
 from pimem_core.types import StatusSection
 
@@ -76,8 +77,7 @@ class DistillBudget:
 
     def _update(self, add: int, *, within_limit: bool = False) -> int:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fd = open_private(self.path, os.O_RDWR)
         except OSError:
             return 0  # an unwritable state dir must not stop capture: count nothing
         with os.fdopen(fd, "r+", encoding="utf-8") as file:

@@ -14,12 +14,12 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import threading
 from pathlib import Path
 
 import attrs
+
+from pimem_core.private_files import write_private
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +84,7 @@ class CaptureJournal:
                 with contextlib.suppress(FileNotFoundError):
                     self.path.unlink()
                 return
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, staged = tempfile.mkstemp(dir=self.path.parent, prefix=".journal-", suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as file:
-                json.dump([attrs.asdict(item) for item in items], file)
-            os.replace(staged, self.path)  # whole or not at all, even if killed mid-save
+            # Whole or not at all, even if killed mid-save.
+            write_private(self.path, json.dumps([attrs.asdict(item) for item in items]))
         except OSError as error:
             log.warning("cannot keep the capture journal %s: %s", self.path, error)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import time
 from datetime import date, datetime
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import attrs
 
 from pimem_core.api import Pimem
+from pimem_core.private_files import write_private
 from pimem_core.types import Scope
 
 #: Kept snapshots of sessions that never shut down (a killed host) go after this long.
@@ -94,11 +94,8 @@ class StableSnapshot:
         if self.kept is None or self._day is None:
             return
         record = {"collection": self.scope.collection, "day": self._day.isoformat()}
-        staging = self.kept.with_name(f"{self.kept.name}.{os.getpid()}.new")
         try:
-            self.kept.parent.mkdir(parents=True, exist_ok=True)
-            staging.write_text(json.dumps(record | {"text": self._text}), encoding="utf-8")
-            os.replace(staging, self.kept)
+            write_private(self.kept, json.dumps(record | {"text": self._text}))
             _prune(self.kept.parent)
         except OSError:
             pass  # the snapshot still serves this bridge; only a restarted one rebuilds it

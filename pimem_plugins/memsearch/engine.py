@@ -48,6 +48,7 @@ from pimem_core.memsearch_compat import (
 from pimem_core.memsearch_config import config_files, global_config_path, project_config_path
 from pimem_core.offline_model import MODEL_ID, PROVIDER, installed_model
 from pimem_core.paths import PimemPaths
+from pimem_core.private_files import private_dir
 from pimem_core.types import (
     Anchor,
     FailedFile,
@@ -205,6 +206,22 @@ def rebuild_instructions(uri: str, collection: str, said: str = "") -> str:
         f"move {uri}/collections/{collection} aside (Milvus Lite keeps each collection in a "
         f"directory; or move all of {uri}), then run `pimem index`."
     )
+
+
+def keep_database_private(uri: str, scope: Scope, *, create: bool) -> None:
+    """A Milvus Lite database outside the project holds the memory of every project that uses
+    it, as pimem's own files do: made 0700 (by *create*, before Milvus Lite makes it with the
+    umask's mode), or tightened when found open. One in the project is the project's."""
+    if is_server(uri):
+        return
+    # Resolved, so a project reached through a link still holds its own database.
+    database = Path(uri).expanduser().resolve()
+    if database.is_relative_to(scope.repository_dir.resolve()):
+        return
+    if create or database.is_dir():
+        # One that cannot be made is memsearch's to report, in its own words.
+        with contextlib.suppress(OSError):
+            private_dir(database, root=database)
 
 
 def _lock_held_elsewhere(database: Path) -> bool:
@@ -433,6 +450,7 @@ class MemsearchEngine:
 
     def _open(self, scope: Scope, config: Any, paths: tuple[str, ...]) -> Any:
         _quiet_pymilvus()
+        keep_database_private(str(config.milvus.uri), scope, create=True)
         memsearch = memsearch_with_embedder(
             self._embedder(config),
             paths=list(paths),
@@ -852,6 +870,7 @@ class MemsearchEngine:
                 with self._database(scope, config) as memsearch:
                     return int(memsearch.store.count())
             self.release()
+            keep_database_private(str(config.milvus.uri), scope, create=False)
             # No dimension: memsearch's read-only mode, which never creates anything.
             store = MilvusStore(
                 config.milvus.uri,

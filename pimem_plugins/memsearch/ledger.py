@@ -28,6 +28,8 @@ from pathlib import Path
 
 import attrs
 
+from pimem_core.private_files import write_private
+
 log = logging.getLogger(__name__)
 
 #: A day file's stat: mtime and ctime in ns, size, inode. Any of them moving means "read it".
@@ -271,16 +273,11 @@ class IndexLedger:
                 for path, day in sorted(self._entries.items())
             },
         }
-        staged = self.file.with_name(f".{self.file.name}.{os.getpid()}.tmp")
         try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            staged.write_text(json.dumps(data), encoding="utf-8")
-            os.replace(staged, self.file)
+            write_private(self.file, json.dumps(data))
         except OSError as error:
             # Without the ledger every file looks changed: searches index them again, for nothing.
             log.warning("the index ledger %s could not be written: %s", self.file, error)
-            with contextlib.suppress(OSError):
-                staged.unlink()
             return
         self._loaded = _stat(str(self.file))
 

@@ -24,6 +24,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from pimem_core.private_files import private_dir, replacing, tighten
 from pimem_plugins.memsearch.recall.dense import FactIndex
 from pimem_plugins.memsearch.recall.lexical import LexicalIndex
 from pimem_plugins.memsearch.recall.read_model import ChunkRecord, Generation
@@ -60,13 +61,16 @@ def save(directory: Path, generation: Generation, stamps: dict[str, Stamp]) -> s
     base = uuid.uuid4().hex
     staging = directory.with_name(f"{directory.name}.{os.getpid()}.new")
     shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    # Private from the start, so what numpy and bm25s write in it with the umask's modes is
+    # out of reach until it is tightened, before it takes the cache's place.
+    private_dir(staging)
     generation.dense.save(staging)
     generation.lexical.save(staging)
     (staging / "chunks.json").write_text(json.dumps(_columns(generation.records)), encoding="utf-8")
     (staging / "manifest.json").write_text(
         json.dumps({"format": FORMAT, "stamps": stamps, "base": base}), encoding="utf-8"
     )
+    tighten(staging)
     retired = directory.with_name(f"{directory.name}.{os.getpid()}.old")
     with contextlib.suppress(FileNotFoundError):
         directory.rename(retired)
@@ -87,9 +91,6 @@ def save_overlay(
         return
     vectors = [vectors for _, vectors in added]
     counts = [len(v) for v in vectors]
-    staging = directory / f"overlay.{os.getpid()}.new"
-    with staging.open("wb") as stream:
-        np.save(stream, np.concatenate(vectors).astype(np.float32) if vectors else np.zeros(0))
     meta = {
         "base": base,
         "added": [attrs.asdict(record) for record, _ in added],
@@ -97,9 +98,12 @@ def save_overlay(
         "removed": removed,
         "stamps": stamps,
     }
-    (staging.with_suffix(".json")).write_text(json.dumps(meta), encoding="utf-8")
-    os.replace(staging, directory / "overlay.npy")
-    os.replace(staging.with_suffix(".json"), directory / "overlay.json")
+    # The metadata is in place right after the vectors: the two disagree for an instant only
+    # (a reader then finds their counts apart and ignores the overlay).
+    with replacing(directory / "overlay.json") as meta_stream:
+        meta_stream.write(json.dumps(meta).encode("utf-8"))
+        with replacing(directory / "overlay.npy") as stream:
+            np.save(stream, np.concatenate(vectors).astype(np.float32) if vectors else np.zeros(0))
 
 
 #: The chunks' fields saved column by column, each distinct source and heading once: parsing

@@ -16,6 +16,8 @@ import faiss
 import numpy as np
 import numpy.typing as npt
 
+from pimem_core.private_files import private_dir
+
 #: Vectors encoded per step: a float32 copy of every vector at once would double the peak.
 _SLICE = 16_384
 
@@ -127,7 +129,7 @@ class FactIndex:
         return codes
 
     def save(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
         np.save(directory / "facts.npy", self.codes())
         np.save(directory / "owners.npy", self.owners)
         np.save(directory / "scale.npy", np.array([self.scale], np.float64))

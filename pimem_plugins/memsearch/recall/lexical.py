@@ -17,6 +17,8 @@ import bm25s
 import numpy as np
 import numpy.typing as npt
 
+from pimem_core.private_files import private_dir
+
 K1 = 0.9
 B = 0.25
 
@@ -93,7 +95,7 @@ class LexicalIndex:
         return scores
 
     def save(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
         if self._retriever is not None:
             self._retriever.save(str(directory / "bm25"), show_progress=False)
         (directory / "lexical.json").write_text(
