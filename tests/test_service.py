@@ -350,6 +350,16 @@ def test_a_client_with_another_environment_gets_a_service_of_its_own(
         finally:
             connection.close()
         assert "settings differ from the service's (PIMEM_RANKER)" in str(reply["refused"])
+
+        # Each environment sees the other's service, and what sets it apart.
+        listed = pimem(service_env, "service", "status").stdout.splitlines()
+        assert listed[0].startswith(f"running, pid {running}, up ")
+        other_pid = hello(other_env).pid
+        assert f"also running, for other settings: pid {other_pid}, up " in listed[1]
+        assert listed[1].endswith("(PIMEM_RANKER=memsearch)")
+        stopped = pimem(service_env, "service", "stop", "--all")
+        assert stopped.stdout.startswith("stopped 2 memory service(s)"), stopped.stdout
+        assert "no memory service is running" in pimem(other_env, "service", "stop").stdout
     finally:
         found = service_client.probe(service_wire.socket_path(other_env))
         if found is not None:

@@ -174,14 +174,16 @@ def _service_status(door: Door, a: Args) -> Outcome:
 
     own = socket_path()
     services = service_client.every_service()
-    lines = [f"this environment's: {service_client.describe()}"]
+    lines = [service_client.describe()]
     listed = []
     for running in services:
         hello, mine = running.hello, running.path == own
         uptime = max(0, int(time.time() - hello.started))
         if not mine:
             apart = ", ".join(running.differences()) or "the same settings, another installation"
-            lines.append(f"another: pid {hello.pid}, up {uptime} s ({apart})")
+            lines.append(
+                f"also running, for other settings: pid {hello.pid}, up {uptime} s ({apart})"
+            )
         listed.append(
             {
                 "pid": hello.pid,
