@@ -22,7 +22,7 @@ from test_service import hello, wait_until
 
 from pimem_core.doors import service_client, service_wire
 
-from conftest import alive
+from conftest import alive, run_cli
 from pi_sessions import assistant, session_file, user
 
 SESSION_MODEL = {"provider": "anthropic", "id": "small", "input_cost": 1, "output_cost": 5}
@@ -119,6 +119,29 @@ def test_sessions_in_two_projects_share_one_service_and_keep_their_own_capture(
         assert rss_kib(bridge.process.pid) < 64 * 1024
     assert [bridge.close() for bridge in (first, second, third)] == [0, 0, 0]
     assert alive(service.pid), "the service outlives the sessions"
+
+
+def test_a_session_with_auto_context_and_a_shell_without_share_one_service(
+    service_env: dict[str, str], sessions: list[Bridge], tmp_path: Path
+) -> None:
+    """Settings that shape one session travel with it: pi's auto-context does not split the
+    service from the shell's, and the shell's status reports the session's recall."""
+    alpha = project(tmp_path, "alpha")
+    pi_env = {**service_env, "PI_MEMSEARCH_AUTO_CONTEXT": "on"}
+    bridge = open_session(sessions, pi_env, alpha)
+    assert "auto-context: on (" in status_of(bridge)
+    shell = run_cli("status", env=service_env, cwd=alpha)
+    assert shell.code == 0, shell.stderr
+    assert "memory service is unavailable" not in shell.stderr
+    assert "auto-context: on in an agent session (" in shell.stdout
+    assert service_wire.socket_path(pi_env) == service_wire.socket_path(service_env)
+    assert [running.hello.pid for running in service_client.every_service(service_env)] == [
+        hello(service_env).pid
+    ]
+    # A shell that asks for it itself sees its own setting, not "in an agent session".
+    own = run_cli("status", env=pi_env, cwd=alpha)
+    assert "auto-context: on (" in own.stdout
+    assert bridge.close() == 0
 
 
 def test_a_session_may_start_only_in_its_bridges_own_directory(
