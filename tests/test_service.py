@@ -349,7 +349,7 @@ def test_a_client_with_another_environment_gets_a_service_of_its_own(
             )
         finally:
             connection.close()
-        assert "settings differ from the service's (PIMEM_RANKER)" in str(reply["refused"])
+        assert "settings differ from the memory service's (PIMEM_RANKER)" in str(reply["refused"])
 
         # Each environment sees the other's service, and what sets it apart.
         listed = pimem(service_env, "service", "status").stdout.splitlines()

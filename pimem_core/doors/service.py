@@ -510,7 +510,7 @@ class Service:
             # The client starts a successor and asks it: nothing was run here.
             return {"refused": f"{changed} since the memory service started", "retired": True}
         if request.get("python") != sys.prefix:
-            return {"refused": f"the service runs the pimem installed in {sys.prefix}"}
+            return {"refused": f"the memory service runs the pimem installed in {sys.prefix}"}
         own = wire.env_fingerprint(os.environ, declared=self.declared)
         theirs = wire.env_fingerprint(env, declared=self.declared)
         if theirs != own:
@@ -518,7 +518,7 @@ class Service:
                 name for name in own.keys() | theirs.keys() if own.get(name) != theirs.get(name)
             )
             return {
-                "refused": f"the client's settings differ from the service's ({', '.join(differing)})",
+                "refused": f"the client's settings differ from the memory service's ({', '.join(differing)})",
                 "retired": True,
             }
         return None

@@ -39,11 +39,10 @@ _ENV_NAMES = ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "PYT
 #: and a shell does not): two clients may differ in these and still share a service.
 _ENV_IGNORED = ("PIMEM_SERVICE", "PIMEM_SERVICE_IDLE_S", "PIMEM_BIN", "PIMEM_PI_TIMINGS")
 #: Core settings that shape one agent session or one request, not the service: each request
-#: brings its own values, so a pi session with capture off and a shell share one service.
+#: brings its own values, so a pi session with capture off and a shell share one service. (Not
+#: the snapshot switch: it decides whether the snapshot plugin is loaded at all.)
 #: Plugins mark theirs ``SettingSpec(per_session=True)`` (auto-context's switch and floors).
-SESSION_ENV = frozenset(
-    {"PI_MEMSEARCH_CAPTURE", "PI_MEMSEARCH_CAPTURE_MODEL", "PI_MEMSEARCH_SNAPSHOT"}
-)
+SESSION_ENV = frozenset({"PI_MEMSEARCH_CAPTURE", "PI_MEMSEARCH_CAPTURE_MODEL"})
 
 
 class Declared(NamedTuple):
