@@ -11,6 +11,7 @@ environment.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -31,8 +32,8 @@ class Footprint:
     @classmethod
     def take(cls, *, code: Iterable[Path], model: Path | None) -> Footprint:
         """This process's footprint: the distributions on its ``sys.path`` (its first entry, the
-        script's or working directory, left out), every source file under *code* and every file
-        of the model directory *model*."""
+        script's or working directory, left out), every source file of *code* (packages and
+        modules) and every file of the model directory *model*."""
         found: list[tuple[str, int]] = []
         for directory in dict.fromkeys(sys.path[1:]):
             found.extend(_installed(directory))
@@ -71,6 +72,10 @@ def _installed(directory: str) -> Iterator[tuple[str, int]]:
 
 
 def _files(root: Path, *, suffix: str) -> Iterator[tuple[str, int]]:
+    if root.is_file():
+        with contextlib.suppress(OSError):
+            yield os.fspath(root), root.stat().st_mtime_ns
+        return
     pending = [os.fspath(root)]
     while pending:
         try:

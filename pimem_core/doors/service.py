@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import io
 import json
 import logging
@@ -41,8 +42,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: How often the accept loop wakes to check the idle time and a stop request.
+#: How often the accept loop wakes to check the idle time and a stop request...
 _TICK_S = 0.2
+#: ...and how often, while no request comes, whether what it loaded changed on disk.
+_IDLE_CHECK_S = 5.0
 
 
 @attrs.frozen(kw_only=True)
@@ -278,15 +281,28 @@ def _heartbeat(conn: socket.socket) -> Iterator[Callable[[dict[str, object]], No
         done.set()
 
 
-def take_footprint() -> Footprint:
-    """What this process loaded that an installation or a model reinstall changes."""
-    import pimem_core
-    import pimem_plugins
+def loaded_code(pimem: Pimem) -> tuple[Path, ...]:
+    """The source of pimem's core and of every plugin loaded: the package a plugin belongs to,
+    or its module's file when it is a module of its own (an editable install is edited there)."""
+    names = {__name__} | {
+        getattr(plugin, "__name__", None) if inspect.ismodule(plugin) else type(plugin).__module__
+        for plugin in pimem.pm.get_plugins()
+    }
+    found: dict[Path, None] = {}
+    for name in sorted(filter(None, names)):
+        top = sys.modules.get(name.partition(".")[0])
+        source = getattr(top, "__file__", None)
+        if source is None:
+            continue
+        found[Path(source).parent if hasattr(top, "__path__") else Path(source)] = None
+    return tuple(found)
 
-    packages = (Path(pimem_core.__file__).parent, Path(pimem_plugins.__file__).parent)
+
+def take_footprint(code: tuple[Path, ...]) -> Footprint:
+    """What this process loaded that an install, an edit or a model reinstall changes."""
     hf_home = os.environ.get("HF_HOME")
     model = repo_dir(Path(hf_home) if hf_home else default_hf_home())
-    return Footprint.take(code=packages, model=model)
+    return Footprint.take(code=code, model=model)
 
 
 def declared_of(pimem: Pimem) -> wire.Declared:
@@ -310,7 +326,13 @@ class Service:
         factory=lambda: ServiceInfo(pid=os.getpid(), started=time.time())
     )
     #: What the answers depend on, taken at start and compared before every request.
-    footprint: Footprint = attrs.field(factory=take_footprint)
+    code: tuple[Path, ...] = attrs.field(
+        default=attrs.Factory(lambda self: loaded_code(self.pimem), takes_self=True)
+    )
+    footprint: Footprint = attrs.field(
+        default=attrs.Factory(lambda self: take_footprint(self.code), takes_self=True)
+    )
+    _checked: float = attrs.field(factory=time.monotonic, init=False)
     declared: wire.Declared = attrs.field(
         default=attrs.Factory(lambda self: declared_of(self.pimem), takes_self=True)
     )
@@ -366,7 +388,7 @@ class Service:
                     if self._idle():
                         log.info("idle for %s s: the service exits", self.idle_s)
                         break
-                    if self._outdated() is not None:
+                    if self._outdated(idle=True) is not None:
                         break  # a new installation: a successor will answer
                     continue
                 except OSError:
@@ -386,12 +408,17 @@ class Service:
                 and time.monotonic() - self._last >= self.idle_s
             )
 
-    def _outdated(self) -> str | None:
+    def _outdated(self, *, idle: bool = False) -> str | None:
         """Why this service can no longer answer as a new process would (a distribution
-        installed or removed, pimem's code or the model changed), or ``None``. The first time,
-        it stops listening: the next client starts a successor with what is installed now."""
+        installed or removed, pimem's or a plugin's code or the model changed), or ``None``.
+        The first time, it stops listening: the next client starts a successor with what is
+        installed now. While *idle*, the disk is looked at every few seconds only."""
         if self._retired is None:
-            changed = take_footprint().differs(self.footprint)
+            now = time.monotonic()
+            if idle and now - self._checked < _IDLE_CHECK_S:
+                return None
+            self._checked = now
+            changed = take_footprint(self.code).differs(self.footprint)
             if changed is None:
                 return None
             with self._lock:
