@@ -101,6 +101,29 @@ def test_status_starts_the_service_and_says_so(service_env: dict[str, str], repo
     assert pimem(service_env, "service", "status").stdout.startswith("not running")
 
 
+def test_the_service_keeps_only_the_environment_its_answers_depend_on(
+    service_env: dict[str, str], repo: Path
+) -> None:
+    """An agent's API key stays out of a process that lives for hours; what memsearch's
+    configuration names stays in, and splits services as any setting does."""
+    config = Path(service_env["HOME"]) / ".memsearch" / "config.toml"
+    config.write_text(config.read_text() + "# the key: ${EMBEDDING_TEAM_KEY}\n")
+    env = {**service_env, "ANTHROPIC_API_KEY": "sk-agent", "EMBEDDING_TEAM_KEY": "team-1"}
+    assert pimem(env, "status", "--cwd", str(repo)).code == 0
+    pid = hello(env).pid
+    kept = dict(
+        line.split("=", 1)
+        for line in Path(f"/proc/{pid}/environ").read_text().split("\0")
+        if "=" in line
+    )
+    assert "ANTHROPIC_API_KEY" not in kept
+    assert kept["EMBEDDING_TEAM_KEY"] == "team-1"
+    assert kept["PATH"] == os.environ["PATH"]
+    assert kept["HOME"] == service_env["HOME"]
+    other = {**env, "EMBEDDING_TEAM_KEY": "team-2"}
+    assert service_wire.socket_path(other) != service_wire.socket_path(env)
+
+
 def test_in_process_runs_without_the_service(service_env: dict[str, str], repo: Path) -> None:
     result = pimem(service_env, "status", "--in-process", "--cwd", str(repo))
     assert result.code == 0, result.stderr

@@ -343,7 +343,7 @@ def _spawn(log_path: Path) -> subprocess.Popen[bytes]:
             close_fds=True,
             # Every request brings its own directory; the service must not pin the first one's.
             cwd="/",
-            env={**os.environ, **SERVICE_MALLOC},
+            env={**wire.service_environment(), **SERVICE_MALLOC},
         )
     except OSError as error:
         raise ServiceUnavailable(f"cannot start `pimem service run`: {error}") from None

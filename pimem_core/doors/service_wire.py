@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import socket
 import sys
 import warnings
@@ -38,6 +39,32 @@ _ENV_NAMES = ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "PYT
 #: Knobs no answer depends on (the service's own; the pi adapter's, which pi's bridges carry
 #: and a shell does not): two clients may differ in these and still share a service.
 _ENV_IGNORED = ("PIMEM_SERVICE", "PIMEM_SERVICE_IDLE_S", "PIMEM_BIN", "PIMEM_PI_TIMINGS")
+#: What any process needs, kept in a memory service's environment beside the variables its
+#: answers depend on: the search path (store commands), locale, time zone, temporary directory,
+#: certificates and proxies (a model endpoint), and the thread count of the embedding runtime.
+_PROCESS_ENV = frozenset(
+    {
+        "PATH",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "USER",
+        "LOGNAME",
+        "XDG_RUNTIME_DIR",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "REQUESTS_CA_BUNDLE",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "OMP_NUM_THREADS",
+    }
+)
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: Core settings that shape one agent session or one request, not the service: each request
 #: brings its own values, so a pi session with capture off and a shell share one service. (Not
 #: the snapshot switch: it decides whether the snapshot plugin is loaded at all.)
@@ -118,24 +145,40 @@ def env_fingerprint(
     if declared is None:
         declared = declared_settings(env)
     session = SESSION_ENV | declared.session
+    named = declared.shared | configured_variables(env)
     return {
         name: value
         for name, value in sorted(env.items())
-        if (name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES or name in declared.shared)
+        if (name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES or name in named)
         and name not in _ENV_IGNORED
         and name not in session
     }
 
 
-def session_env(
-    environ: Mapping[str, str] | None = None, *, declared: Declared | None = None
-) -> dict[str, str]:
-    """The settings of *environ* that travel with a session's or a request's messages."""
+def configured_variables(environ: Mapping[str, str]) -> frozenset[str]:
+    """The variables memsearch's global configuration names (``${OPENAI_API_KEY}``): an
+    answer depends on them as on the file. A project's own file is not read here."""
+    home = environ.get("HOME")
+    if not home:
+        return frozenset()
+    try:
+        text = (Path(home) / ".memsearch" / "config.toml").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return frozenset()
+    return frozenset(_VARIABLE.findall(text)) if "${" in text else frozenset()
+
+
+def service_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What a memory service started from *environ* keeps of it: the variables its answers
+    depend on (:func:`env_fingerprint`) and what any process needs, nothing else (an agent's
+    API keys and the rest of a shell's environment stay out of a process that lives for hours)."""
     env = os.environ if environ is None else environ
-    if declared is None:
-        declared = declared_settings(env)
-    names = SESSION_ENV | declared.session
-    return {name: value for name, value in sorted(env.items()) if name in names}
+    kept = {
+        name: value
+        for name, value in env.items()
+        if name in _PROCESS_ENV or name.startswith(("LC_", "PIMEM_SERVICE"))
+    }
+    return {**kept, **env_fingerprint(env)}
 
 
 def _settings_file(environ: Mapping[str, str]) -> Path:
