@@ -1,7 +1,8 @@
 """What the memory service and its clients share, light on purpose.
 
 A client imports this before deciding whether to import the rest of pimem, so it holds only
-constants, the socket's place and the line framing, with nothing of pimem imported.
+constants, the socket's place and the line framing, with nothing of pimem imported but the
+runtime directory's place (:mod:`pimem_core.private_dir`, standard library only).
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ import hashlib
 import json
 import os
 import socket
-import sys
-import warnings
 from pathlib import Path
 from typing import BinaryIO
+
+from pimem_core.private_dir import runtime_dir as runtime_dir  # where the socket lives
 
 #: Kept equal to the distribution's version by a test: reading it from the installed metadata
 #: costs a client about 60 ms, more than the rest of its start-up.
@@ -32,29 +33,6 @@ _ENV_NAMES = ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")
 #: Knobs no answer depends on (the service's own; the pi adapter's, which pi's bridges carry
 #: and a shell does not): two clients may differ in these and still share a service.
 _ENV_IGNORED = ("PIMEM_SERVICE", "PIMEM_SERVICE_IDLE_S", "PIMEM_BIN", "PIMEM_PI_TIMINGS")
-
-
-def runtime_dir(environ: dict[str, str] | None = None) -> Path:
-    """The service's directory: under ``PIMEM_HOME`` when set (as :mod:`pimem_core.paths`
-    places pimem's other files), else the user's runtime directory."""
-    env = os.environ if environ is None else environ
-    home = env.get("PIMEM_HOME")
-    if home:
-        return Path(home).expanduser() / "run"
-    xdg = env.get("XDG_RUNTIME_DIR")
-    if xdg and Path(xdg).is_dir():
-        return Path(xdg) / "pimem"
-    if sys.platform.startswith("linux"):
-        # Without a session runtime directory (containers, cron), a per-user folder under the
-        # temporary directory; the 0700 mode and the peer check keep other users out.
-        import tempfile
-
-        return Path(tempfile.gettempdir()) / f"pimem-{os.getuid()}"
-    import platformdirs
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return Path(platformdirs.user_runtime_dir("pimem", appauthor=False))
 
 
 def service_file(suffix: str, environ: dict[str, str] | None = None) -> Path:
