@@ -315,7 +315,7 @@ class LiteOnSocket:
 
 def _stop_serving(server: Any, db: Any, path: Path, scratch: Path | None) -> None:
     try:
-        server.stop(None).wait(5)  # no call is left: pymilvus's client is closed first
+        server.stop(1).wait(5)  # no call is left: pymilvus's client is closed first
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         if scratch is not None:
