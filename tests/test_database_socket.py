@@ -130,8 +130,10 @@ def as_nobody(path: str) -> str:
 def test_another_user_reaches_neither_the_service_nor_its_database(
     service_env: dict[str, str], repo: Path, tmp_path: Path
 ) -> None:
-    # The database stays open after a call for as long as the test looks at it.
-    env = {**service_env, "PIMEM_DB_LINGER_MS": "600000"}
+    # The database stays open after a call for as long as the test looks at it. Set in the
+    # fixture's own mapping, so the service it stops afterwards is this one.
+    service_env["PIMEM_DB_LINGER_MS"] = "600000"
+    env = service_env
     generate_corpus(20).write(repo / ".memsearch" / "memory")
     searched = start(env, "search", "which cache", "--cwd", str(repo))
     assert "best first" in searched.communicate(timeout=PATIENCE_S)[0]
