@@ -406,13 +406,13 @@ def open_close_samples(
         config = engine.config(scope)
         vector = loop.run_until_complete(engine._embedder(config).embed([text]))[0]
         start = time.perf_counter()
-        memsearch = engine._memsearch(scope, config)
+        memsearch, served = engine._memsearch(scope, config)
         parts["open"].append(_ms(start))
         start = time.perf_counter()
         memsearch.store.search(vector, query_text=text, top_k=TOP_K)
         parts["first_search"].append(_ms(start))
         start = time.perf_counter()
-        memsearch.close()
+        engine._close(memsearch, served, str(config.milvus.uri))
         parts["close"].append(_ms(start))
 
     release_database(index)

@@ -1,9 +1,11 @@
-"""Every place pimem relies on memsearch, onnxruntime or pymilvus beyond their public API.
+"""Every place pimem relies on memsearch, onnxruntime, pymilvus or Milvus Lite beyond their public
+API.
 
 memsearch 0.4.23 offers no way to do some things pimem needs in process: point its configuration
 lookup at a given home and project, hand a ``MemSearch`` an embedder that is already warm, search
 by vector with cosine similarity, report index progress per file, run the skill distiller's
-steps one by one. Each function below does one such thing and says what it assumes;
+steps one by one. Milvus Lite offers no way to serve a database on a Unix socket rather than a
+TCP port. Each function below does one such thing and says what it assumes;
 ``tests/test_memsearch_compat.py`` checks every assumption against the installed release, so a
 memsearch upgrade that breaks one fails there, by name, not somewhere in a session.
 
@@ -14,7 +16,11 @@ memsearch calls on its backend queue's worker); they restore what they replaced.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
+import inspect
 import os
+import socket
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -227,6 +233,96 @@ def forget_unused_connections() -> None:
             managed = manager._registry.pop(key)
             with contextlib.suppress(Exception):  # a channel already gone is closed enough
                 managed.strategy.close(managed)
+
+
+# -- Milvus Lite on a Unix socket ---------------------------------------------------------------
+
+
+class SocketUnusable(Exception):
+    """The database's socket could not be bound (the database was closed again)."""
+
+
+def lite_socket_unsupported() -> str | None:
+    """Why pimem cannot serve a database of the installed Milvus Lite on a Unix socket of its
+    own; ``None`` when it can.
+
+    Milvus Lite's own server (``milvus_lite.server_manager``, which pymilvus starts for a
+    ``.db`` URI) listens on a TCP port of 127.0.0.1, where every local user may connect.
+    Assumes (milvus-lite 3.0 to 3.2.2 alike): ``milvus_lite.db.MilvusLite(data_dir)`` opens a
+    database and takes its lock, raising ``DataDirLockedError`` when another holds it, and
+    ``close()`` gives both back; ``milvus_lite.adapter.grpc.server._build_server(db,
+    max_workers)`` returns an unstarted ``grpc.Server`` with Milvus's API on *db*, and
+    ``DEFAULT_MAX_WORKERS`` is the pool Milvus Lite gives its own.
+    """
+    if not hasattr(socket, "AF_UNIX"):
+        return "this platform has no Unix sockets"
+    try:
+        version = importlib.metadata.version("milvus-lite")
+    except importlib.metadata.PackageNotFoundError:
+        version = "(version unknown)"
+    try:
+        from milvus_lite.adapter.grpc.server import DEFAULT_MAX_WORKERS, _build_server
+        from milvus_lite.db import MilvusLite
+    except ImportError as error:
+        return f"milvus-lite {version} has no in-process server pimem knows ({error})"
+    if (
+        list(inspect.signature(_build_server).parameters)[:2] != ["db", "max_workers"]
+        or not isinstance(DEFAULT_MAX_WORKERS, int)
+        or not callable(getattr(MilvusLite, "close", None))
+    ):
+        return f"milvus-lite {version} builds its in-process server differently"
+    return None
+
+
+class LiteOnSocket:
+    """A local Milvus Lite database served by this process on the Unix socket *path*, for
+    pymilvus to reach at :attr:`uri`, until :meth:`close` or the process's exit.
+
+    Opening takes the database's lock first, so only its holder binds or removes *path*; the
+    socket is gone before the lock is given back, so the next holder's socket is never taken
+    for a stale one. *scratch*, a directory made for *path* alone, is removed with it.
+    See :func:`lite_socket_unsupported` for what it assumes.
+    """
+
+    def __init__(self, database: Path, path: Path, *, scratch: Path | None = None) -> None:
+        from milvus_lite.adapter.grpc.server import DEFAULT_MAX_WORKERS, _build_server
+        from milvus_lite.db import MilvusLite
+
+        db = MilvusLite(str(database))
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()  # stale: its server's process died holding the lock
+            server = _build_server(db, DEFAULT_MAX_WORKERS)
+            try:
+                server.add_insecure_port(f"unix:{path}")
+                # The directory keeps other users out already; the socket's mode, should it
+                # be opened up by mistake.
+                path.chmod(0o600)
+            except (RuntimeError, OSError) as error:
+                server.stop(None)
+                raise SocketUnusable(f"cannot listen on a Unix socket: {error}") from None
+            server.start()
+        except BaseException:
+            db.close()
+            raise
+        self.uri = f"unix:{path}"
+        self._stop = weakref.finalize(self, _stop_serving, server, db, path, scratch)
+
+    def close(self) -> None:
+        """Stop serving and close the database (its lock goes back to the other agents)."""
+        self._stop()
+
+
+def _stop_serving(server: Any, db: Any, path: Path, scratch: Path | None) -> None:
+    try:
+        server.stop(1).wait(5)  # no call is left: pymilvus's client is closed first
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        if scratch is not None:
+            with contextlib.suppress(OSError):
+                scratch.rmdir()
+    finally:
+        db.close()
 
 
 # -- skill drafting -----------------------------------------------------------------------------

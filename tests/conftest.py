@@ -72,6 +72,10 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # (``service_env``), so no test leaves a service behind or meets another test's.
     monkeypatch.setenv("PIMEM_SERVICE", "off")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    # The sockets pimem serves its database on, in process too: the test's own, not the user's.
+    runtime = tmp_path / "xdg-runtime"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import importlib.metadata
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import types
@@ -20,6 +21,7 @@ import pytest
 from pimem_core import Pimem
 from pimem_core.backend import BackendQueue
 from pimem_core.errors import NoMemoryYet
+from pimem_core.private_dir import runtime_dir
 from pimem_core.runtime.indexer import Indexer
 from pimem_core.types import Anchor, DayAddress, Entry, Scope, SearchQuery
 from pimem_plugins.memsearch.engine import (
@@ -33,6 +35,7 @@ from pimem_plugins.memsearch.engine import (
 from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 
 from conftest import make_pimem
+from proc_sockets import tcp_listeners
 
 
 def add(pimem: Pimem, scope: Scope, turn: str, content: str, minute: int) -> Path:
@@ -118,6 +121,74 @@ def test_reopening_the_database_leaves_no_connection_behind(indexed: tuple[Pimem
         texts(pimem, scope, "cache")
         assert engine.count(scope) == 2
     assert open_channels() <= before
+
+
+def served_sockets() -> list[Path]:
+    return sorted(runtime_dir().glob("milvus-*.sock"))
+
+
+def status_lines(pimem: Pimem, scope: Scope) -> list[str]:
+    index = MemsearchMemoryIndex.opened_by(pimem, scope)
+    return [line for section in index.status() for line in section.lines]
+
+
+def test_the_open_database_is_served_on_a_private_unix_socket_not_a_tcp_port(
+    indexed: tuple[Pimem, Scope], memsearch_home: Path, repo: Path
+) -> None:
+    pimem = make_pimem({"PIMEM_DB_LINGER_MS": "60000"})
+    scope = pimem.resolve_scope(repo)
+    engine = MemsearchMemoryIndex.opened_by(pimem, scope).engine
+    assert engine.search(scope, "cache", 1)
+    (served,) = served_sockets()
+    assert served.stat().st_mode & 0o777 == 0o600
+    assert served.parent.stat().st_mode & 0o777 == 0o700
+    assert tcp_listeners({os.getpid()}) == set()
+    assert not [line for line in status_lines(pimem, scope) if line.startswith("database:")]
+    assert database_locked(memsearch_home)  # leased, on that socket
+    engine.release()
+    assert served_sockets() == []
+    assert not database_locked(memsearch_home)
+
+
+def test_a_runtime_directory_too_deep_for_a_socket_serves_from_a_directory_of_its_own(
+    indexed: tuple[Pimem, Scope], repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))
+    pimem = make_pimem({"PIMEM_DB_LINGER_MS": "60000"})
+    scope = pimem.resolve_scope(repo)
+    engine = MemsearchMemoryIndex.opened_by(pimem, scope).engine
+    assert engine.search(scope, "cache", 1)
+    lease = engine._lease
+    assert lease is not None
+    assert lease.served is not None
+    served = Path(lease.served.uri.removeprefix("unix:"))
+    assert served.parent.stat().st_mode & 0o777 == 0o700
+    assert served.parent.parent == Path(tempfile.gettempdir())
+    assert tcp_listeners({os.getpid()}) == set()
+    engine.release()
+    assert not served.parent.exists()
+
+
+def test_where_the_database_cannot_be_served_privately_it_is_closed_after_every_call(
+    indexed: tuple[Pimem, Scope], memsearch_home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pimem_plugins.memsearch import engine as module
+
+    why = "milvus-lite 9.0 builds its in-process server differently"
+    monkeypatch.setattr(module, "lite_socket_unsupported", lambda: why)
+    pimem = make_pimem({"PIMEM_DB_LINGER_MS": "60000"})
+    scope = pimem.resolve_scope(repo)
+    engine = MemsearchMemoryIndex.opened_by(pimem, scope).engine
+    assert engine.search(scope, "cache", 1)  # on Milvus Lite's own server
+    assert engine._lease is None, "closed after its call, whatever the linger"
+    assert texts(pimem, scope, "flaky test")
+    assert engine._lease is None
+    assert not database_locked(memsearch_home)
+    (line,) = [line for line in status_lines(pimem, scope) if line.startswith("database:")]
+    assert line.startswith("database: closed after every call")
+    assert why in line
 
 
 def test_a_memsearch_command_knocking_at_a_busy_database_gets_in(

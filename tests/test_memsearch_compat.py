@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,14 @@ import memsearch.store
 import onnxruntime
 import pytest
 from memsearch.embeddings.onnx import OnnxEmbedding
+from milvus_lite import DataDirLockedError, MilvusLite
+from milvus_lite.adapter.grpc import server as lite_server
+from pymilvus import MilvusClient
 from pymilvus.client.connection_manager import ConnectionManager
 
 from pimem_core import memsearch_compat
+
+from proc_sockets import tcp_listeners
 
 
 def parameters(function: Any) -> list[str]:
@@ -125,3 +131,45 @@ def test_memsearch_reads_each_file_it_indexes_through_the_core_module() -> None:
     counted = asyncio.run(indexer._index_file(file))
     assert counted == len(file.read_text(encoding="utf-8")) + 1
     assert memsearch.core.read_utf8_text_replace is read
+
+
+def test_milvus_lite_keeps_what_serving_it_on_a_unix_socket_uses() -> None:
+    assert memsearch_compat.lite_socket_unsupported() is None
+    assert parameters(lite_server._build_server)[:2] == ["db", "max_workers"]
+    assert isinstance(lite_server.DEFAULT_MAX_WORKERS, int)
+    assert parameters(MilvusLite.__init__)[1] == "data_dir"
+    assert callable(MilvusLite.close)
+
+
+def test_a_database_served_on_a_unix_socket_is_milvus_to_pymilvus_and_no_tcp_port(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    database, path = tmp_path / "milvus.db", run / "milvus.sock"
+    served = memsearch_compat.LiteOnSocket(database, path)
+    try:
+        assert served.uri == f"unix:{path}"
+        assert path.stat().st_mode & 0o777 == 0o600
+        with pytest.raises(DataDirLockedError):
+            MilvusLite(str(database))  # served means open: its lock is held
+        client = MilvusClient(uri=served.uri)
+        client.create_collection("c", dimension=4)
+        client.insert("c", [{"id": 1, "vector": [0.1, 0.2, 0.3, 0.4]}])
+        (hits,) = client.search("c", data=[[0.1, 0.2, 0.3, 0.4]], limit=1)
+        assert hits[0]["id"] == 1
+        client.close()
+        assert tcp_listeners({os.getpid()}) == set()
+    finally:
+        served.close()
+        memsearch_compat.forget_unused_connections()
+    assert not path.exists()
+    MilvusLite(str(database)).close()  # closed: anyone may open it again
+    served.close()  # once is enough
+
+
+def test_a_socket_that_cannot_be_bound_leaves_the_database_closed(tmp_path: Path) -> None:
+    too_long = tmp_path / ("s" * 120)
+    with pytest.raises(memsearch_compat.SocketUnusable, match="cannot listen on a Unix socket"):
+        memsearch_compat.LiteOnSocket(tmp_path / "milvus.db", too_long)
+    MilvusLite(str(tmp_path / "milvus.db")).close()

@@ -1,7 +1,8 @@
 """The thin client of the memory service: find it, start it when needed, hand it a command.
 
 It runs before any of pimem is imported (:mod:`pimem_core.doors.launcher`), so it imports only
-the standard library, :mod:`pimem_core.doors.service_wire` and :mod:`pimem_core.private_files`;
+the standard library, :mod:`pimem_core.doors.service_wire`, :mod:`pimem_core.private_dir` and
+:mod:`pimem_core.private_files`;
 its records are named tuples, since attrs alone would cost a client more than its whole request.
 """
 
@@ -18,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 from pimem_core.doors import service_wire as wire
-from pimem_core.private_files import open_private, private_dir
+from pimem_core.private_dir import NotPrivate, make_private
+from pimem_core.private_files import open_private
 
 if TYPE_CHECKING:
     import subprocess
@@ -260,21 +262,9 @@ def probe(path: Path) -> Connection | None:
 def prepare_dir(directory: Path) -> None:
     """Make the runtime directory, private to this user; refuse one that is not."""
     try:
-        private_dir(directory, root=directory)
-        info = directory.lstat()
-    except OSError as error:
-        raise ServiceUnavailable(
-            f"cannot make the runtime directory {directory}: {error}"
-        ) from None
-    import stat
-
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        raise ServiceUnavailable(f"{directory} is not a directory owned by this user")
-    if info.st_mode & 0o077:
-        try:
-            directory.chmod(0o700)
-        except OSError as error:
-            raise ServiceUnavailable(f"cannot make {directory} private: {error}") from None
+        make_private(directory)
+    except NotPrivate as error:
+        raise ServiceUnavailable(str(error)) from None
 
 
 @contextlib.contextmanager

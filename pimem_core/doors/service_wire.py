@@ -1,7 +1,8 @@
 """What the memory service and its clients share, light on purpose.
 
 A client imports this before deciding whether to import the rest of pimem, so it holds only
-constants, the socket's place and the line framing, with nothing of pimem imported.
+constants, the socket's place and the line framing, with nothing of pimem imported but the
+runtime directory's place (:mod:`pimem_core.private_dir`, standard library only).
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import os
 import re
 import socket
 import sys
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
+from pimem_core.private_dir import runtime_dir as runtime_dir  # where the socket lives
 from pimem_core.private_files import write_private
 
 #: Kept equal to the distribution's version by a test: reading it from the installed metadata
@@ -78,29 +79,6 @@ class Declared(NamedTuple):
 
     shared: frozenset[str] = frozenset()
     session: frozenset[str] = frozenset()
-
-
-def runtime_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """The service's directory: under ``PIMEM_HOME`` when set (as :mod:`pimem_core.paths`
-    places pimem's other files), else the user's runtime directory."""
-    env = os.environ if environ is None else environ
-    home = env.get("PIMEM_HOME")
-    if home:
-        return Path(home).expanduser() / "run"
-    xdg = env.get("XDG_RUNTIME_DIR")
-    if xdg and Path(xdg).is_dir():
-        return Path(xdg) / "pimem"
-    if sys.platform.startswith("linux"):
-        # Without a session runtime directory (containers, cron), a per-user folder under the
-        # temporary directory; the 0700 mode and the peer check keep other users out.
-        import tempfile
-
-        return Path(tempfile.gettempdir()) / f"pimem-{os.getuid()}"
-    import platformdirs
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return Path(platformdirs.user_runtime_dir("pimem", appauthor=False))
 
 
 def service_file(

@@ -4,8 +4,10 @@ Every agent of the mesh runs memsearch with the configuration memsearch resolves
 ``~/.memsearch/config.toml``, then the project's ``.memsearch.toml`` at the repository
 directory), so pimem resolves it the same way and embeds with the same provider and model.
 Loading an embedder costs about a second, so each one is kept for the life of the engine.
-The Milvus Lite database, by contrast, is opened for one operation and closed right after: its
-file lock is machine-wide, and holding it while idle would block every other agent.
+The Milvus Lite database, by contrast, is leased for as long as calls follow each other and
+closed once they stop: its file lock is machine-wide, and holding it while idle would block every
+other agent. While it is open, pimem serves it on a Unix socket of its own, where Milvus Lite
+would listen on a TCP port any local user can reach (:mod:`.database_socket`).
 
 Everything here runs on its queue's single worker thread.
 """
@@ -38,9 +40,12 @@ from pimem_core.conflicts import (
 )
 from pimem_core.errors import CollectionMissing, IndexStateError, NoMemoryYet, PimemError
 from pimem_core.memsearch_compat import (
+    LiteOnSocket,
+    SocketUnusable,
     dense_search,
     forget_unused_connections,
     index_with_progress,
+    lite_socket_unsupported,
     memsearch_with_embedder,
     onnx_sessions_without_spinning,
     read_markdown_through,
@@ -58,7 +63,7 @@ from pimem_core.types import (
     SearchHit,
     Section,
 )
-from pimem_plugins.memsearch import lock_knocks
+from pimem_plugins.memsearch import database_socket, lock_knocks
 from pimem_plugins.memsearch.embedding_model import (
     EmbeddingModelMissing,
     check_model,
@@ -113,6 +118,8 @@ class DatabaseFailed(PimemError):
 class _Lease:
     key: tuple[str, str, int]
     memsearch: Any
+    #: The local database served on pimem's own socket for this lease, if it is.
+    served: LiteOnSocket | None = None
     last_used: float = 0.0
 
 
@@ -306,6 +313,9 @@ class MemsearchEngine:
         self._zero_configs: dict[int, Any] = {}
         #: Seconds the database stays open after a call, waiting for the next one.
         self.linger = DEFAULT_LINGER_SECONDS
+        #: Why local databases cannot be served on pimem's own socket; looked up once.
+        self._unserved: str | None = None
+        self._serving_checked = False
         self._ledgers: dict[tuple[str, str], IndexLedger] = {}
 
     @property
@@ -434,41 +444,89 @@ class MemsearchEngine:
                 ) from error
         return self._embedders[key]
 
-    def _memsearch(self, scope: Scope, config: Any, *, paths: tuple[str, ...] = ()) -> Any:
-        """A ``MemSearch`` for *scope*'s collection that reuses the warm embedder.
+    def _memsearch(
+        self, scope: Scope, config: Any, *, paths: tuple[str, ...] = (), create: bool = False
+    ) -> tuple[Any, LiteOnSocket | None]:
+        """A ``MemSearch`` for *scope*'s collection that reuses the warm embedder, and the
+        local database served for it (close it after the ``MemSearch``). With *create*, a
+        local database that does not exist yet is made (an index run writes to it).
 
         A failed open that the lock does not explain is tried once more: the holder may have
         let go between the failure and the look at the lock, and only a database that fails
         twice is taken for damaged."""
         try:
-            return self._open(scope, config, paths)
+            return self._open(scope, config, paths, create)
         except Exception as error:
             if is_contention(error) or database_failure(error) is None:
                 raise
             time.sleep(0.05)
-            return self._open(scope, config, paths)
+            return self._open(scope, config, paths, create)
 
-    def _open(self, scope: Scope, config: Any, paths: tuple[str, ...]) -> Any:
+    def _open(
+        self, scope: Scope, config: Any, paths: tuple[str, ...], create: bool
+    ) -> tuple[Any, LiteOnSocket | None]:
         _quiet_pymilvus()
-        keep_database_private(str(config.milvus.uri), scope, create=True)
-        memsearch = memsearch_with_embedder(
-            self._embedder(config),
-            paths=list(paths),
-            embedding_provider=config.embedding.provider,
-            embedding_model=config.embedding.model or None,
-            milvus_uri=config.milvus.uri,
-            milvus_token=config.milvus.token or None,
-            collection=scope.collection,
-            max_chunk_size=config.chunking.max_chunk_size,
-            overlap_lines=config.chunking.overlap_lines,
-            ignore_files=list(config.indexing.ignore_files),
-            exclude=list(config.indexing.exclude),
-            reranker_model=config.reranker.model,
-        )
+        embedder = self._embedder(config)  # loaded before the database is taken
+        keep_database_private(str(config.milvus.uri), scope, create=create)
+        served = self._serve(str(config.milvus.uri), create=create)
+        try:
+            memsearch = memsearch_with_embedder(
+                embedder,
+                paths=list(paths),
+                embedding_provider=config.embedding.provider,
+                embedding_model=config.embedding.model or None,
+                milvus_uri=config.milvus.uri if served is None else served.uri,
+                milvus_token=config.milvus.token or None,
+                collection=scope.collection,
+                max_chunk_size=config.chunking.max_chunk_size,
+                overlap_lines=config.chunking.overlap_lines,
+                ignore_files=list(config.indexing.ignore_files),
+                exclude=list(config.indexing.exclude),
+                reranker_model=config.reranker.model,
+            )
+        except BaseException:
+            if served is not None:
+                served.close()
+            raise
         # Conflict markers never reach the collection (ADR 0016): a conflicted file is
         # chunked with its markers blank, so every other line keeps its number.
         read_markdown_through(memsearch, blank_conflicts)
-        return memsearch
+        return memsearch, served
+
+    def unserved_reason(self) -> str | None:
+        """Why local databases are not served on pimem's own socket here, so are closed after
+        every call; ``None`` when they are."""
+        if not self._serving_checked:
+            self._unserved = lite_socket_unsupported()
+            self._serving_checked = True
+        return self._unserved
+
+    def _serve(self, uri: str, *, create: bool) -> LiteOnSocket | None:
+        """Local database *uri*, opened and served on pimem's own socket; ``None`` for a server,
+        for a database that does not exist and is only read (memsearch then opens nothing and
+        creates nothing), and where it cannot be served so (:meth:`unserved_reason`): memsearch
+        opens the database itself then, on Milvus Lite's own server."""
+        if is_server(uri):
+            return None
+        database = Path(uri).expanduser()
+        if (not create and not database.exists()) or self.unserved_reason() is not None:
+            return None
+        try:
+            return database_socket.serve(database)
+        except SocketUnusable as error:
+            self._unserved = str(error)
+            return None
+
+    def _close(self, memsearch: Any, served: LiteOnSocket | None, uri: str) -> None:
+        try:
+            memsearch.close()
+        finally:
+            if served is not None:
+                # The channel pymilvus keeps goes first: a server stopped under it makes gRPC
+                # log the lost connection on stderr.
+                forget_unused_connections()
+                served.close()
+            self._closed(uri)
 
     def _missing(self, scope: Scope) -> CollectionMissing:
         """What to say when the collection does not exist: there may be nothing to index yet.
@@ -482,7 +540,7 @@ class MemsearchEngine:
 
     # -- the database lease -------------------------------------------------------------
 
-    def _leased(self, scope: Scope, config: Any) -> Any:
+    def _leased(self, scope: Scope, config: Any, *, create: bool = False) -> Any:
         """An open ``MemSearch`` for *scope*'s collection, reused while calls keep coming.
 
         Opening Milvus Lite costs tens of milliseconds and a freshly opened collection
@@ -497,16 +555,19 @@ class MemsearchEngine:
             self.release()
         self._take_turn(uri)
         if self._lease is None:
-            self._lease = _Lease(key=key, memsearch=self._memsearch(scope, config))
+            memsearch, served = self._memsearch(scope, config, create=create)
+            self._lease = _Lease(key=key, memsearch=memsearch, served=served)
             self._opened(uri)
         return self._lease.memsearch
 
     def _used(self) -> None:
-        """Note a call; the lease is closed after the linger time unless another one comes."""
+        """Note a call; the lease is closed after the linger time unless another one comes.
+        A local database not served on pimem's own socket is closed at once: Milvus Lite's own
+        server lets other local users in for as long as it is open."""
         if self._lease is None:
             return
         self._lease.last_used = time.monotonic()
-        if self.linger <= 0:
+        if self.linger <= 0 or (self._lease.served is None and not is_server(self._lease.key[0])):
             self.release()
             return
         # One pending release at a time: a burst of calls must not leave a thread per call.
@@ -528,8 +589,7 @@ class MemsearchEngine:
         """Close the database now (its lock goes back to the other agents)."""
         lease, self._lease = self._lease, None
         if lease is not None:
-            lease.memsearch.close()
-            self._closed(lease.key[0])
+            self._close(lease.memsearch, lease.served, lease.key[0])
 
     def _watch(self, uri: str) -> lock_knocks.LockKnocks | None:
         """The knocks at local database *uri*, once it exists (``None`` where inotify is not
@@ -591,10 +651,11 @@ class MemsearchEngine:
             time.sleep(0.1)
 
     @contextlib.contextmanager
-    def _database(self, scope: Scope, config: Any) -> Iterator[Any]:
-        """The leased ``MemSearch`` for one call; a failed call drops the lease."""
+    def _database(self, scope: Scope, config: Any, *, create: bool = False) -> Iterator[Any]:
+        """The leased ``MemSearch`` for one call (*create*: one that writes); a failed call
+        drops the lease."""
         try:
-            yield self._leased(scope, config)
+            yield self._leased(scope, config, create=create)
         except BaseException:
             self.release()
             raise
@@ -669,14 +730,14 @@ class MemsearchEngine:
                 # A few changed files go through the leased client: reopening the database
                 # afterwards would cost more than the update (at 20,000 chunks, a second).
                 deadline = None if budget is None else time.monotonic() + budget
-                with self._database(scope, config) as memsearch:
+                with self._database(scope, config, create=True) as memsearch:
                     report = self._loop.run_until_complete(_index_files(memsearch, files, deadline))
             else:
                 # Searching through the client that ran a full index is slow: use a client
                 # of its own, and close it.
                 self.release()
                 self._take_turn(str(config.milvus.uri))
-                memsearch = self._memsearch(scope, config, paths=paths)
+                memsearch, served = self._memsearch(scope, config, paths=paths, create=True)
                 self._opened(str(config.milvus.uri))
                 try:
                     report = self._loop.run_until_complete(
@@ -685,8 +746,7 @@ class MemsearchEngine:
                         else memsearch.index_with_report()
                     )
                 finally:
-                    memsearch.close()
-                    self._closed(str(config.milvus.uri))
+                    self._close(memsearch, served, str(config.milvus.uri))
         except Exception as error:
             if state_path is not None:
                 record_index_error(state_path, error, **state)
@@ -870,20 +930,26 @@ class MemsearchEngine:
                 with self._database(scope, config) as memsearch:
                     return int(memsearch.store.count())
             self.release()
-            keep_database_private(str(config.milvus.uri), scope, create=False)
-            # No dimension: memsearch's read-only mode, which never creates anything.
-            store = MilvusStore(
-                config.milvus.uri,
-                token=config.milvus.token or None,
-                collection=scope.collection,
-                dimension=None,
-            )
-            self._opened(str(config.milvus.uri))
+            uri = str(config.milvus.uri)
+            keep_database_private(uri, scope, create=False)
+            served = self._serve(uri, create=False)
+            try:
+                # No dimension: memsearch's read-only mode, which never creates anything.
+                store = MilvusStore(
+                    uri if served is None else served.uri,
+                    token=config.milvus.token or None,
+                    collection=scope.collection,
+                    dimension=None,
+                )
+            except BaseException:
+                if served is not None:
+                    served.close()
+                raise
+            self._opened(uri)
             try:
                 return int(store.count())
             finally:
-                store.close()
-                self._closed(str(config.milvus.uri))
+                self._close(store, served, uri)
         except CollectionNotFoundError:
             return None
 
@@ -898,11 +964,18 @@ class MemsearchEngine:
             configured=config is not self._zero_configs.get(id(config)),
             ask_hub=False,
         )
-        return {
+        described = {
             "provider": str(embedding.provider),
             "model": check.describe(),
             "milvus_uri": str(config.milvus.uri),
         }
+        unserved = None if is_server(str(config.milvus.uri)) else self.unserved_reason()
+        if unserved is not None:
+            described["database"] = (
+                f"closed after every call, not kept open: pimem cannot serve it on a private "
+                f"socket ({unserved}), and Milvus Lite's own server lets other local users in"
+            )
+        return described
 
 
 def section_of(chunk_hash: str, chunk: Mapping[str, Any]) -> Section:
@@ -941,8 +1014,9 @@ def _quiet_pymilvus() -> None:
 def _bypass_proxy_for_loopback(environ: MutableMapping[str, str]) -> None:
     """Keep loopback out of any HTTP proxy the user set for the internet.
 
-    Milvus Lite serves the database on 127.0.0.1 inside this process, and gRPC honours
-    ``http_proxy``: behind a proxy every database call would go to the proxy and fail.
+    Where pimem cannot serve a local database on its own socket, Milvus Lite serves it on
+    127.0.0.1 inside this process, and gRPC honours ``http_proxy``: behind a proxy every
+    database call would go to the proxy and fail.
     """
     if not any(environ.get(name) or environ.get(name.upper()) for name in _PROXY_VARIABLES):
         return
