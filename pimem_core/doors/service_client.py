@@ -324,7 +324,7 @@ def _spawn(log_path: Path) -> subprocess.Popen[bytes]:
 
     log = os.fdopen(open_private(log_path, os.O_WRONLY | os.O_APPEND, root=log_path.parent), "ab")
     try:
-        return subprocess.Popen(
+        child = subprocess.Popen(
             [sys.executable, "-m", "pimem_core", "service", "run"],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -339,6 +339,10 @@ def _spawn(log_path: Path) -> subprocess.Popen[bytes]:
         raise ServiceUnavailable(f"cannot start `pimem service run`: {error}") from None
     finally:
         log.close()
+    # Waited for in the background: its exit code tells a start that failed, and the service,
+    # which outlives a short client, is still reaped by a long-lived one (a relay, a program).
+    threading.Thread(target=child.wait, name="pimem-service-reaper", daemon=True).start()
+    return child
 
 
 def _last_line(path: Path) -> str:
@@ -368,14 +372,17 @@ def ensure(environ: dict[str, str] | None = None) -> Connection:
             return found
         if found is not None:
             stop(found, path)
+        declared = wire.declared_settings(environ)
         child = _spawn(log)
-        # Waited for in the background: its exit code tells a start that failed, and the
-        # service, which outlives a short client, is still reaped by a long-lived one (a relay,
-        # a program) when it exits.
-        threading.Thread(target=child.wait, name="pimem-service-reaper", daemon=True).start()
         deadline = time.monotonic() + START_TIMEOUT_S
         claimed_elsewhere = False
         while time.monotonic() < deadline:
+            if wire.declared_settings(environ) != declared:
+                # Its plugins declare settings this client did not know of (one was installed
+                # since the last service started), so it was started without their values: it
+                # listens for a configuration of its own, and one started now gets them.
+                declared = wire.declared_settings(environ)
+                child = _spawn(log)
             # Looked up again: a service listens where its plugins' settings say
             # (service_wire.declared_settings), which it publishes as it starts.
             path = wire.socket_path(environ)
