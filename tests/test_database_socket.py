@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
+from another_user import needs_another_user, run_as_nobody
 from test_service import hello, wait_until
 
 from bench.corpus import generate_corpus
@@ -25,9 +25,6 @@ from conftest import alive
 from proc_sockets import family, holds_database, tcp_listeners, unix_listeners
 
 ENTRIES = 2_000
-#: A second local user, and an interpreter it may run (the project's may be out of its reach).
-OUTSIDER = Path("/usr/bin/python3")
-NOBODY = 65534
 #: Bounds the index run of :data:`ENTRIES` entries; never a measured assertion.
 PATIENCE_S = 600.0
 
@@ -109,24 +106,10 @@ def as_nobody(path: str) -> str:
         "else:\n"
         "    print('connected')\n"
     )
-    done = subprocess.run(
-        [str(OUTSIDER), "-I", "-c", probe],
-        user=NOBODY,
-        group=NOBODY,
-        extra_groups=[],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd="/",
-        env={},
-        timeout=60,
-    )
-    return done.stdout.strip()
+    return run_as_nobody(probe)
 
 
-@pytest.mark.skipif(
-    os.getuid() != 0 or not OUTSIDER.exists(), reason="needs root to act as a second user"
-)
+@needs_another_user
 def test_another_user_reaches_neither_the_service_nor_its_database(
     service_env: dict[str, str], repo: Path, tmp_path: Path
 ) -> None:

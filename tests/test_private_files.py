@@ -9,12 +9,12 @@ import os
 import shutil
 import signal
 import stat
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from another_user import needs_another_user, run_as_nobody
 from test_serve import Bridge
 from test_service import wait_until
 from test_service_sessions import EXCHANGE, open_session, status_of
@@ -168,7 +168,6 @@ def test_a_milvus_lite_database_is_private_outside_the_project_only(
 
 # -- as another user sees it ----------------------------------------------------------------
 
-OUTSIDER = Path("/usr/bin/python3")
 #: Opens each path it is given as user nobody would; prints those it could open (or reach).
 READER = """
 import json, os, sys
@@ -187,20 +186,9 @@ print(json.dumps(reached))
 
 def read_as_nobody(paths: list[Path]) -> list[list[str]]:
     """What uid 65534, with no group of root's, can open (read a file, list a directory)."""
-    done = subprocess.run(
-        [str(OUTSIDER), "-I", "-c", READER],
-        input=json.dumps([str(path) for path in paths]),
-        user=65534,
-        group=65534,
-        extra_groups=[],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd="/",
-        env={},
-        timeout=60,
+    reached: list[list[str]] = json.loads(
+        run_as_nobody(READER, stdin=json.dumps([str(path) for path in paths]))
     )
-    reached: list[list[str]] = json.loads(done.stdout)
     return reached
 
 
@@ -226,10 +214,7 @@ def open_home(offline_model: OfflineModel, umask: None) -> Iterator[Path]:
     shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.mark.skipif(
-    os.getuid() != 0 or not OUTSIDER.exists(),
-    reason="needs root, to read pimem's files as another user (uid 65534)",
-)
+@needs_another_user
 @pytest.mark.parametrize("layout", ["platformdirs", "pimem-home"])
 def test_another_user_can_read_nothing_pimem_keeps_outside_the_project(
     open_home: Path, offline_model: OfflineModel, layout: str

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from another_user import needs_another_user, run_as_nobody
 from test_serve import Bridge
 from test_service import hello, wait_until
 
@@ -283,12 +284,7 @@ def test_with_no_service_to_be_had_the_session_is_served_in_process(
     assert bridge.close() == 0
 
 
-OUTSIDER = Path("/usr/bin/python3")
-
-
-@pytest.mark.skipif(
-    os.getuid() != 0 or not OUTSIDER.exists(), reason="needs root to act as a second user"
-)
+@needs_another_user
 def test_another_user_cannot_use_the_service(service_env: dict[str, str]) -> None:
     """A second local user (``nobody``) is kept out by the directory's mode, and still by the
     peer check where the directory is opened up by mistake; no TCP port is opened."""
@@ -324,18 +320,7 @@ def as_nobody(path: Path) -> str:
         "    print('refused:', e.errno); sys.exit(0)\n"
         "print('hello:', s.recv(4096).decode() or '<closed>')\n"
     )
-    done = subprocess.run(
-        [str(OUTSIDER), "-I", "-c", probe],
-        user=65534,
-        group=65534,
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd="/",
-        env={},
-        timeout=60,
-    )
-    return done.stdout.strip()
+    return run_as_nobody(probe)
 
 
 def listening_on_tcp(pid: int) -> bool:
