@@ -45,8 +45,8 @@ def test_merged_config_layers_global_then_trusted_project_keys(tmp_path: Path) -
 def test_the_onnx_provider_creates_its_session_through_the_module() -> None:
     source = inspect.getsource(OnnxEmbedding.__init__)
     assert "ort.InferenceSession(" in source
-    with memsearch_compat.onnx_sessions_without_spinning():
-        assert onnxruntime.InferenceSession.__name__ == "quiet"
+    with memsearch_compat.onnx_sessions_at_rest():
+        assert onnxruntime.InferenceSession.__name__ == "at_rest"
     assert onnxruntime.InferenceSession.__name__ == "InferenceSession"
 
 

@@ -42,7 +42,7 @@ from pimem_core.memsearch_compat import (
     forget_unused_connections,
     index_with_progress,
     memsearch_with_embedder,
-    onnx_sessions_without_spinning,
+    onnx_sessions_at_rest,
     read_markdown_through,
 )
 from pimem_core.memsearch_config import config_files, global_config_path, project_config_path
@@ -402,7 +402,7 @@ class MemsearchEngine:
             }
             configured = config is not self._zero_configs.get(id(config))
             try:
-                with onnx_sessions_without_spinning():
+                with onnx_sessions_at_rest():
                     self._embedders[key] = load_embedder(
                         embedding.provider, embedding.model, configured=configured, options=options
                     )
