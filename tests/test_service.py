@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from pimem_core.doors import service as service_module
 from pimem_core.doors import service_client, service_wire
-from pimem_core.doors.service import Peer, peer_allowed
+from pimem_core.doors.service import MemoryTrim, Peer, peer_allowed
 
 from conftest import CLOCK, Result, alive, run_cli
 
@@ -63,6 +64,33 @@ def test_the_peer_check_refuses_another_user() -> None:
         assert peer.uid in (own, None)
         assert peer.pid in (os.getpid(), None)
         assert peer.cwd() in (Path.cwd(), None)
+
+
+def test_memory_is_given_back_once_it_grew_and_not_more_often(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    resident = [400_000]
+    trims: list[float] = []
+
+    def trim() -> None:
+        trims.append(resident[0])
+        resident[0] -= 50_000  # what the allocator had kept
+
+    monkeypatch.setattr(service_module, "_resident_kb", lambda: resident[0])
+    monkeypatch.setattr(service_module, "_give_back_memory", trim)
+    keeper = MemoryTrim(growth_kb=32_000, every_s=5.0)
+    assert not keeper.tick(0.0)  # where it starts is its floor
+    resident[0] = 420_000
+    assert not keeper.tick(10.0)  # grew, but less than the growth asked for
+    resident[0] = 500_000
+    assert keeper.tick(20.0)  # an index run, or facts embedded in the background
+    assert trims == [500_000]
+    resident[0] = 600_000
+    assert not keeper.tick(22.0)  # too soon after the last
+    assert keeper.tick(26.0)
+    resident[0] = 560_000  # what it holds now is the floor: no trim for nothing
+    assert not keeper.tick(40.0)
+    assert len(trims) == 2
 
 
 def test_only_the_read_commands_are_routed_and_their_paths_made_absolute(tmp_path: Path) -> None:

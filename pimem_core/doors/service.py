@@ -234,15 +234,53 @@ def run_command_line(
 
 
 def _give_back_memory() -> None:
-    """Hand the allocator's free memory back to the system once no request runs: a service
-    that lives for hours must not keep the peak of its busiest minute. glibc only (not macOS
-    or musl); loading the already loaded C library costs microseconds."""
+    """Hand the allocator's free memory back to the system: a service that lives for hours
+    must not keep the peak of its busiest minute. glibc only (not macOS or musl); loading the
+    already loaded C library costs microseconds."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _resident_kb() -> int | None:
+    """This process's resident memory (``VmRSS``), where ``/proc`` tells it."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return None
+
+
+@attrs.define
+class MemoryTrim:
+    """Gives memory back once the service grew by :attr:`growth_kb` since it last did, at
+    most every :attr:`every_s` seconds. Work goes on with no request open: a session's index
+    run, the read model embedding facts in the background, each leaving freed memory the
+    allocator keeps; a request's end alone would not see it."""
+
+    growth_kb: int = 32 * 1024
+    every_s: float = 5.0
+    _floor_kb: int | None = attrs.field(default=None, init=False)
+    _at: float = attrs.field(default=float("-inf"), init=False)
+
+    def tick(self, now: float) -> bool:
+        """Trim when due; whether it did."""
+        if now - self._at < self.every_s:
+            return False
+        resident = _resident_kb()
+        if resident is None:
+            return False
+        if self._floor_kb is None or resident < self._floor_kb:
+            self._floor_kb = resident
+        if resident - self._floor_kb < self.growth_kb:
+            return False
+        _give_back_memory()
+        self._at = now
+        self._floor_kb = _resident_kb() or resident
+        return True
 
 
 @contextlib.contextmanager
@@ -290,6 +328,7 @@ class Service:
     _inode: int | None = attrs.field(default=None, init=False)
     _listener: socket.socket | None = attrs.field(default=None, init=False)
     _claimed: int | None = attrs.field(default=None, init=False)
+    _trim: MemoryTrim = attrs.field(factory=MemoryTrim, init=False)
 
     def bind(self) -> bool:
         """Listen at the socket path; ``False`` when another service holds it (running, or
@@ -323,6 +362,7 @@ class Service:
                 try:
                     conn, _ = self._listener.accept()
                 except TimeoutError:
+                    self._trim.tick(time.monotonic())
                     if self._idle():
                         log.info("idle for %s s: the service exits", self.idle_s)
                         break
