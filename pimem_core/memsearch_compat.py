@@ -234,6 +234,50 @@ def forget_unused_connections() -> None:
                 managed.strategy.close(managed)
 
 
+# -- the database's files -----------------------------------------------------------------------
+
+#: A collection's files as the system shows them: each one's path (within the collection's
+#: directory), inode, size and modification time.
+CollectionState = tuple[tuple[str, int, int, int], ...]
+
+
+def milvus_lite_collection_state(uri: str, collection: str) -> CollectionState | None:
+    """The files of *collection* in the local Milvus Lite database *uri*; ``None`` when it
+    has no directory there (a server, a database or collection not created yet).
+
+    Two equal states hold the same rows: a read needs nothing more to know the collection did
+    not change. Assumes: Milvus Lite keeps a collection of the default database in
+    ``<uri>/collections/<collection>`` (``milvus_lite.db.COLLECTIONS_DIRNAME``), appends every
+    insert and delete to a write-ahead file there before the call returns, and replaces its
+    manifest (a new file) when it flushes or compacts; opening, reading and closing the
+    database leave every file as it was.
+    """
+    from milvus_lite.db import COLLECTIONS_DIRNAME
+
+    root = os.path.join(os.path.expanduser(uri), COLLECTIONS_DIRNAME, collection)
+    found: list[tuple[str, int, int, int]] = []
+    todo = [root]
+    try:
+        while todo:
+            with os.scandir(todo.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append(entry.path)
+                        continue
+                    status = entry.stat(follow_symlinks=False)
+                    found.append(
+                        (
+                            os.path.relpath(entry.path, root),
+                            status.st_ino,
+                            status.st_size,
+                            status.st_mtime_ns,
+                        )
+                    )
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return tuple(sorted(found))
+
+
 # -- skill drafting -----------------------------------------------------------------------------
 
 

@@ -125,3 +125,37 @@ def test_memsearch_reads_each_file_it_indexes_through_the_core_module() -> None:
     counted = asyncio.run(indexer._index_file(file))
     assert counted == len(file.read_text(encoding="utf-8")) + 1
     assert memsearch.core.read_utf8_text_replace is read
+
+
+def test_a_milvus_lite_collection_changes_its_files_with_every_write_and_only_then(
+    tmp_path: Path,
+) -> None:
+    uri = str(tmp_path / "milvus.db")
+    state = memsearch_compat.milvus_lite_collection_state
+    assert state(uri, "c") is None  # no database yet
+    store = memsearch.store.MilvusStore(uri, collection="c", dimension=4, _create_if_missing=True)
+    row = {"chunk_hash": "a" * 16, "embedding": [1.0, 0.0, 0.0, 0.0], "content": "alpha",
+           "source": "/s.md", "heading": "", "heading_level": 0, "start_line": 1,
+           "end_line": 1}  # fmt: skip
+    seen = []
+    try:
+        seen.append(state(uri, "c"))
+        store.upsert([row])
+        seen.append(state(uri, "c"))  # a write reaches a file before the call returns
+        store.upsert([{**row, "chunk_hash": "b" * 16, "content": "beta"}])
+        seen.append(state(uri, "c"))
+        store.delete_by_hashes(["a" * 16])
+        seen.append(state(uri, "c"))
+    finally:
+        store.close()
+    seen.append(state(uri, "c"))  # closing flushes what was written
+    assert None not in seen
+    assert len(set(seen)) == len(seen)
+    reader = memsearch.store.MilvusStore(uri, collection="c", dimension=None)
+    try:
+        assert reader.count() == 1
+        assert state(uri, "c") == seen[-1]  # opening and reading change nothing
+    finally:
+        reader.close()
+    assert state(uri, "c") == seen[-1]
+    assert state(uri, "other") is None
