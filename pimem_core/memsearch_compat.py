@@ -63,17 +63,13 @@ def _usable_cpus() -> int:
 
 
 @contextlib.contextmanager
-def onnx_sessions_at_rest() -> Iterator[None]:
-    """ONNX Runtime sessions created meanwhile hold nothing between calls: their idle worker
-    threads sleep, and they keep no memory arena.
+def onnx_sessions_without_spinning() -> Iterator[None]:
+    """ONNX Runtime sessions created meanwhile have idle worker threads that sleep.
 
     Spinning threads keep both cores of a small machine busy between calls and slow the
     database search that follows every embedding (measured: warm search p50 44 -> 20 ms at
-    2,000 chunks). The CPU arena keeps the largest batch a session ever ran: a batch of long
-    texts (256 word pieces each) left about 550 MB in it for the life of the memory service,
-    where the allocator gives it back. Vectors are bit for bit the same either way. Assumes:
-    memsearch's onnx provider creates its session with ``onnxruntime.InferenceSession(path)``,
-    looked up on the module at call time.
+    2,000 chunks). Assumes: memsearch's onnx provider creates its session with
+    ``onnxruntime.InferenceSession(path)``, looked up on the module at call time.
     """
     try:
         import onnxruntime
@@ -82,7 +78,7 @@ def onnx_sessions_at_rest() -> Iterator[None]:
         return
     create = onnxruntime.InferenceSession
 
-    def at_rest(path: object, sess_options: Any = None, *args: Any, **kwargs: Any) -> Any:
+    def quiet(path: object, sess_options: Any = None, *args: Any, **kwargs: Any) -> Any:
         options = sess_options if sess_options is not None else onnxruntime.SessionOptions()
         if not options.intra_op_num_threads:
             # ONNX Runtime's default counts physical cores, one on a 2-vCPU machine: two
@@ -91,14 +87,43 @@ def onnx_sessions_at_rest() -> Iterator[None]:
             options.intra_op_num_threads = min(4, _usable_cpus())
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        options.enable_cpu_mem_arena = False
         return create(path, options, *args, **kwargs)
 
-    onnxruntime.InferenceSession = at_rest
+    onnxruntime.InferenceSession = quiet
     try:
         yield
     finally:
         onnxruntime.InferenceSession = create
+
+
+def release_onnx_arena(embedder: Any) -> bool:
+    """Give back the memory arena of memsearch's ONNX provider *embedder*; ``False`` for
+    another provider.
+
+    ONNX Runtime's CPU arena keeps what the largest batch a session ran needed: a batch of
+    long texts (256 word pieces each, 32 of them) leaves about 550 MB in it. Kept while a run
+    of batches goes on, it saves the system's page faults (an index run of long entries took
+    1.4x as long without it); given back once the run is over, the process does not keep its
+    busiest minute. A run of one word piece with the arena's shrinkage asked for frees every
+    region no run uses. Vectors are bit for bit the same. Assumes: ``OnnxEmbedding`` keeps its
+    ``onnxruntime.InferenceSession`` in ``_session``.
+    """
+    session = getattr(embedder, "_session", None)
+    try:
+        import numpy as np
+        import onnxruntime
+    except ImportError:
+        return False
+    if not isinstance(session, onnxruntime.InferenceSession):
+        return False
+    options = onnxruntime.RunOptions()
+    options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    feed = {
+        item.name: np.full((1, 1), 0 if item.name == "token_type_ids" else 1, np.int64)
+        for item in session.get_inputs()
+    }
+    session.run(None, feed, options)
+    return True
 
 
 def onnx_provider_from_files(model: str, tokenizer: Path, graph: Path, *, batch_size: int) -> Any:

@@ -19,6 +19,7 @@ from memsearch.embeddings.onnx import OnnxEmbedding
 from pymilvus.client.connection_manager import ConnectionManager
 
 from pimem_core import memsearch_compat
+from pimem_core.offline_model import OfflineModel
 
 
 def parameters(function: Any) -> list[str]:
@@ -45,9 +46,21 @@ def test_merged_config_layers_global_then_trusted_project_keys(tmp_path: Path) -
 def test_the_onnx_provider_creates_its_session_through_the_module() -> None:
     source = inspect.getsource(OnnxEmbedding.__init__)
     assert "ort.InferenceSession(" in source
-    with memsearch_compat.onnx_sessions_at_rest():
-        assert onnxruntime.InferenceSession.__name__ == "at_rest"
+    with memsearch_compat.onnx_sessions_without_spinning():
+        assert onnxruntime.InferenceSession.__name__ == "quiet"
     assert onnxruntime.InferenceSession.__name__ == "InferenceSession"
+
+
+def test_the_onnx_providers_arena_is_given_back_between_runs(offline_model: OfflineModel) -> None:
+    files = offline_model.files()
+    assert files is not None
+    embedder = memsearch_compat.onnx_provider_from_files(offline_model.model, *files, batch_size=0)
+    assert isinstance(embedder._session, onnxruntime.InferenceSession)
+    texts = ["a long text about the cache " * 60, "short"] * 4
+    before = embedder._encode(texts)
+    assert memsearch_compat.release_onnx_arena(embedder)
+    assert embedder._encode(texts) == before  # bit for bit
+    assert not memsearch_compat.release_onnx_arena(object())
 
 
 def test_the_onnx_provider_finds_its_files_through_one_static_method() -> None:

@@ -44,8 +44,9 @@ from pimem_core.memsearch_compat import (
     index_with_progress,
     memsearch_with_embedder,
     milvus_lite_collection_state,
-    onnx_sessions_at_rest,
+    onnx_sessions_without_spinning,
     read_markdown_through,
+    release_onnx_arena,
 )
 from pimem_core.memsearch_config import config_files, global_config_path, project_config_path
 from pimem_core.offline_model import MODEL_ID, PROVIDER, installed_model
@@ -410,7 +411,7 @@ class MemsearchEngine:
             }
             configured = config is not self._zero_configs.get(id(config))
             try:
-                with onnx_sessions_at_rest():
+                with onnx_sessions_without_spinning():
                     self._embedders[key] = load_embedder(
                         embedding.provider, embedding.model, configured=configured, options=options
                     )
@@ -681,7 +682,10 @@ class MemsearchEngine:
         except Exception as error:
             if state_path is not None:
                 record_index_error(state_path, error, **state)
+            self.rest()
             raise
+        if report.indexed_chunks:
+            self.rest()
         if state_path is not None:
             record_index_report(state_path, report, **state)
         failures: tuple[IndexFailure, ...] = report.failed_files
@@ -800,6 +804,13 @@ class MemsearchEngine:
     def event_loop(self) -> asyncio.AbstractEventLoop:
         """The engine's one event loop (for providers whose ``embed`` is async only)."""
         return self._loop
+
+    def rest(self) -> None:
+        """Give back what the embedders keep between batches (ONNX Runtime's memory arena):
+        after an index run that embedded, and when the read model's background work is done.
+        Any thread: a run in flight keeps what it uses."""
+        for embedder in list(self._embedders.values()):
+            release_onnx_arena(embedder)
 
     def embedder(self, scope: Scope) -> Any:
         """*scope*'s warm memsearch embedder (loaded on first use)."""

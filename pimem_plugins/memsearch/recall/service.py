@@ -85,6 +85,10 @@ class Collection(Protocol):
         """Where the read model is saved (``None``: nowhere)."""
         ...
 
+    def rest(self) -> None:
+        """The embedding work is done for now: give back what the encoder keeps for it."""
+        ...
+
 
 class Recall:
     """The read model of *scope*'s collection and the operations on it."""
@@ -384,6 +388,7 @@ class Recall:
                 more = True
             else:
                 self.save()
+                self._collection.rest()
         except Exception:
             log.exception("the read model of %s could not be updated", self.scope.collection)
         with self._worker_lock:
