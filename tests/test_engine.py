@@ -82,6 +82,31 @@ def test_the_embedder_stays_warm_across_calls(indexed: tuple[Pimem, Scope]) -> N
     assert len(embedders) >= 1
 
 
+def test_threads_asking_for_the_embedder_at_once_share_one(
+    memsearch_home: Path, repo: Path
+) -> None:
+    # The read model encodes on threads of its own while the queue indexes: a second copy of
+    # the model (and of its memory arena) would stay for the life of a memory service.
+    pimem = make_pimem()
+    scope = pimem.resolve_scope(repo)
+    engine = MemsearchEngine(BackendQueue())
+    found: list[object] = []
+    start = threading.Barrier(4)
+
+    def ask() -> None:
+        start.wait()
+        found.append(engine.embedder(scope))
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(found) == 4
+    assert all(embedder is found[0] for embedder in found)
+    assert len(engine._embedders) == 1
+
+
 def test_with_no_linger_the_database_is_closed_after_every_call(
     indexed: tuple[Pimem, Scope], memsearch_home: Path
 ) -> None:

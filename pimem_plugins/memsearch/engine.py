@@ -274,6 +274,9 @@ class MemsearchEngine:
         logging.getLogger("milvus_lite").setLevel(logging.CRITICAL)
         logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
         self._embedders: dict[tuple[object, ...], Any] = {}
+        # Embedders are asked for off the queue too (the read model encodes on its own
+        # threads): two loading at once would keep two copies of the model.
+        self._embedders_lock = threading.Lock()
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self._probe: Availability | None = None
         self._probed_at = 0.0
@@ -403,28 +406,33 @@ class MemsearchEngine:
             embedding.base_url,
             embedding.api_key,
         )
-        if key not in self._embedders:
-            options = {
-                "batch_size": embedding.batch_size,
-                "base_url": embedding.base_url or None,
-                "api_key": embedding.api_key or None,
-            }
-            configured = config is not self._zero_configs.get(id(config))
-            try:
-                with onnx_sessions_without_spinning():
-                    self._embedders[key] = load_embedder(
-                        embedding.provider, embedding.model, configured=configured, options=options
-                    )
-            except EmbeddingModelMissing:
-                raise
-            except Exception as error:  # the provider's own failure, reported with the fix
-                said = str(error).strip().rstrip(".")
-                raise PimemError(
-                    f"memsearch could not load the embedding provider {embedding.provider} "
-                    f"with the model {embedding.model or 'it defaults to'} ({said}); check "
-                    f"`embedding` in {global_config_path()}"
-                ) from error
-        return self._embedders[key]
+        with self._embedders_lock:
+            if key not in self._embedders:
+                self._embedders[key] = self._load_embedder(config)
+            return self._embedders[key]
+
+    def _load_embedder(self, config: Any) -> Any:
+        embedding = config.embedding
+        options = {
+            "batch_size": embedding.batch_size,
+            "base_url": embedding.base_url or None,
+            "api_key": embedding.api_key or None,
+        }
+        configured = config is not self._zero_configs.get(id(config))
+        try:
+            with onnx_sessions_without_spinning():
+                return load_embedder(
+                    embedding.provider, embedding.model, configured=configured, options=options
+                )
+        except EmbeddingModelMissing:
+            raise
+        except Exception as error:  # the provider's own failure, reported with the fix
+            said = str(error).strip().rstrip(".")
+            raise PimemError(
+                f"memsearch could not load the embedding provider {embedding.provider} "
+                f"with the model {embedding.model or 'it defaults to'} ({said}); check "
+                f"`embedding` in {global_config_path()}"
+            ) from error
 
     def _memsearch(self, scope: Scope, config: Any, *, paths: tuple[str, ...] = ()) -> Any:
         """A ``MemSearch`` for *scope*'s collection that reuses the warm embedder.
