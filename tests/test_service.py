@@ -66,7 +66,7 @@ def test_the_peer_check_refuses_another_user() -> None:
         assert peer.cwd() in (Path.cwd(), None)
 
 
-def test_memory_is_given_back_once_it_grew_and_not_more_often(
+def test_memory_is_given_back_once_it_moved_and_not_more_often(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     resident = [400_000]
@@ -74,23 +74,26 @@ def test_memory_is_given_back_once_it_grew_and_not_more_often(
 
     def trim() -> None:
         trims.append(resident[0])
-        resident[0] -= 50_000  # what the allocator had kept
+        resident[0] -= 20_000  # what the allocator had kept
 
-    monkeypatch.setattr(service_module, "_resident_kb", lambda: resident[0])
-    monkeypatch.setattr(service_module, "_give_back_memory", trim)
-    keeper = MemoryTrim(growth_kb=32_000, every_s=5.0)
-    assert not keeper.tick(0.0)  # where it starts is its floor
-    resident[0] = 420_000
-    assert not keeper.tick(10.0)  # grew, but less than the growth asked for
-    resident[0] = 500_000
-    assert keeper.tick(20.0)  # an index run, or facts embedded in the background
-    assert trims == [500_000]
+    monkeypatch.setattr(service_module, "resident_kb", lambda: resident[0])
+    monkeypatch.setattr(service_module, "give_back_memory", trim)
+    keeper = MemoryTrim(change_kb=8_000, every_s=10.0)
+    assert keeper.tick(0.0)  # the first look
+    assert not keeper.tick(5.0)  # too soon
+    resident[0] = 384_000
+    assert not keeper.tick(20.0)  # moved by less than asked since
+    resident[0] = 500_000  # an index run, facts embedded in the background
+    assert keeper.tick(25.0)
     resident[0] = 600_000
-    assert not keeper.tick(22.0)  # too soon after the last
-    assert keeper.tick(26.0)
-    resident[0] = 560_000  # what it holds now is the floor: no trim for nothing
-    assert not keeper.tick(40.0)
-    assert len(trims) == 2
+    assert not keeper.tick(30.0)  # too soon after the last
+    assert keeper.tick(35.0)
+    assert trims == [400_000, 500_000, 600_000]
+    resident[0] = 575_000
+    assert not keeper.tick(50.0)  # nothing worth a look moved since
+    resident[0] = 560_000  # the database closed: freed, and kept by the allocator
+    assert keeper.tick(60.0)
+    assert len(trims) == 4
 
 
 def test_only_the_read_commands_are_routed_and_their_paths_made_absolute(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from typing import IO, TYPE_CHECKING, BinaryIO, NoReturn, Protocol, TextIO
 
 import attrs
 
+from pimem_core.allocator import give_back_memory, resident_kb
 from pimem_core.api import Pimem
 from pimem_core.doors import service_wire as wire
 from pimem_core.doors.commands import Door, UsageError
@@ -233,53 +234,31 @@ def run_command_line(
     return {"exit": code, "stdout": out.getvalue(), "stderr": notes + err.getvalue()}
 
 
-def _give_back_memory() -> None:
-    """Hand the allocator's free memory back to the system: a service that lives for hours
-    must not keep the peak of its busiest minute. glibc only (not macOS or musl); loading the
-    already loaded C library costs microseconds."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-def _resident_kb() -> int | None:
-    """This process's resident memory (``VmRSS``), where ``/proc`` tells it."""
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return None
-
-
 @attrs.define
 class MemoryTrim:
-    """Gives memory back once the service grew by :attr:`growth_kb` since it last did, at
-    most every :attr:`every_s` seconds. Work goes on with no request open: a session's index
-    run, the read model embedding facts in the background, each leaving freed memory the
-    allocator keeps; a request's end alone would not see it."""
+    """Gives memory back at most every :attr:`every_s` seconds, once the service's resident
+    memory moved by :attr:`change_kb` since it last did. Work goes on with no request open
+    (a session's index run, the read model's background work, the database opened and closed
+    for a session attached for hours), and the memory it frees stays with the allocator; a
+    request's end alone would not see it."""
 
-    growth_kb: int = 32 * 1024
-    every_s: float = 5.0
-    _floor_kb: int | None = attrs.field(default=None, init=False)
+    change_kb: int = 8 * 1024
+    every_s: float = 10.0
+    _after_kb: int | None = attrs.field(default=None, init=False)
     _at: float = attrs.field(default=float("-inf"), init=False)
 
     def tick(self, now: float) -> bool:
-        """Trim when due; whether it did."""
+        """Give memory back when due; whether it did."""
         if now - self._at < self.every_s:
             return False
-        resident = _resident_kb()
+        resident = resident_kb()
         if resident is None:
             return False
-        if self._floor_kb is None or resident < self._floor_kb:
-            self._floor_kb = resident
-        if resident - self._floor_kb < self.growth_kb:
+        if self._after_kb is not None and abs(resident - self._after_kb) < self.change_kb:
             return False
-        _give_back_memory()
+        give_back_memory()
         self._at = now
-        self._floor_kb = _resident_kb() or resident
+        self._after_kb = resident_kb() or resident
         return True
 
 
@@ -448,7 +427,7 @@ class Service:
                 self._last = time.monotonic()
                 idle = self._active == 0
             if idle:
-                _give_back_memory()
+                give_back_memory()  # a service that lives for hours keeps no busy minute
 
     def _attach(
         self, conn: socket.socket, stream: BinaryIO, peer: Peer, request: dict[str, object]

@@ -29,6 +29,7 @@ from typing import Any
 
 import attrs
 
+from pimem_core.allocator import give_back_memory
 from pimem_core.backend import BackendQueue
 from pimem_core.conflicts import (
     blank_conflicts,
@@ -817,8 +818,9 @@ class MemsearchEngine:
         """Give back what the embedders keep between batches (ONNX Runtime's memory arena):
         after an index run that embedded, and when the read model's background work is done.
         Any thread: a run in flight keeps what it uses."""
-        for embedder in list(self._embedders.values()):
-            release_onnx_arena(embedder)
+        released = [release_onnx_arena(embedder) for embedder in list(self._embedders.values())]
+        if any(released):  # every arena, then what they freed (the allocator keeps it else)
+            give_back_memory()
 
     def embedder(self, scope: Scope) -> Any:
         """*scope*'s warm memsearch embedder (loaded on first use)."""
