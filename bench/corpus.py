@@ -13,12 +13,15 @@ use the targets.
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
+
+import attrs
 
 from pimem_core.types import Anchor, Entry
 from pimem_plugins.shared.day_file import day_file_name, format_entry
@@ -392,3 +395,80 @@ _KINDS: Sequence[tuple[Callable[[random.Random], Fact], int]] = (
 def _fact(rng: random.Random) -> Fact:
     maker = rng.choices([maker for maker, _ in _KINDS], weights=[weight for _, weight in _KINDS])
     return maker[0](rng)
+
+
+#: Long entries as distilled sessions write them: their length in characters has a median of
+#: about 900, a tenth is over 1,400, and one in :data:`VERY_LONG_EVERY` is a long write-up of
+#: several thousand (the longest :data:`LONGEST`). Measured on a real store of 677 entries.
+LONG_MEDIAN = 780
+LONG_SIGMA = 0.38
+VERY_LONG_EVERY = 150
+LONGEST = 21_000
+PROSE = (
+    "The root cause took a while to find because the failure only showed up under load.",
+    "We kept the old code path behind a flag until the next release so it can be rolled back.",
+    "The user asked for the change to stay small and reviewable, so it landed in two commits.",
+    "Nothing else in the package depends on this behaviour, the tests say as much.",
+    "A follow-up is open to remove the workaround once the upstream release is out.",
+    "The benchmark numbers moved by less than the noise on this machine, so no regression.",
+    "The migration is idempotent and was run twice on the staging copy to make sure of it.",
+    "Both code paths now log the request id, which made the second bug obvious in minutes.",
+    "The design doc was updated with the decision and the alternatives that were rejected.",
+    "CI needed a new cache key because the lock file moved to the repository root.",
+)
+CODE = (
+    "```python\nasync def {name}(session, key):\n    async with session.lock(key):\n"
+    "        value = await session.get(key)\n        return value or await session.refresh(key)\n```",
+    "```sh\nuv run pytest tests/test_{module}.py -k {name} -x\n```",
+    "```python\n@retry(attempts=5, backoff=jittered(0.2, 5.0))\ndef {name}(client, payload):\n"
+    "    return client.post('/v1/{module}', json=payload, timeout=10)\n```",
+)
+
+
+def _long_length(rng: random.Random, number: int) -> int:
+    if number == 0:
+        return LONGEST
+    if number % VERY_LONG_EVERY == VERY_LONG_EVERY // 2:
+        return rng.randint(4_000, LONGEST)
+    return max(160, int(LONG_MEDIAN * math.exp(rng.gauss(0.0, LONG_SIGMA))))
+
+
+def _paragraph(rng: random.Random) -> str:
+    part = rng.random()
+    if part < 0.5:  # bullets, some of them wrapped onto a second line
+        lines = []
+        for _ in range(rng.randint(2, 5)):
+            bullet = _fact(rng).bullet
+            if rng.random() < 0.3:
+                bullet += f"\n  {rng.choice(PROSE)}"
+            lines.append(bullet)
+        return "\n".join(lines)
+    if part < 0.85:
+        return " ".join(rng.choice(PROSE) for _ in range(rng.randint(2, 6)))
+    template = rng.choice(CODE)
+    return template.format(name=_identifier(rng), module=rng.choice(MODULES))
+
+
+def _long_content(rng: random.Random, facts: tuple[Fact, ...], length: int) -> str:
+    """The entry's own bullets, then paragraphs until it is about *length* characters long."""
+    parts = ["\n".join(fact.bullet for fact in facts)]
+    size = len(parts[0])
+    while size < length:
+        paragraph = _paragraph(rng)
+        if size + len(paragraph) > length + 200 and size > length * 0.8:
+            break
+        parts.append(paragraph)
+        size += len(paragraph) + 2
+    return "\n\n".join(parts)
+
+
+def generate_long_corpus(size: int, *, seed: int = 0) -> Corpus:
+    """The entries of :func:`generate_corpus` grown to the lengths of distilled sessions'
+    (:data:`LONG_MEDIAN`): bullets, prose and code, in paragraphs a chunker can split."""
+    short = generate_corpus(size, seed=seed)
+    rng = random.Random(seed + 7919)
+    entries = []
+    for number, item in enumerate(short.entries):
+        content = _long_content(rng, item.facts, _long_length(rng, number))
+        entries.append(CorpusEntry(attrs.evolve(item.entry, content=content), item.facts))
+    return Corpus(seed=seed, entries=tuple(entries))

@@ -6,15 +6,20 @@ builds it: 20,000 chunks, a quick run 500), in this order:
 1. ``pimem search QUERY`` from a shell, timed whole, in rounds whose order turns: through the
    service already running (warm), in process (``PIMEM_SERVICE=off``), ``memsearch search``
    on the same collection and configuration, and with the service on but stopped before the
-   run (cold: the client starts it). The database lease is let go between two runs.
+   run (cold: the client starts it). The database lease is let go between two runs. Then
+   ``pimem status`` through the warm service.
 2. Resident memory: four ``pimem serve`` sessions in four projects through one service (each a
    scripted host: ``session.start``, writes, searches, a ``settled`` whose ``complete`` it
    answers), plus ``pimem search`` calls through the same service; the service and the four
-   relays (with their children) beside one session served in process doing the same work.
+   relays (with their children) beside one session served in process doing the same work. The
+   same again in the real pi, and with each project holding long entries first (as distilled
+   sessions write them), read once every read model has their facts.
 3. A leak: the service's RSS after a warm-up and again after many requests (searches,
    expands, statuses on the store, writes in a scratch project) sent on its socket by this
    process, as the thin client sends them.
 4. Reconnect: a relayed session's ``ping`` answered again after the service is SIGKILLed.
+5. Long entries: a service's RSS, idle after ``pimem index`` and a search of 1,000 long
+   entries (a quick run 100), beside the same after as many short ones.
 
 Everything runs in private directories under the workdir: the store's own ``HOME``, a runtime
 directory of the bench's own (``XDG_RUNTIME_DIR``), never the user's service.
@@ -37,7 +42,7 @@ from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
-from bench.corpus import generate_corpus
+from bench.corpus import generate_corpus, generate_long_corpus
 from bench.latency import (
     MEMSEARCH,
     TOP_K,
@@ -79,13 +84,30 @@ class ServicePlan:
     leak_warmup: int = 500
     leak_ops: int = 10_000
     reconnects: int = 5
+    #: Entries indexed through a service, long ones beside short ones, and the idle time
+    #: before its RSS is read.
+    entries: int = 1_000
+    idle_s: float = 30.0
+    #: Long entries in each project of the sessions' memory on long entries.
+    session_entries: int = 250
+    #: Quick runs index too few entries to judge the memory they leave.
+    judge_entries: bool = True
     #: Quick runs measure too few requests to judge a leak.
     judge_leak: bool = True
 
 
 SERVICE_FULL = ServicePlan(size=20_000)
 SERVICE_QUICK = ServicePlan(
-    size=500, rounds=4, leak_warmup=50, leak_ops=300, reconnects=2, judge_leak=False
+    size=500,
+    rounds=4,
+    leak_warmup=50,
+    leak_ops=300,
+    reconnects=2,
+    judge_leak=False,
+    entries=100,
+    idle_s=5.0,
+    session_entries=20,
+    judge_entries=False,
 )
 
 
@@ -178,12 +200,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _wait(done: Callable[[], bool], what: str, patience: float = PATIENCE_S) -> None:
+def _wait(
+    done: Callable[[], bool], what: str, patience: float = PATIENCE_S, pause: float = 0.02
+) -> None:
     deadline = time.monotonic() + patience
     while not done():
         if time.monotonic() > deadline:
             raise RuntimeError(f"gave up waiting for {what}")
-        time.sleep(0.02)
+        time.sleep(pause)
 
 
 def service_pid(env: Mapping[str, str]) -> int | None:
@@ -301,6 +325,29 @@ def measure_search(
     for number in range(plan.rounds):
         samples["warm"].append(run_service(queries[number % len(queries)], "warm"))
     return {"samples_ms": samples, "summary": {k: summarize(v) for k, v in samples.items()}}
+
+
+def measure_status(
+    plan: ServicePlan, project: Path, env: Mapping[str, str], log: Log
+) -> dict[str, Any]:
+    """``pimem status`` through the warm service, each run once the database's lease lapsed
+    (the collection is counted, or its count known, without a client holding it open)."""
+    on = {**env, "PIMEM_SERVICE": "on"}
+    if service_pid(on) is None:
+        raise RuntimeError("the warm service is gone")
+
+    def run() -> float:
+        time.sleep(LEASE_S)
+        elapsed, out = timed([str(PIMEM), "status", "--json"], project, on)
+        if not json.loads(out)["chunks"]["indexed_chunks"]:
+            raise RuntimeError("pimem status counted no chunks")
+        return elapsed
+
+    run()  # untimed: the first since the service started counts the collection
+    samples = [run() for _ in range(plan.rounds * 2)]
+    summary = summarize(samples)
+    log(f"service {plan.size}: pimem status through the warm service, p50 {summary['p50']:.0f} ms")
+    return {"samples_ms": samples, "summary": summary}
 
 
 # -- 2. memory of sessions ---------------------------------------------------------------------
@@ -443,11 +490,23 @@ def _home(root: Path, model: OfflineModel) -> Path:
     return root / "home"
 
 
+def _facts_embedded(host: Host) -> bool:
+    """Whether the session's read model is loaded with every chunk's facts embedded."""
+    text = str(host.call("memory.status")["result"]["text"])
+    return "read model of" in text and "still ranked by their chunk vector" not in text
+
+
 def _sessions(
-    plan: ServicePlan, env: Mapping[str, str], projects: Sequence[Path], log: Log, label: str
+    plan: ServicePlan,
+    env: Mapping[str, str],
+    projects: Sequence[Path],
+    log: Log,
+    label: str,
+    settle_s: float = 0.0,
 ) -> dict[str, Any]:
     """*projects* each with a session on *env*; their work, then the CLI searches; the memory
-    of the bridges and (when on) the service, with their children, once captures are in."""
+    of the bridges and (when on) the service, with their children, once captures are in (with
+    *settle_s*, once every session's read model has its facts too, and that long after)."""
     on = env.get("PIMEM_SERVICE") == "on"
     hosts: list[Host] = []
 
@@ -468,6 +527,11 @@ def _sessions(
                 timed(_pimem_search(SESSION_QUERIES[0]), directory, env)
             for host in hosts:
                 _wait(host.captured, f"{label}: a session's capture")
+            if settle_s:
+                for host in hosts:
+                    facts = partial(_facts_embedded, host)
+                    _wait(facts, f"{label}: a read model's facts", 1800.0, pause=0.5)
+                time.sleep(settle_s)
             seconds = time.perf_counter() - started
             now = memory_of(roots())
         pid = service_pid(env) if on else None
@@ -485,9 +549,13 @@ def _sessions(
             host.close()
 
 
-def measure_memory(plan: ServicePlan, root: Path, model: OfflineModel, log: Log) -> dict[str, Any]:
+def measure_memory(
+    plan: ServicePlan, root: Path, model: OfflineModel, log: Log, long_entries: int = 0
+) -> dict[str, Any]:
     """Four sessions through one service beside one served in process, each side with a fresh
-    memsearch home and fresh projects (the service's runtime directory its own)."""
+    memsearch home and fresh projects (the service's runtime directory its own). With
+    *long_entries*, each project holds that many long entries first, indexed in process; the
+    memory is read once every read model has their facts and the service was idle a while."""
     base = {key: value for key, value in os.environ.items() if not key.startswith("PIMEM_")}
     base.pop("PIMEM_RANKER", None)
     results = {}
@@ -498,13 +566,19 @@ def measure_memory(plan: ServicePlan, root: Path, model: OfflineModel, log: Log)
         side = root / ("service" if on else "in-process")
         home = _home(side, model)
         env = {**base, "HOME": str(home), **model.environment(), "PIMEM_SERVICE": "off"}
+        projects = [_project(side / f"project-{n}") for n in range(count)]
+        for number, project in enumerate(projects if long_entries else ()):
+            generate_long_corpus(long_entries, seed=number).write(project / ".memsearch" / "memory")
+            timed([str(PIMEM), "index"], project, env)
         if on:
             run = side / "run"
             run.mkdir(mode=0o700)
             env |= {"PIMEM_SERVICE": "on", "XDG_RUNTIME_DIR": str(run)}
-        projects = [_project(side / f"project-{n}") for n in range(count)]
+        settle = plan.idle_s if long_entries else 0.0
         try:
-            results["service" if on else "in_process"] = _sessions(plan, env, projects, log, label)
+            results["service" if on else "in_process"] = _sessions(
+                plan, env, projects, log, label, settle
+            )
         finally:
             if on:
                 stop_service(env)
@@ -792,6 +866,95 @@ def measure_reconnect(
     return {"samples_ms": samples, "summary": summarize(samples), "services": services}
 
 
+# -- 5. memory after indexing long entries -----------------------------------------------------
+
+
+def _ranker(project: Path, env: Mapping[str, str]) -> dict[str, Any]:
+    """The ranker section of ``pimem status --json`` in *project*."""
+    _, out = timed([str(PIMEM), "status", "--json"], project, env)
+    ranker: dict[str, Any] = json.loads(out).get("ranker", {})
+    return ranker
+
+
+def _facts_done(project: Path, env: Mapping[str, str]) -> bool:
+    ranker = _ranker(project, env)
+    return bool(ranker.get("loaded")) and not ranker.get("facts_pending")
+
+
+def _indexed_store(
+    kind: str, count: int, root: Path, model: OfflineModel, log: Log, idle_s: float
+) -> dict[str, Any]:
+    """A service on a fresh home and a project of *count* entries (*kind*: the bench's
+    usual short ones, or long ones): ``pimem index`` and a ``pimem search`` through it, the
+    read model's facts embedded, then *idle_s* seconds of nothing; its RSS at each step."""
+    corpus = generate_long_corpus(count) if kind == "long" else generate_corpus(count)
+    side = root / kind
+    home = _home(side, model)
+    run = side / "run"
+    run.mkdir(mode=0o700)
+    base = {key: value for key, value in os.environ.items() if not key.startswith("PIMEM_")}
+    env = {**base, "HOME": str(home), **model.environment(), "PIMEM_SERVICE": "on",
+           "XDG_RUNTIME_DIR": str(run)}  # fmt: skip
+    project = _project(side / "project")
+    corpus.write(project / ".memsearch" / "memory")
+    lengths = sorted(len(item.entry.content) for item in corpus.entries)
+    try:
+        timed([str(PIMEM), "status"], project, env)  # starts the service
+        pid = service_pid(env)
+        if pid is None:
+            raise RuntimeError("no service to measure")
+        started = _status(pid)
+        begun = time.perf_counter()
+        timed([str(PIMEM), "index"], project, env)
+        index_s = time.perf_counter() - begun
+        indexed = _status(pid)
+        timed(_pimem_search(corpus.queries(1)[0].text), project, env)
+        # Each look is a command of its own: one a second.
+        _wait(partial(_facts_done, project, env), f"{kind}: the facts", 1800.0, pause=1.0)
+        facts_s = time.perf_counter() - begun
+        ready = _status(pid)
+        time.sleep(idle_s)
+        idle = _status(pid)
+        chunks = _ranker(project, env).get("chunks")
+        if service_pid(env) != pid:
+            raise RuntimeError("the service was replaced while it was measured")
+    finally:
+        stop_service(env)
+        reap(run)
+    log(
+        f"service: {count} {kind} entries: RSS {started['VmRSS'] / 1024:.0f} MB at start, "
+        f"{indexed['VmRSS'] / 1024:.0f} MB indexed, {ready['VmRSS'] / 1024:.0f} MB with the "
+        f"facts, {idle['VmRSS'] / 1024:.0f} MB after {idle_s:g} s idle "
+        f"(peak {idle['VmHWM'] / 1024:.0f} MB)"
+    )
+    return {
+        "entries": count,
+        "chunks": chunks,
+        "median_chars": lengths[len(lengths) // 2],
+        "over_1400": sum(length > 1400 for length in lengths) / len(lengths),
+        "longest_chars": lengths[-1],
+        "index_s": index_s,
+        "facts_s": facts_s,
+        "started_mb": started["VmRSS"] / 1024,
+        "indexed_mb": indexed["VmRSS"] / 1024,
+        "facts_mb": ready["VmRSS"] / 1024,
+        "idle_mb": idle["VmRSS"] / 1024,
+        "hwm_mb": idle["VmHWM"] / 1024,
+        "idle_s": idle_s,
+    }
+
+
+def measure_long_entries(
+    plan: ServicePlan, root: Path, model: OfflineModel, log: Log
+) -> dict[str, Any]:
+    """The service's RSS, idle after indexing *plan.entries* long entries, beside the same
+    after as many short ones; each on a service, a home and a project of its own."""
+    return {
+        kind: _indexed_store(kind, plan.entries, root, model, log, plan.idle_s)
+        for kind in ("short", "long")
+    }
+
+
 # -- the part ----------------------------------------------------------------------------------
 
 
@@ -844,6 +1007,7 @@ def run_service(plan: ServicePlan, workdir: Path, model: OfflineModel, log: Log)
         results["search"] = measure_search(
             plan, store.project, env, built["collection"], built["queries"], log
         )
+        results["status"] = measure_status(plan, store.project, env, log)
         stop_service({**env, "PIMEM_SERVICE": "on"})
         results["leak"] = measure_leak(
             plan, store.project, _project(root / "scratch"), env, built["queries"], log
@@ -857,6 +1021,15 @@ def run_service(plan: ServicePlan, workdir: Path, model: OfflineModel, log: Log)
         f"service {plan.size}: {plan.sessions} real pi sessions through the service, one in process"
     )
     results["memory_pi"] = measure_memory_pi(plan, root / "memory-pi", model, log)
+    log(
+        f"service {plan.size}: {plan.sessions} sessions on {plan.session_entries} long entries "
+        "each through the service, one in process"
+    )
+    results["memory_long"] = measure_memory(
+        plan, root / "memory-long", model, log, long_entries=plan.session_entries
+    )
+    log(f"service: {plan.entries} long entries beside {plan.entries} short ones")
+    results["entries"] = measure_long_entries(plan, root / "entries", model, log)
     log(f"service {plan.size}: reconnect after SIGKILL, {plan.reconnects} times")
     results["reconnect"] = measure_reconnect(plan, root, model, log)
     from bench.service_report import targets

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from bench.corpus import LONGEST, VERY_LONG_EVERY
 from bench.report import _table, _time
 
 Results = Mapping[str, Any]
@@ -18,6 +19,9 @@ COLD_MARGIN_MS = 100.0
 RSS_RATIO = 1.3
 LEAK_GROWTH = 0.05
 RECONNECT_MS = 1000.0
+STATUS_P50_MS = 100.0
+#: The service's RSS, idle after long entries, above the same after as many short ones.
+LONG_ENTRIES_MB = 100.0
 
 KIND_NAMES = {
     "warm": "through the service, running (warm)",
@@ -47,6 +51,38 @@ def _pi_memory_check(memory: Results) -> dict[str, Any]:
         "detail": f"{memory['service']['rss_mb']:.0f} MB vs "
         f"{memory['in_process']['rss_mb']:.0f} MB",
         "met": rss_ratio(memory) <= RSS_RATIO,
+    }
+
+
+def _long_memory_check(memory: Results, plan: Results) -> dict[str, Any]:
+    sessions = int(memory["service"]["sessions"])
+    return {
+        "target": f"{sessions} sessions through the service on {plan['session_entries']:,} long "
+        f"entries each use <= {RSS_RATIO:g}x the RSS of one such session in process",
+        "chunks": None,
+        "measured": rss_ratio(memory),
+        "unit": "x",
+        "detail": f"{memory['service']['rss_mb']:.0f} MB vs "
+        f"{memory['in_process']['rss_mb']:.0f} MB",
+        "met": rss_ratio(memory) <= RSS_RATIO,
+    }
+
+
+def entries_apart_mb(entries: Results) -> float:
+    return float(entries["long"]["idle_mb"]) - float(entries["short"]["idle_mb"])
+
+
+def _entries_check(entries: Results) -> dict[str, Any]:
+    long, short = entries["long"], entries["short"]
+    return {
+        "target": f"the service's RSS after indexing {long['entries']:,} long entries and "
+        f"{long['idle_s']:g} s idle is <= {LONG_ENTRIES_MB:g} MB above that after "
+        f"{short['entries']:,} short ones",
+        "chunks": None,
+        "measured": entries_apart_mb(entries),
+        "unit": "MB",
+        "detail": f"{long['idle_mb']:.0f} MB vs {short['idle_mb']:.0f} MB",
+        "met": entries_apart_mb(entries) <= LONG_ENTRIES_MB,
     }
 
 
@@ -94,8 +130,24 @@ def targets(results: Results) -> list[dict[str, Any]]:
             "met": rss_ratio(memory) <= RSS_RATIO,
         },
     ]
+    if "status" in results:
+        status = results["status"]["summary"]["p50"]
+        checks.insert(
+            1,
+            {
+                "target": f"`pimem status` through the warm service: p50 <= {STATUS_P50_MS:g} ms",
+                "chunks": size,
+                "measured": status,
+                "unit": "ms",
+                "met": status <= STATUS_P50_MS,
+            },
+        )
     if "memory_pi" in results:
         checks.append(_pi_memory_check(results["memory_pi"]))
+    if "memory_long" in results:
+        checks.append(_long_memory_check(results["memory_long"], results["plan"]))
+    if "entries" in results and results["plan"]["judge_entries"]:
+        checks.append(_entries_check(results["entries"]))
     if results["plan"]["judge_leak"]:
         checks.append(
             {
@@ -140,8 +192,8 @@ def _search_table(results: Results) -> str:
     return _table(("`pimem search QUERY`, whole process", "p50", "p95", "min", "max", "n"), rows)
 
 
-def _memory_table(results: Results) -> str:
-    memory = results["memory"]
+def _memory_table(results: Results, key: str = "memory") -> str:
+    memory = results[key]
     service, alone = memory["service"], memory["in_process"]
 
     def split(side: Mapping[str, Any]) -> str:
@@ -208,6 +260,102 @@ def _leak_table(results: Results) -> str:
     )
 
 
+def _status_table(results: Results) -> str:
+    status = results.get("status")
+    if status is None:
+        return ""
+    table = _table(
+        ("`pimem status`, whole process", "p50", "p95", "min", "max", "n"),
+        [_stats_row("through the service, running (warm)", status["summary"])],
+    )
+    return (
+        "`pimem status` through the same warm service, each run once the lease on the database "
+        "lapsed (1.3 s), after one untimed run:\n\n" + table
+    )
+
+
+def _long_memory(results: Results) -> str:
+    memory = results.get("memory_long")
+    if memory is None:
+        return ""
+    plan = results["plan"]
+    return (
+        f"The same sessions on long entries: each project held {plan['session_entries']:,} "
+        "long entries first (the lengths of distilled sessions' entries, below), indexed in "
+        "process; memory is read once every session's read model has their facts embedded, "
+        f"and {plan['idle_s']:g} s later.\n\n{_memory_table(results, 'memory_long')}"
+    )
+
+
+def _entries_table(results: Results) -> str:
+    entries = results["entries"]
+    rows = []
+    for kind, label in (("short", "short (the bench's usual)"), ("long", "long")):
+        side = entries[kind]
+        rows.append(
+            (
+                f"{side['entries']:,} {label}",
+                f"{side['median_chars']:,} / {side['over_1400']:.0%} / {side['longest_chars']:,}",
+                f"{side['chunks']:,}",
+                f"{side['started_mb']:.0f} MB",
+                f"{side['indexed_mb']:.0f} MB",
+                f"{side['facts_mb']:.0f} MB",
+                f"{side['idle_mb']:.0f} MB",
+                f"{side['hwm_mb']:.0f} MB",
+            )
+        )
+    return _table(
+        (
+            "Entries",
+            "characters: median / over 1,400 / longest",
+            "chunks",
+            "RSS at start",
+            "indexed",
+            "facts embedded",
+            f"idle {entries['long']['idle_s']:g} s",
+            "peak",
+        ),
+        rows,
+    )
+
+
+def _entries_note(entries: Results) -> str:
+    long, short = entries["long"], entries["short"]
+    return (
+        f"- Idle, the service held {entries_apart_mb(entries):+.0f} MB after the long entries "
+        f"beside the short ones ({long['idle_mb']:.0f} MB against {short['idle_mb']:.0f} MB); "
+        f"at its peak, while it embedded them, {long['hwm_mb']:.0f} MB against "
+        f"{short['hwm_mb']:.0f} MB."
+    )
+
+
+def _entries(results: Results) -> str:
+    if "entries" not in results:
+        return ""
+    entries = results["entries"]
+    long = entries["long"]
+    judged = (
+        ""
+        if results["plan"]["judge_entries"]
+        else (
+            " A quick run indexes too few entries to judge the memory they leave; no target is set."
+        )
+    )
+    return f"""## Memory after long entries
+
+A service of its own for each kind, on a fresh home and project: `pimem status` starts it,
+`pimem index` indexes the store through it, a `pimem search` loads the read model, whose facts
+are then embedded in the background; its RSS (`VmRSS`) at each step, and
+{long["idle_s"]:g} s after the facts were done. Long entries have the lengths of a real store's
+distilled entries: a median near 900 characters, a tenth over 1,400, and one in
+{VERY_LONG_EVERY} a write-up of 4,000 to {LONGEST:,}.
+
+{_entries_table(results)}
+
+{_entries_note(entries)}{judged}
+"""
+
+
 def _beside(difference_ms: float) -> str:
     if difference_ms < 0:
         return f"{_time(-difference_ms)} less than"
@@ -272,6 +420,22 @@ def _notes(results: Results) -> list[str]:
         f"n {int(reconnect['n'])}): the relay saw the socket close, started a new service and "
         "replayed its `session.start`.",
     ]
+    if "status" in results:
+        status = results["status"]["summary"]
+        notes.insert(
+            1,
+            f"`pimem status` through the warm service took {_time(status['p50'])} at p50 "
+            f"({_time(status['p95'])} p95): it counts the collection once (opening the database "
+            "read-only loads the whole collection), then answers with that count for as long "
+            "as the collection's files are as they were.",
+        )
+    if "memory_long" in results:
+        memory = results["memory_long"]
+        notes.append(
+            f"On long entries, {memory['service']['sessions']} sessions through one service held "
+            f"{memory['service']['rss_mb']:.0f} MB, {rss_ratio(memory):.2f}x the "
+            f"{memory['in_process']['rss_mb']:.0f} MB of one session in process."
+        )
     trace = [float(mb) for _, mb in results["leak"].get("trace_mb", [])]
     if len(trace) >= 4:
         half = len(trace) // 2
@@ -280,8 +444,8 @@ def _notes(results: Results) -> list[str]:
             f"Sampled {len(trace)} times during the {results['leak']['ops']:,} requests, the "
             f"service's RSS stayed between {min(trace):.0f} and {max(trace):.0f} MB, "
             f"{early:.0f} MB on average in the first half and {late:.0f} MB in the second: "
-            "it rises and falls as the database is opened and closed (a `status` opens it "
-            "read-only, and the lease lapses between bursts), with no trend."
+            "it rises and falls as the database is opened and closed (the lease lapses between "
+            "bursts), with no trend."
         )
     if not results["plan"]["judge_leak"]:
         notes.append("A quick run sends too few requests to judge a leak; no target is set.")
@@ -314,6 +478,8 @@ store's generator, 5 hits as JSON. Before each run that may open the database th
 
 {_search_table(results)}
 
+{_status_table(results)}
+
 ## Memory
 
 {plan["sessions"]} `pimem serve` sessions in {plan["sessions"]} projects through one service,
@@ -328,6 +494,10 @@ started, each counted once, when every capture was written; the largest total is
 {_memory_table(results)}
 
 {_pi_memory(results)}
+
+{_long_memory(results)}
+
+{_entries(results)}
 
 ## A leak, and a reconnect
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from memsearch.chunker import chunk_markdown
 
-from bench.corpus import generate_corpus
+from bench.corpus import LONGEST, generate_corpus, generate_long_corpus
 from bench.latency import _identity, prepare_store, summarize
 from pimem_core.offline_model import OfflineModel
 from pimem_plugins.shared.day_file import list_entries
@@ -18,6 +18,20 @@ from pimem_plugins.shared.day_file import list_entries
 def test_the_same_seed_gives_the_same_bytes() -> None:
     assert generate_corpus(300, seed=7).digest() == generate_corpus(300, seed=7).digest()
     assert generate_corpus(300, seed=7).digest() != generate_corpus(300, seed=8).digest()
+
+
+def test_long_entries_have_the_lengths_of_distilled_ones(tmp_path: Path) -> None:
+    corpus = generate_long_corpus(1_000)
+    lengths = sorted(len(item.entry.content) for item in corpus.entries)
+    assert 850 <= lengths[len(lengths) // 2] <= 950
+    assert 0.08 <= sum(length > 1_400 for length in lengths) / len(lengths) <= 0.12
+    assert 15_000 < lengths[-1] <= LONGEST
+    assert corpus.digest() == generate_long_corpus(1_000).digest()
+    files = corpus.write(tmp_path / "memory")
+    assert sum(len(list_entries(file.read_text())) for file in files) == 1_000
+    assert [item.facts for item in corpus.entries[:50]] == [
+        item.facts for item in generate_corpus(50).entries
+    ]
 
 
 def test_every_entry_is_one_chunk_of_a_day_file(tmp_path: Path) -> None:

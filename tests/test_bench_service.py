@@ -193,3 +193,73 @@ def test_real_pi_sessions_are_judged_and_shown_beside_the_scripted_ones() -> Non
     assert "| 4 pi sessions through one service | 424 MB | 612 MB | 1.19x |" in page
     found["memory_pi"]["service"]["rss_mb"] = 1.31 * 355.0
     assert not next(c for c in service_report.targets(found) if "real pi" in c["target"])["met"]
+
+
+def entries(kind: str, idle_mb: float) -> dict[str, Any]:
+    return {
+        "entries": 1_000,
+        "chunks": 1_208 if kind == "long" else 1_000,
+        "median_chars": 912 if kind == "long" else 216,
+        "over_1400": 0.097 if kind == "long" else 0.0,
+        "longest_chars": 20_732 if kind == "long" else 508,
+        "index_s": 40.0,
+        "facts_s": 90.0,
+        "started_mb": 160.0,
+        "indexed_mb": idle_mb + 50,
+        "facts_mb": idle_mb + 20,
+        "idle_mb": idle_mb,
+        "hwm_mb": idle_mb + 300,
+        "idle_s": 30.0,
+    }
+
+
+def with_long_entries(*, quick: bool = False) -> dict[str, Any]:
+    found = results(quick=quick)
+    found["plan"] |= {"session_entries": 250, "idle_s": 30.0, "judge_entries": not quick}
+    found["status"] = {"samples_ms": [70.0, 72.0, 90.0], "summary": stats(70.0, 72.0, 90.0)}
+    found["memory_long"] = copy.deepcopy(found["memory"])
+    found["memory_long"]["service"]["rss_mb"] = 600.0
+    found["entries"] = {"short": entries("short", 400.0), "long": entries("long", 480.0)}
+    return found
+
+
+def test_status_and_long_entries_are_judged_and_shown() -> None:
+    found = with_long_entries()
+    checks = service_report.targets(found)
+    assert len(checks) == 9
+    assert all(check["met"] for check in checks), checks
+    assert checks[1]["target"] == "`pimem status` through the warm service: p50 <= 100 ms"
+    (apart,) = [check for check in checks if "long entries and 30 s idle" in check["target"]]
+    assert apart["measured"] == 80.0
+    page = service_report.render({**found, "targets": checks}, "plots")
+    assert "| through the service, running (warm) | 72.0 ms |" in page
+    assert "## Memory after long entries" in page
+    assert "| 1,000 long | 912 / 10% / 20,732 | 1,208 | 160 MB |" in page
+    assert "+80 MB after the long entries beside the" in page
+    assert "On long entries, 4 sessions through one service held 600 MB, 1.22x" in page
+
+    slow = copy.deepcopy(found)
+    slow["status"]["summary"]["p50"] = 101.0
+    missed = [c["target"] for c in service_report.targets(slow) if not c["met"]]
+    assert missed == ["`pimem status` through the warm service: p50 <= 100 ms"]
+
+    heavy = copy.deepcopy(found)
+    heavy["entries"]["long"]["idle_mb"] = 501.0
+    missed = [c["target"] for c in service_report.targets(heavy) if not c["met"]]
+    assert len(missed) == 1
+    assert "above that after 1,000 short ones" in missed[0]
+
+    crowded = copy.deepcopy(found)
+    crowded["memory_long"]["service"]["rss_mb"] = 1.31 * 490.0
+    missed = [c["target"] for c in service_report.targets(crowded) if not c["met"]]
+    assert len(missed) == 1
+    assert "on 250 long entries each" in missed[0]
+
+
+def test_a_quick_run_judges_no_memory_after_long_entries() -> None:
+    found = with_long_entries(quick=True)
+    found["entries"]["long"]["idle_mb"] = 900.0
+    checks = service_report.targets(found)
+    assert not [check for check in checks if "long entries and" in check["target"]]
+    page = service_report.render({**found, "targets": checks}, "plots")
+    assert "too few entries to judge the memory they leave" in page

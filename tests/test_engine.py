@@ -37,6 +37,8 @@ from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 from conftest import make_pimem
 from proc_sockets import tcp_listeners
 
+MEMSEARCH_CLI = str(Path(sys.executable).with_name("memsearch"))
+
 
 def add(pimem: Pimem, scope: Scope, turn: str, content: str, minute: int) -> Path:
     entry = Entry(
@@ -83,6 +85,31 @@ def test_the_embedder_stays_warm_across_calls(indexed: tuple[Pimem, Scope]) -> N
     assert len(embedders) >= 1
 
 
+def test_threads_asking_for_the_embedder_at_once_share_one(
+    memsearch_home: Path, repo: Path
+) -> None:
+    # The read model encodes on threads of its own while the queue indexes: a second copy of
+    # the model (and of its memory arena) would stay for the life of a memory service.
+    pimem = make_pimem()
+    scope = pimem.resolve_scope(repo)
+    engine = MemsearchEngine(BackendQueue())
+    found: list[object] = []
+    start = threading.Barrier(4)
+
+    def ask() -> None:
+        start.wait()
+        found.append(engine.embedder(scope))
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(found) == 4
+    assert all(embedder is found[0] for embedder in found)
+    assert len(engine._embedders) == 1
+
+
 def test_with_no_linger_the_database_is_closed_after_every_call(
     indexed: tuple[Pimem, Scope], memsearch_home: Path
 ) -> None:
@@ -115,11 +142,11 @@ def test_reopening_the_database_leaves_no_connection_behind(indexed: tuple[Pimem
         return sum(isinstance(thing, grpc.Channel) for thing in gc.get_objects())
 
     texts(pimem, scope, "cache")
-    engine.count(scope)
+    engine.rows(scope)
     before = open_channels()
     for _ in range(5):
         texts(pimem, scope, "cache")
-        assert engine.count(scope) == 2
+        assert len(engine.rows(scope)) == 2  # opened and closed again (no linger)
     assert open_channels() <= before
 
 
@@ -189,6 +216,52 @@ def test_where_the_database_cannot_be_served_privately_it_is_closed_after_every_
     (line,) = [line for line in status_lines(pimem, scope) if line.startswith("database:")]
     assert line.startswith("database: closed after every call")
     assert why in line
+
+
+def indexed_chunks(pimem: Pimem, scope: Scope) -> object:
+    """What ``pimem status`` says of the collection."""
+    sections = {section.name: section for section in pimem.collect_status(scope)}
+    return sections["chunks"].data["indexed_chunks"]
+
+
+def test_status_counts_once_then_answers_without_opening_until_the_collection_changes(
+    indexed: tuple[Pimem, Scope], repo: Path, memsearch_home: Path
+) -> None:
+    pimem, scope = indexed
+    texts(pimem, scope, "cache")  # the read model loaded, as in a service that searched
+    engine = MemsearchMemoryIndex.opened_by(pimem, scope).engine
+    assert indexed_chunks(pimem, scope) == 2
+    opens = engine.opens
+    for _ in range(3):
+        assert indexed_chunks(pimem, scope) == 2
+    assert engine.opens == opens  # answered without opening the database
+
+    # Another process changes the collection: memsearch's own command indexes a new day.
+    day = scope.memory_dir / "2026-08-14.md"
+    day.write_text(
+        "\n## Session 09:00\n\n### 09:00\n<!-- session:cc1 turn:u1 transcript:/t/cc.jsonl -->\n"
+        "- Claude Code moved the nightly backup to a systemd timer\n\n"
+    )
+    subprocess.run(
+        [
+            str(Path(sys.executable).with_name("memsearch")),
+            "index",
+            str(scope.memory_dir),
+            "-c",
+            scope.collection,
+        ],
+        capture_output=True,
+        cwd=repo,
+        env={**os.environ, "HOME": str(memsearch_home)},
+        check=True,
+        timeout=300,
+    )
+    assert indexed_chunks(pimem, scope) == 3  # counted again, not the number remembered
+    assert engine.opens == opens + 1
+    assert indexed_chunks(make_pimem(), scope) == 3  # what a process that never counted says
+    day.unlink()
+    pimem.index_memory(scope, "test")  # this process's own change
+    assert indexed_chunks(pimem, scope) == 2
 
 
 def test_a_memsearch_command_knocking_at_a_busy_database_gets_in(

@@ -23,6 +23,7 @@ from pymilvus import MilvusClient
 from pymilvus.client.connection_manager import ConnectionManager
 
 from pimem_core import memsearch_compat
+from pimem_core.offline_model import OfflineModel
 
 from proc_sockets import tcp_listeners
 
@@ -54,6 +55,18 @@ def test_the_onnx_provider_creates_its_session_through_the_module() -> None:
     with memsearch_compat.onnx_sessions_without_spinning():
         assert onnxruntime.InferenceSession.__name__ == "quiet"
     assert onnxruntime.InferenceSession.__name__ == "InferenceSession"
+
+
+def test_the_onnx_providers_arena_is_given_back_between_runs(offline_model: OfflineModel) -> None:
+    files = offline_model.files()
+    assert files is not None
+    embedder = memsearch_compat.onnx_provider_from_files(offline_model.model, *files, batch_size=0)
+    assert isinstance(embedder._session, onnxruntime.InferenceSession)
+    texts = ["a long text about the cache " * 60, "short"] * 4
+    before = embedder._encode(texts)
+    assert memsearch_compat.release_onnx_arena(embedder)
+    assert embedder._encode(texts) == before  # bit for bit
+    assert not memsearch_compat.release_onnx_arena(object())
 
 
 def test_the_onnx_provider_finds_its_files_through_one_static_method() -> None:
@@ -173,3 +186,37 @@ def test_a_socket_that_cannot_be_bound_leaves_the_database_closed(tmp_path: Path
     with pytest.raises(memsearch_compat.SocketUnusable, match="cannot listen on a Unix socket"):
         memsearch_compat.LiteOnSocket(tmp_path / "milvus.db", too_long)
     MilvusLite(str(tmp_path / "milvus.db")).close()
+
+
+def test_a_milvus_lite_collection_changes_its_files_with_every_write_and_only_then(
+    tmp_path: Path,
+) -> None:
+    uri = str(tmp_path / "milvus.db")
+    state = memsearch_compat.milvus_lite_collection_state
+    assert state(uri, "c") is None  # no database yet
+    store = memsearch.store.MilvusStore(uri, collection="c", dimension=4, _create_if_missing=True)
+    row = {"chunk_hash": "a" * 16, "embedding": [1.0, 0.0, 0.0, 0.0], "content": "alpha",
+           "source": "/s.md", "heading": "", "heading_level": 0, "start_line": 1,
+           "end_line": 1}  # fmt: skip
+    seen = []
+    try:
+        seen.append(state(uri, "c"))
+        store.upsert([row])
+        seen.append(state(uri, "c"))  # a write reaches a file before the call returns
+        store.upsert([{**row, "chunk_hash": "b" * 16, "content": "beta"}])
+        seen.append(state(uri, "c"))
+        store.delete_by_hashes(["a" * 16])
+        seen.append(state(uri, "c"))
+    finally:
+        store.close()
+    seen.append(state(uri, "c"))  # closing flushes what was written
+    assert None not in seen
+    assert len(set(seen)) == len(seen)
+    reader = memsearch.store.MilvusStore(uri, collection="c", dimension=None)
+    try:
+        assert reader.count() == 1
+        assert state(uri, "c") == seen[-1]  # opening and reading change nothing
+    finally:
+        reader.close()
+    assert state(uri, "c") == seen[-1]
+    assert state(uri, "other") is None

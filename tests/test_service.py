@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from pimem_core.doors import service as service_module
 from pimem_core.doors import service_client, service_wire
-from pimem_core.doors.service import Peer, peer_allowed
+from pimem_core.doors.service import MemoryTrim, Peer, peer_allowed
 
 from conftest import CLOCK, Result, alive, run_cli
 
@@ -63,6 +64,36 @@ def test_the_peer_check_refuses_another_user() -> None:
         assert peer.uid in (own, None)
         assert peer.pid in (os.getpid(), None)
         assert peer.cwd() in (Path.cwd(), None)
+
+
+def test_memory_is_given_back_once_it_moved_and_not_more_often(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    resident = [400_000]
+    trims: list[float] = []
+
+    def trim() -> None:
+        trims.append(resident[0])
+        resident[0] -= 20_000  # what the allocator had kept
+
+    monkeypatch.setattr(service_module, "resident_kb", lambda: resident[0])
+    monkeypatch.setattr(service_module, "give_back_memory", trim)
+    keeper = MemoryTrim(change_kb=8_000, every_s=10.0)
+    assert keeper.tick(0.0)  # the first look
+    assert not keeper.tick(5.0)  # too soon
+    resident[0] = 384_000
+    assert not keeper.tick(20.0)  # moved by less than asked since
+    resident[0] = 500_000  # an index run, facts embedded in the background
+    assert keeper.tick(25.0)
+    resident[0] = 600_000
+    assert not keeper.tick(30.0)  # too soon after the last
+    assert keeper.tick(35.0)
+    assert trims == [400_000, 500_000, 600_000]
+    resident[0] = 575_000
+    assert not keeper.tick(50.0)  # nothing worth a look moved since
+    resident[0] = 560_000  # the database closed: freed, and kept by the allocator
+    assert keeper.tick(60.0)
+    assert len(trims) == 4
 
 
 def test_only_the_read_commands_are_routed_and_their_paths_made_absolute(tmp_path: Path) -> None:

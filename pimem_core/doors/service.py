@@ -27,6 +27,7 @@ from typing import IO, TYPE_CHECKING, BinaryIO, NoReturn, Protocol, TextIO
 
 import attrs
 
+from pimem_core.allocator import give_back_memory, resident_kb
 from pimem_core.api import Pimem
 from pimem_core.doors import service_wire as wire
 from pimem_core.doors.commands import Door, UsageError
@@ -242,16 +243,32 @@ def run_command_line(
     return {"exit": code, "stdout": out.getvalue(), "stderr": notes + err.getvalue()}
 
 
-def _give_back_memory() -> None:
-    """Hand the allocator's free memory back to the system once no request runs: a service
-    that lives for hours must not keep the peak of its busiest minute. glibc only (not macOS
-    or musl); loading the already loaded C library costs microseconds."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
+@attrs.define
+class MemoryTrim:
+    """Gives memory back at most every :attr:`every_s` seconds, once the service's resident
+    memory moved by :attr:`change_kb` since it last did. Work goes on with no request open
+    (a session's index run, the read model's background work, the database opened and closed
+    for a session attached for hours), and the memory it frees stays with the allocator; a
+    request's end alone would not see it."""
 
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    change_kb: int = 8 * 1024
+    every_s: float = 10.0
+    _after_kb: int | None = attrs.field(default=None, init=False)
+    _at: float = attrs.field(default=float("-inf"), init=False)
+
+    def tick(self, now: float) -> bool:
+        """Give memory back when due; whether it did."""
+        if now - self._at < self.every_s:
+            return False
+        resident = resident_kb()
+        if resident is None:
+            return False
+        if self._after_kb is not None and abs(resident - self._after_kb) < self.change_kb:
+            return False
+        give_back_memory()
+        self._at = now
+        self._after_kb = resident_kb() or resident
+        return True
 
 
 @contextlib.contextmanager
@@ -344,6 +361,7 @@ class Service:
     _inode: int | None = attrs.field(default=None, init=False)
     _listener: socket.socket | None = attrs.field(default=None, init=False)
     _claimed: int | None = attrs.field(default=None, init=False)
+    _trim: MemoryTrim = attrs.field(factory=MemoryTrim, init=False)
 
     def bind(self) -> bool:
         """Listen at the socket path; ``False`` when another service holds it (running, or
@@ -385,6 +403,7 @@ class Service:
                 try:
                     conn, _ = self._listener.accept()
                 except TimeoutError:
+                    self._trim.tick(time.monotonic())
                     if self._idle():
                         log.info("idle for %s s: the service exits", self.idle_s)
                         break
@@ -493,7 +512,7 @@ class Service:
                 self._last = time.monotonic()
                 idle = self._active == 0
             if idle:
-                _give_back_memory()
+                give_back_memory()  # a service that lives for hours keeps no busy minute
 
     def _attach(
         self, conn: socket.socket, stream: BinaryIO, peer: Peer, request: dict[str, object]

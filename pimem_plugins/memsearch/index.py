@@ -491,6 +491,9 @@ class _EngineCollection:
     def rows(self) -> list[dict[str, Any]]:
         return self.engine.rows(self.scope)
 
+    def rest(self) -> None:
+        self.engine.rest()
+
     def chunking(self) -> tuple[int, int]:
         return self.engine.chunking(self.scope)
 

@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 
 #: Facts embedded per batch by the background backfill (sorted by length: little padding).
 BACKFILL_BATCH = 32
+#: Characters a batch of pimem's own vectors may hold, each text counted as long as the
+#: batch's longest: 32 facts of a line each, or 6 of a chunk's whole length (1,500).
+BATCH_CHARS = 10_000
 #: Chunks a search embeds itself when it finds a changed file; more go to the background.
 INLINE_CHUNKS = 16
 #: Facts a load from the collection embeds before it returns; more are left to the background.
@@ -80,6 +83,10 @@ class Collection(Protocol):
 
     def cache_dir(self) -> Path | None:
         """Where the read model is saved (``None``: nowhere)."""
+        ...
+
+    def rest(self) -> None:
+        """The embedding work is done for now: give back what the encoder keeps for it."""
         ...
 
 
@@ -381,6 +388,7 @@ class Recall:
                 more = True
             else:
                 self.save()
+                self._collection.rest()
         except Exception:
             log.exception("the read model of %s could not be updated", self.scope.collection)
         with self._worker_lock:
@@ -493,19 +501,39 @@ def _vector(row: dict[str, Any]) -> npt.NDArray[np.float32]:
     return np.asarray(row["embedding"], np.float32).reshape(1, -1)
 
 
+def length_batches(texts: Sequence[str], rows: int, budget: int) -> list[list[int]]:
+    """The positions of *texts* in batches of like length, shortest first: at most *rows* a
+    batch, and no more than *budget* characters once each is padded to the batch's longest
+    (one text at least)."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and len(batches[-1]) < rows and (len(batches[-1]) + 1) * len(texts[i]) <= budget:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
 def encoder_for(
     embedder: Any, loop: Callable[[], asyncio.AbstractEventLoop]
 ) -> Callable[[list[str]], npt.NDArray[np.float32]]:
     """A synchronous encoder over memsearch's embedder. memsearch's ONNX provider encodes in
-    its ``_encode`` (thread-safe: ONNX Runtime sessions are); other providers go through
-    their async ``embed`` on the engine's loop."""
+    its ``_encode`` (thread-safe: ONNX Runtime sessions are), in batches of like length
+    (:func:`length_batches`): a batch pads every text to its longest, and the model's working
+    memory grows with the rows times the square of that length. Other providers go through
+    their async ``embed`` on the engine's loop. These are pimem's own vectors (facts, queries):
+    the collection's are memsearch's, embedded by memsearch in its own batches."""
     direct = getattr(embedder, "_encode", None)
 
     def encode(texts: list[str]) -> npt.NDArray[np.float32]:
         if direct is not None:
-            batch = max(1, int(getattr(embedder, "batch_size", 0) or 32))
-            parts = [direct(texts[i : i + batch]) for i in range(0, len(texts), batch)]
-            return np.asarray([v for part in parts for v in part], np.float32)
+            rows = max(1, int(getattr(embedder, "batch_size", 0) or 32))
+            found: list[Any] = [None] * len(texts)
+            for batch in length_batches(texts, rows, BATCH_CHARS):
+                for position, vector in zip(batch, direct([texts[i] for i in batch]), strict=True):
+                    found[position] = vector
+            return np.asarray(found, np.float32)
         return np.asarray(loop().run_until_complete(embedder.embed(texts)), np.float32)
 
     return encode
