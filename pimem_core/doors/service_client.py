@@ -319,7 +319,7 @@ def _is_service(pid: int) -> bool:
     return owner == os.getuid() and b"service" in words and b"run" in words
 
 
-def _spawn(log_path: Path) -> subprocess.Popen[bytes]:
+def _spawn(log_path: Path, environment: dict[str, str]) -> subprocess.Popen[bytes]:
     import subprocess
 
     log = os.fdopen(open_private(log_path, os.O_WRONLY | os.O_APPEND, root=log_path.parent), "ab")
@@ -333,7 +333,7 @@ def _spawn(log_path: Path) -> subprocess.Popen[bytes]:
             close_fds=True,
             # Every request brings its own directory; the service must not pin the first one's.
             cwd="/",
-            env={**wire.service_environment(), **SERVICE_MALLOC},
+            env={**environment, **SERVICE_MALLOC},
         )
     except OSError as error:
         raise ServiceUnavailable(f"cannot start `pimem service run`: {error}") from None
@@ -372,17 +372,17 @@ def ensure(environ: dict[str, str] | None = None) -> Connection:
             return found
         if found is not None:
             stop(found, path)
-        declared = wire.declared_settings(environ)
-        child = _spawn(log)
+        given = wire.service_environment()
+        child = _spawn(log, given)
         deadline = time.monotonic() + START_TIMEOUT_S
         claimed_elsewhere = False
         while time.monotonic() < deadline:
-            if wire.declared_settings(environ) != declared:
+            if wire.service_environment() != given:
                 # Its plugins declare settings this client did not know of (one was installed
                 # since the last service started), so it was started without their values: it
                 # listens for a configuration of its own, and one started now gets them.
-                declared = wire.declared_settings(environ)
-                child = _spawn(log)
+                given = wire.service_environment()
+                child = _spawn(log, given)
             # Looked up again: a service listens where its plugins' settings say
             # (service_wire.declared_settings), which it publishes as it starts.
             path = wire.socket_path(environ)
