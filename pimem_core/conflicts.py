@@ -111,20 +111,50 @@ def without_marker_lines(fragment: str) -> str:
 def conflicted_files(directory: Path) -> list[Path]:
     """The markdown files directly in *directory* (its daily memory files) that are
     conflicted, by name; an unreadable file is left to whoever reads it next."""
-    found = []
-    with contextlib.suppress(OSError), os.scandir(directory) as entries:
-        for entry in entries:
-            if entry.name.startswith(".") or not entry.name.endswith(".md"):
-                continue
-            with contextlib.suppress(OSError):
-                if entry.is_file() and file_is_conflicted(Path(entry.path)):
-                    found.append(Path(entry.path))
-    return sorted(found)
+    return ConflictScans().conflicted_files(directory)
+
+
+#: A file as its stat shows it: inode, size, modification time.
+_Stamp = tuple[int, int, int]
+
+
+class ConflictScans:
+    """:func:`conflicted_files` for a process that asks again and again (the memory service
+    answers ``pimem status`` all day): a file whose stat is as at the last scan keeps its
+    answer, and is not read again (a thousand day files take a fifth of a second to read)."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, dict[str, tuple[_Stamp, bool]]] = {}
+
+    def conflicted_files(self, directory: Path) -> list[Path]:
+        """As :func:`conflicted_files`."""
+        before = self._known.get(str(directory), {})
+        now: dict[str, tuple[_Stamp, bool]] = {}
+        with contextlib.suppress(OSError), os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name.startswith(".") or not entry.name.endswith(".md"):
+                    continue
+                with contextlib.suppress(OSError):
+                    if not entry.is_file():
+                        continue
+                    status = entry.stat()
+                    stamp = (status.st_ino, status.st_size, status.st_mtime_ns)
+                    known = before.get(entry.name)
+                    if known is not None and known[0] == stamp:
+                        now[entry.name] = known
+                    else:
+                        now[entry.name] = (stamp, file_is_conflicted(Path(entry.path)))
+        self._known[str(directory)] = now
+        return sorted(directory / name for name, (_, conflicted) in now.items() if conflicted)
 
 
 def file_is_conflicted(file: Path) -> bool:
     """Whether *file* is conflicted (``OSError`` when it cannot be read)."""
     data = file.read_bytes()
+    # Without a run of seven of either, no line can open or close a region; a substring
+    # search runs at memory speed, the line-anchored pattern twenty times slower.
+    if b"<<<<<<<" not in data and b">>>>>>>" not in data:
+        return False
     if _PREFILTER.search(data) is None:
         return False
     return is_conflicted(data.decode("utf-8", errors="replace"))

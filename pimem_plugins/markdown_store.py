@@ -26,7 +26,7 @@ from typing import Literal, TypeVar
 from pimem_core import hookimpl
 from pimem_core.conflicts import (
     HOW_TO_RESOLVE,
-    conflicted_files,
+    ConflictScans,
     describe_conflicted,
     file_is_conflicted,
     is_conflicted,
@@ -63,6 +63,7 @@ class MarkdownStore:
     def __init__(self) -> None:
         # (file, session id) pairs: this session has a ``## Session`` heading in that file.
         self._headed: set[tuple[str, str]] = set()
+        self._conflicts = ConflictScans()
 
     @hookimpl(trylast=True)
     def pimem_open_store(self, scope: Scope) -> MemoryStore:
@@ -77,10 +78,9 @@ class MarkdownStore:
                 raise StoreError(f"the {side} version already holds git conflict markers")
         return merge_day_file(base, ours, theirs)
 
-    @staticmethod
     @hookimpl
-    def pimem_collect_status(scope: Scope) -> Iterator[StatusSection]:
-        files = conflicted_files(scope.memory_dir)
+    def pimem_collect_status(self, scope: Scope) -> Iterator[StatusSection]:
+        files = self._conflicts.conflicted_files(scope.memory_dir)
         lines = (
             ()
             if not files

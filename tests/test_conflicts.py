@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from pimem_core import conflicts
 from pimem_core.conflicts import (
+    ConflictScans,
     blank_conflicts,
     conflicted_files,
     describe_conflicted,
@@ -86,6 +89,45 @@ def test_conflicted_files_are_found_by_name_in_the_store(tmp_path: Path) -> None
     assert conflicted_files(tmp_path) == [tmp_path / "2026-08-10.md", tmp_path / "2026-08-13.md"]
     assert conflicted_files(tmp_path / "missing") == []
     assert not file_is_conflicted(tmp_path / "2026-08-12.md")
+
+
+def test_a_scan_again_reads_only_the_files_that_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for day in range(10, 14):
+        (tmp_path / f"2026-08-{day}.md").write_text(BASE)
+    read: list[str] = []
+    check = conflicts.file_is_conflicted
+
+    def counted(file: Path) -> bool:
+        read.append(file.name)
+        return check(file)
+
+    monkeypatch.setattr(conflicts, "file_is_conflicted", counted)
+    scans = ConflictScans()
+    assert scans.conflicted_files(tmp_path) == []
+    assert len(read) == 4
+    read.clear()
+    assert scans.conflicted_files(tmp_path) == []
+    assert read == []  # nothing changed: nothing read
+    (tmp_path / "2026-08-13.md").write_text(MERGE_STYLE)  # git left markers
+    (tmp_path / "2026-08-10.md").unlink()
+    assert scans.conflicted_files(tmp_path) == [tmp_path / "2026-08-13.md"]
+    assert read == ["2026-08-13.md"]
+    read.clear()
+    (tmp_path / "2026-08-13.md").write_text(BASE)  # resolved, its time set back: its size tells
+    stamp = (tmp_path / "2026-08-12.md").stat()
+    os.utime(tmp_path / "2026-08-13.md", ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert scans.conflicted_files(tmp_path) == []
+    assert read == ["2026-08-13.md"]
+
+
+def test_a_run_of_seven_that_is_no_marker_line_is_no_conflict(tmp_path: Path) -> None:
+    file = tmp_path / "2026-08-13.md"
+    file.write_text(BASE + "- the arrow >>>>>>> points right\n")
+    assert not file_is_conflicted(file)
+    file.write_text(BASE + ">>>>>>> theirs\n")
+    assert file_is_conflicted(file)  # a close without an open still marks the file
 
 
 def test_the_advice_names_the_files_and_a_resolution_that_keeps_both_sides() -> None:

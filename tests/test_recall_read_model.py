@@ -94,6 +94,22 @@ def test_both_legs_find_and_the_overlay_adds_and_removes(model: ReadModel) -> No
     assert len(model) == 3
 
 
+def test_the_counts_follow_the_overlay_as_the_chunks_do(model: ReadModel) -> None:
+    def counted() -> tuple[int, int]:
+        records = model.records()
+        return len(records), sum(1 for found in records.values() if not found.facts_ready)
+
+    waiting = attrs.evolve(record("b" * 16, "- fixed the login redirect loop"), facts_ready=False)
+    model.apply([(waiting, unit(0, 1))])  # a chunk back to its chunk vector
+    model.apply([(attrs.evolve(record("d" * 16, "- new"), facts_ready=False), unit(0, 1))])
+    model.apply(removals=["a" * 16, "x" * 16])
+    assert (len(model), model.without_facts()) == counted() == (3, 2)
+    model.fold()
+    assert (len(model), model.without_facts()) == counted() == (3, 2)
+    model.apply([(record("d" * 16, "- new"), unit(0, 1))])  # its facts embedded
+    assert (len(model), model.without_facts()) == counted() == (3, 1)
+
+
 def test_folding_keeps_what_the_overlay_said(model: ReadModel) -> None:
     model.apply([(record("d" * 16, "- moved the export job to 02:00"), unit(0, 0, 0, 1))])
     model.apply(removals=["b" * 16])

@@ -72,6 +72,8 @@ class Generation:
         self.dense = dense
         self.lexical = lexical
         self.positions = {record.chunk_hash: i for i, record in enumerate(self.records)}
+        #: Chunks ranked by their chunk vector alone, their facts not embedded yet.
+        self.without_facts = sum(1 for record in self.records if not record.facts_ready)
         # Facts are stored chunk by chunk: chunk i owns facts [starts[i], starts[i + 1]).
         counts = np.bincount(dense.owners, minlength=len(self.records))
         self.starts: npt.NDArray[np.int64] = np.concatenate([[0], np.cumsum(counts)]).astype(
@@ -141,10 +143,24 @@ class ReadModel:
     # -- reading -------------------------------------------------------------------------
 
     def __len__(self) -> int:
+        # Counted from the overlay: a status must not walk every chunk (20,000 in a service).
         with self._lock:
             generation, added, removed = self._generation, self._added, self._removed
-            kept = sum(1 for h in generation.positions if h not in removed and h not in added)
-            return kept + len(added)
+            hidden = sum(1 for key in removed | added.keys() if key in generation.positions)
+            return len(generation.positions) - hidden + len(added)
+
+    def without_facts(self) -> int:
+        """Chunks ranked by their chunk vector alone (their facts not embedded yet)."""
+        with self._lock:
+            generation, added, removed = self._generation, self._added, self._removed
+            hidden = sum(
+                1
+                for key in removed | added.keys()
+                if key in generation.positions
+                and not generation.records[generation.positions[key]].facts_ready
+            )
+            waiting = sum(1 for pending in added.values() if not pending.record.facts_ready)
+            return generation.without_facts - hidden + waiting
 
     def __contains__(self, chunk_hash: object) -> bool:
         with self._lock:

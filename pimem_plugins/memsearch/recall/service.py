@@ -425,7 +425,7 @@ class Recall:
         return True
 
     def pending_facts(self) -> int:
-        return len(self._waiting())
+        return self.model.without_facts()
 
     def save(self) -> None:
         directory = self._collection.cache_dir()
