@@ -529,6 +529,10 @@ class MemsearchEngine:
         database = Path(uri).expanduser()
         if (not create and not database.exists()) or self.unserved_reason() is not None:
             return None
+        if database.exists() and not database.is_dir():
+            # Not a Milvus Lite 3 database (a 2.x file, a wrong path): memsearch's own open
+            # fails with the message that says so, and nothing is served.
+            return None
         try:
             return database_socket.serve(database)
         except SocketUnusable as error:
