@@ -137,13 +137,23 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
+def _command(pid: int) -> bytes | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+
+
 def tree(pid: int) -> list[int]:
-    """*pid* and its descendants (Milvus Lite's server is a child of the process using it)."""
+    """*pid* and its descendants (Milvus Lite's server is a child of the process using it). A
+    child still running its parent's command is a fork about to run another (the service
+    starting ``git``): it shares its parent's pages, and counting them would count them twice."""
     children, found, todo = _children(), [], [pid]
     while todo:
         current = todo.pop()
         found.append(current)
-        todo += children.get(current, [])
+        command = _command(current)
+        todo += [child for child in children.get(current, []) if _command(child) != command]
     return found
 
 

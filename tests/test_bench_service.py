@@ -4,11 +4,15 @@ service, no store)."""
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import time
 from typing import Any
 
 from bench import service_report
 from bench.__main__ import parse
 from bench.latency import summarize
+from bench.service import tree
 
 
 def stats(*samples: float) -> dict[str, float]:
@@ -263,3 +267,18 @@ def test_a_quick_run_judges_no_memory_after_long_entries() -> None:
     assert not [check for check in checks if "long entries and" in check["target"]]
     page = service_report.render({**found, "targets": checks}, "plots")
     assert "too few entries to judge the memory they leave" in page
+
+
+def test_a_fork_about_to_run_another_command_is_not_counted_twice() -> None:
+    forked = os.fork()
+    if forked == 0:  # still this process's command: its pages are its parent's
+        time.sleep(2)
+        os._exit(0)
+    other = subprocess.Popen(["sleep", "2"])
+    try:
+        found = tree(os.getpid())
+        assert other.pid in found
+        assert forked not in found
+    finally:
+        os.waitpid(forked, 0)
+        other.wait()
