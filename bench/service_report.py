@@ -40,11 +40,10 @@ def rss_ratio(memory: Results) -> float:
     return float(memory["service"]["rss_mb"]) / float(memory["in_process"]["rss_mb"])
 
 
-def _pi_memory_check(memory: Results) -> dict[str, Any]:
-    sessions = int(memory["service"]["sessions"])
+def _ratio_check(memory: Results, target: str) -> dict[str, Any]:
+    """The RSS ratio of *memory*'s sessions through the service against one in process."""
     return {
-        "target": f"{sessions} real pi sessions through the service: pimem's RSS (service + "
-        f"relays) <= {RSS_RATIO:g}x one pi session's bridge in process",
+        "target": target,
         "chunks": None,
         "measured": rss_ratio(memory),
         "unit": "x",
@@ -52,20 +51,24 @@ def _pi_memory_check(memory: Results) -> dict[str, Any]:
         f"{memory['in_process']['rss_mb']:.0f} MB",
         "met": rss_ratio(memory) <= RSS_RATIO,
     }
+
+
+def _pi_memory_check(memory: Results) -> dict[str, Any]:
+    sessions = int(memory["service"]["sessions"])
+    return _ratio_check(
+        memory,
+        f"{sessions} real pi sessions through the service: pimem's RSS (service + "
+        f"relays) <= {RSS_RATIO:g}x one pi session's bridge in process",
+    )
 
 
 def _long_memory_check(memory: Results, plan: Results) -> dict[str, Any]:
     sessions = int(memory["service"]["sessions"])
-    return {
-        "target": f"{sessions} sessions through the service on {plan['session_entries']:,} long "
+    return _ratio_check(
+        memory,
+        f"{sessions} sessions through the service on {plan['session_entries']:,} long "
         f"entries each use <= {RSS_RATIO:g}x the RSS of one such session in process",
-        "chunks": None,
-        "measured": rss_ratio(memory),
-        "unit": "x",
-        "detail": f"{memory['service']['rss_mb']:.0f} MB vs "
-        f"{memory['in_process']['rss_mb']:.0f} MB",
-        "met": rss_ratio(memory) <= RSS_RATIO,
-    }
+    )
 
 
 def entries_apart_mb(entries: Results) -> float:
