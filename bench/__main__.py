@@ -1,6 +1,6 @@
 """``python -m bench [--quick] [--only PARTS] [--workdir DIR] [--out DIR] [--report-only]``.
 
-The whole benchmark suite, in seven parts:
+The whole benchmark suite, in eight parts:
 
 * ``latency``: search and append latency against the memsearch CLI (2k and 20k chunks),
   capture's cost to the host and auto-context (latency and relevance);
@@ -9,6 +9,10 @@ The whole benchmark suite, in seven parts:
 * ``quality``: retrieval quality on generated coding sessions (1k and 10k entries of seed 0, 10k
   of seed 1), pimem's ranker beside memsearch's hybrid search on the same collection (and its
   dense and BM25 halves alone), the relevance score, abstention, anchors and transcript turns;
+* ``locomo``: recall on LoCoMo's public conversations (its development conversations, from the
+  zip given with ``--locomo PATH``; skipped without it), pimem's ranker beside memsearch's hybrid
+  search on the first searches after each index run, per question category, with the relevance's
+  calibration and auto-context on them;
 * ``scaling``: the cost of every memory operation against store size on the same worlds (and a
   partly synthetic 100k read model), beside the memsearch CLI, with its curves;
 * ``workload``: what memory holds after scripted multi-session pi runs (decisions, chatter,
@@ -45,7 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "bench" / "results"
 DOCS = ROOT / "docs"
-PARTS = ("latency", "pi", "quality", "scaling", "workload", "service", "milvus")
+PARTS = ("latency", "pi", "quality", "locomo", "scaling", "workload", "service", "milvus")
 #: What ``--quick`` measures without ``--only``: the service part (two minutes of whole
 #: processes even on its small store) is left to ``--quick --only service``.
 QUICK_PARTS = tuple(part for part in PARTS if part != "service")
@@ -117,6 +121,13 @@ def parse(argv: Sequence[str] | None, prog: str = "python -m bench") -> argparse
         type=Path,
         help="keep the generated stores here and reuse them when they match (skips indexing; "
         "the index throughput at build is the one recorded when the store was built)",
+    )
+    parser.add_argument(
+        "--locomo",
+        type=Path,
+        metavar="PATH",
+        help="LoCoMo's data/locomo10.zip (snap-research/locomo) for the locomo part; only its "
+        "development conversations are read",
     )
     parser.add_argument(
         "--report-only",
@@ -194,6 +205,20 @@ def _quality(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, A
         "targets": summary.targets(summaries),
         "raw": raw,
     }
+
+
+def _locomo(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, Any] | None:
+    from bench.locomo import report, run
+
+    if args.locomo is None:
+        _log("locomo: skipped (give LoCoMo's data/locomo10.zip with --locomo PATH)")
+        return None
+    started_at = datetime.now().astimezone().isoformat(timespec="seconds")
+    started = time.perf_counter()
+    results = run.run_locomo(args.locomo, workdir, model, _log, quick=args.quick)
+    results["targets"] = report.targets(results["summary"])
+    results["meta"] = _meta(started_at, started, args.quick) | {"format": run.FORMAT}
+    return results
 
 
 def _scaling(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, Any]:
@@ -324,10 +349,11 @@ def keep_other_sizes(
     return fresh
 
 
-MEASURES: dict[str, Callable[[argparse.Namespace, Path, Any], dict[str, Any]]] = {
+MEASURES: dict[str, Callable[[argparse.Namespace, Path, Any], dict[str, Any] | None]] = {
     "latency": _latency,
     "pi": _pi,
     "quality": _quality,
+    "locomo": _locomo,
     "scaling": _scaling,
     "workload": _workload,
     "service": _service,
@@ -351,6 +377,8 @@ def _measure(args: argparse.Namespace, out: Path) -> None:
         for part in args.only:
             _log(f"part: {part}")
             results = MEASURES[part](args, workdir, model)
+            if results is None:
+                continue
             path = raw_path(out, part)
             if part in SIZED:
                 previous = json.loads(path.read_text()) if path.is_file() else None

@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from bench import milvus_server, report, scaling_report, service_report, workload_report
+from bench.locomo import report as locomo_report
 from bench.quality import report as quality_report
 
 RAW = {
     "latency": "latency.json",
     "pi": "pi/pi.json",
     "quality": "quality/quality.json",
+    "locomo": "locomo/locomo.json",
     "scaling": "scaling/scaling.json",
     "workload": "workload/workload.json",
     "service": "service/service.json",
@@ -30,6 +32,7 @@ TITLES = {
     "latency": "Latency",
     "pi": "The pi adapter",
     "quality": "Retrieval quality",
+    "locomo": "Recall on public conversational memory (LoCoMo)",
     "scaling": "Cost against store size",
     "workload": "Memory under a workload",
     "service": "The memory service",
@@ -159,6 +162,8 @@ def render_page(results: Results, plots: str) -> str:
     if "quality" in results:
         quality = {**results["quality"], "plots": quality_report.PLOTS}
         sections.append(quality_report.render(quality, f"{plots}/quality"))
+    if "locomo" in results:
+        sections.append(locomo_report.render(results["locomo"]))
     if "scaling" in results:
         sections.append(scaling_report.render(results["scaling"], f"{plots}/scaling"))
     if "workload" in results:

@@ -33,7 +33,7 @@ from typing import Any
 from pimem_core import Pimem
 from pimem_core.types import Scope, SearchHit, SearchQuery
 from pimem_plugins.memsearch.index import MemsearchMemoryIndex
-from pimem_plugins.memsearch.recall.ranking import DEPTH, rank
+from pimem_plugins.memsearch.recall.ranking import DEPTH, rank, weights_for
 from pimem_plugins.memsearch.recall.service import Recall, encoder_for
 from pimem_plugins.memsearch.recall.text import tokens
 
@@ -159,10 +159,10 @@ def breakdown_samples(
         query_tokens = tokens(text)
         parts["embed"].append(_ms(started))
         started = time.perf_counter()
-        candidates = recall.model.candidates(vector, query_tokens, DEPTH)
+        candidates, share = recall.model.candidates(vector, query_tokens, DEPTH)
         parts["legs"].append(_ms(started))
         started = time.perf_counter()
-        rank(candidates, query_tokens, top_k, recall.model.idf)
+        rank(candidates, query_tokens, top_k, recall.model.idf, weights=weights_for(share))
         parts["fuse"].append(_ms(started))
     return parts
 

@@ -52,6 +52,7 @@ class Bridge:
         self.ready = self.read()
         self.next_id = 0
         self.completions: list[dict[str, Any]] = []
+        self.progress: list[str] = []
         self.model_answer = "- the user asked for a fix\n- the agent fixed it"
         #: Distils each exchange into its own bullets, when set (else every answer is alike).
         self.distil: Callable[[str], str] | None = None
@@ -83,6 +84,9 @@ class Bridge:
                 self.send({"id": message["id"], "result": {"text": text}})
                 continue
             assert message.get("id") == request_id, message
+            if "progress" in message:  # told while it waits in line; the answer follows
+                self.progress.append(message["progress"])
+                continue
             return message
 
     def close(self) -> int:

@@ -138,12 +138,17 @@ def prepare(world: World, model: OfflineModel) -> dict[str, Any] | None:
 
 
 def environment_for(world: World, model: OfflineModel) -> dict[str, str]:
-    """The process environment for the run: the world's home and scan root, the offline model,
-    and none of the caller's pimem or memsearch settings."""
+    """The process environment for the run on *world*."""
+    return isolated_environment(world.root / "home", world.projects_dir, model)
+
+
+def isolated_environment(home: Path, projects: Path, model: OfflineModel) -> dict[str, str]:
+    """A process environment with *home* and the scan root *projects*, the offline model, and
+    none of the caller's pimem or memsearch settings."""
     env = {key: value for key, value in os.environ.items() if not _FOREIGN.match(key)}
     env.update(model.environment())
-    env["HOME"] = str(world.root / "home")
-    env["PI_MEMSEARCH_SCAN_ROOTS"] = str(world.projects_dir)
+    env["HOME"] = str(home)
+    env["PI_MEMSEARCH_SCAN_ROOTS"] = str(projects)
     return env
 
 

@@ -219,7 +219,9 @@ class MemsearchMemoryIndex:
             # Nothing to index: no collection is created for an empty store (a forget that
             # deleted the last file names it in *files*, and its chunks are dropped).
             return IndexReport(indexed_chunks=0, total_files=0)
-        return self._run("index", lambda: engine.index(scope, files, call.progress), call, None)
+        report = self._run("index", lambda: engine.index(scope, files, call.progress), call, None)
+        self._complete(call)
+        return report
 
     def search(self, query: SearchQuery, call: BackendCall) -> tuple[SearchHit, ...]:
         if not has_memory_files(self.scope.memory_dir):
@@ -313,11 +315,19 @@ class MemsearchMemoryIndex:
                 report = engine.index(scope, paths, None, budget=budget)
                 failed = {failure.path for failure in report.failed_files}
                 self._adopt([p for p in map(str, paths[: report.total_files]) if p not in failed])
+                if self.recall is not None:
+                    self.recall.complete()
                 return len(left), report
 
             return self._run("index", index, call, None)
 
         return catch_up(ledger, CATCH_UP_MS.read(call.settings) / 1000, run)
+
+    def _complete(self, call: BackendCall) -> None:
+        """What pimem's ranker needs of what the run indexed, computed before it returns."""
+        recall = self.recall
+        if recall is not None:
+            self._run("index", recall.complete, call, None)
 
     def _adopt(self, sources: list[str]) -> None:
         """Hand pimem's read model what a catch-up just indexed, as the collection holds it:

@@ -28,11 +28,13 @@ from pimem_core.private_files import private_dir, replacing, tighten
 from pimem_plugins.memsearch.recall.dense import FactIndex
 from pimem_plugins.memsearch.recall.lexical import LexicalIndex
 from pimem_plugins.memsearch.recall.read_model import ChunkRecord, Generation
+from pimem_plugins.memsearch.recall.text import lexical_words
 
-#: 2: fact vectors as 8-bit codes and their scale. A cache of format 1 (float16 vectors) is
-#: read and encoded, so an upgrade embeds nothing again.
-FORMAT = 2
-READABLE = (1, 2)
+#: 2: fact vectors as 8-bit codes and their scale. 3: the lexical index holds stemmed words
+#: and each entry's day. A cache of an older format is read, its vectors encoded and its
+#: lexical index rebuilt from its chunks, so an upgrade embeds nothing again.
+FORMAT = 3
+READABLE = (1, 2, 3)
 
 #: A store file's stat: (mtime in ns, size), what the read model last saw of it.
 Stamp = tuple[int, int]
@@ -170,7 +172,11 @@ def load(directory: Path) -> Saved | None:
             return None
         records = _records(json.loads((directory / "chunks.json").read_text(encoding="utf-8")))
         dense = FactIndex.load(directory)
-        lexical = LexicalIndex.load(directory)
+        lexical = (
+            LexicalIndex.load(directory)
+            if manifest["format"] == FORMAT
+            else LexicalIndex.build([lexical_words(r.content, r.source) for r in records])
+        )
         stamps = {key: (int(value[0]), int(value[1])) for key, value in manifest["stamps"].items()}
         base = str(manifest["base"])
         overlay = _overlay(directory, base) or _Overlay([], [], {})

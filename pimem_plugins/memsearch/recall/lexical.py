@@ -12,7 +12,6 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-import attrs
 import bm25s
 import numpy as np
 import numpy.typing as npt
@@ -21,14 +20,6 @@ from pimem_core.private_files import private_dir
 
 K1 = 0.9
 B = 0.25
-
-
-@attrs.frozen
-class LexicalHits:
-    """The best documents for one query: positions into the index, and their BM25 scores."""
-
-    positions: npt.NDArray[np.int64]
-    scores: npt.NDArray[np.float32]
 
 
 class LexicalIndex:
@@ -64,16 +55,12 @@ class LexicalIndex:
         n, df = max(1, self.size), self._df.get(token, 0)
         return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
-    def search(self, query: Sequence[str], depth: int) -> LexicalHits:
+    def scores(self, query: Sequence[str]) -> npt.NDArray[np.float64]:
+        """BM25 of every document for *query* (0 for a document with none of its words)."""
         known = [token for token in query if token in self._df]
         if self._retriever is None or not known or self.size == 0:
-            return LexicalHits(np.zeros(0, np.int64), np.zeros(0, np.float32))
-        scores = self._retriever.get_scores(known)
-        depth = min(depth, scores.shape[0])
-        top = np.argpartition(-scores, depth - 1)[:depth]
-        top = top[scores[top] > 0]
-        order = top[np.argsort(-scores[top], kind="stable")]
-        return LexicalHits(order.astype(np.int64), scores[order].astype(np.float32))
+            return np.zeros(self.size, np.float64)
+        return np.asarray(self._retriever.get_scores(known), np.float64)
 
     def score_documents(
         self, query: Sequence[str], documents: Sequence[Sequence[str]]

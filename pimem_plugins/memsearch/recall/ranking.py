@@ -1,9 +1,14 @@
-"""Ranking on the read model: both legs' scores fused per query, and a relevance in [0, 1].
+"""Ranking on the read model: four legs' scores fused per query, and a relevance in [0, 1].
 
-Fusion is on per-query standardised scores (z-scores over each leg's candidates), not ranks:
-a chunk far ahead in one leg keeps its lead, which rank fusion throws away. The relevance is a
-logistic function of two things that do not depend on the collection: the best fact's cosine
-and the share of the query's rare words the chunk holds (ADR 0013 says how it was fitted).
+The legs are dense and lexical, each on the chunk itself and on its context (the chunk with
+its neighbours). Fusion is on per-query standardised scores (z-scores over the candidates), not
+ranks: a chunk far ahead in one leg keeps its lead, which rank fusion throws away. How much the
+context legs count is the store's context share (ADR 0018): none where neighbouring entries
+are about unrelated things, the most where an entry is one turn of a conversation.
+
+The relevance is a logistic function of two things that do not depend on the collection: the
+best fact's cosine and the share of the query's rare words the chunk holds (ADR 0013 says how it
+was fitted).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from pimem_core.types import LegScore, SearchHit
 from pimem_plugins.memsearch.recall.read_model import Candidate
@@ -20,8 +26,35 @@ from pimem_plugins.memsearch.recall.text import clean_text, tokens
 
 #: Candidates each leg contributes to the fusion.
 DEPTH = 100
-#: Weight of the dense leg in the fusion; the lexical leg has the rest.
-DENSE_WEIGHT = 0.8
+
+
+@attrs.frozen
+class Weights:
+    """Each leg's weight in the fusion."""
+
+    dense: float
+    lexical: float
+    dense_context: float
+    lexical_context: float
+
+    def mixed(self, other: Weights, share: float) -> Weights:
+        """These weights moved *share* (0 to 1) of the way to *other*."""
+        return Weights(
+            *(
+                (1 - share) * mine + share * theirs
+                for mine, theirs in zip(attrs.astuple(self), attrs.astuple(other), strict=True)
+            )
+        )
+
+
+#: Where neighbouring entries are unrelated (context share 0): the entry alone.
+ALONE = Weights(dense=0.8, lexical=0.2, dense_context=0.0, lexical_context=0.0)
+#: Where an entry is a turn of a conversation (context share 1).
+IN_CONTEXT = Weights(dense=0.3, lexical=0.2, dense_context=0.3, lexical_context=0.2)
+
+
+def weights_for(context_share: float) -> Weights:
+    return ALONE.mixed(IN_CONTEXT, context_share)
 
 
 @attrs.frozen(kw_only=True)
@@ -53,17 +86,13 @@ def coverage(query_tokens: Sequence[str], content: str, idf: Callable[[str], flo
     return sum(idf(token) for token in wanted & have) / total if total else 0.0
 
 
-def _standardised(values: Sequence[float | None]) -> list[float]:
-    """z-scores of the values present; a missing value scores as the leg's lowest."""
-    present = [v for v in values if v is not None]
-    if not present:
-        return [0.0] * len(values)
-    floor = min(present)
-    filled = np.array([floor if v is None else v for v in values], np.float64)
-    spread = float(np.std(filled))
+def _standardised(values: Sequence[float]) -> npt.NDArray[np.float64]:
+    """z-scores of *values* (all 0 when they are all equal)."""
+    found = np.asarray(values, np.float64)
+    spread = float(np.std(found))
     if spread == 0:
-        return [0.0] * len(values)
-    standardised: list[float] = ((filled - float(np.mean(filled))) / spread).tolist()
+        return np.zeros(len(found))
+    standardised: npt.NDArray[np.float64] = (found - float(np.mean(found))) / spread
     return standardised
 
 
@@ -73,17 +102,18 @@ def rank(
     top_k: int,
     idf: Callable[[str], float],
     *,
+    weights: Weights = ALONE,
     relevance: Relevance = RELEVANCE,
-    dense_weight: float = DENSE_WEIGHT,
 ) -> tuple[SearchHit, ...]:
     """The *top_k* best candidates as hits, each text once, scored by relevance."""
     if not candidates:
         return ()
-    dense = _standardised([c.dense for c in candidates])
-    lexical = _standardised([c.lexical for c in candidates])
-    fused = [
-        dense_weight * d + (1 - dense_weight) * lex for d, lex in zip(dense, lexical, strict=True)
-    ]
+    legs = [candidate.legs() for candidate in candidates]
+    # A hit explains itself with the legs that counted (the own ones always).
+    counted = [leg for leg, weight in attrs.asdict(weights).items() if weight or "_" not in leg]
+    fused = np.zeros(len(candidates))
+    for leg in counted:
+        fused += getattr(weights, leg) * _standardised([scores[leg] for scores in legs])
     order = sorted(range(len(candidates)), key=lambda i: -fused[i])
     hits: list[SearchHit] = []
     seen: set[str] = set()
@@ -94,8 +124,7 @@ def rank(
             continue  # the same text under another anchor: the agent reads it once
         seen.add(text)
         record = candidate.record
-        cosine = candidate.dense or 0.0
-        score = relevance(cosine, coverage(query_tokens, record.content, idf))
+        score = relevance(candidate.dense, coverage(query_tokens, record.content, idf))
         hits.append(
             SearchHit(
                 chunk_hash=record.chunk_hash,
@@ -113,9 +142,11 @@ def rank(
                 score=score,
                 score_kind="relevance",
                 legs=(
-                    LegScore(name="dense", rank=candidate.dense_rank, score=candidate.dense),
-                    LegScore(name="lexical", rank=candidate.lexical_rank, score=candidate.lexical),
-                    LegScore(name="fused", rank=place, score=fused[i]),
+                    *(
+                        LegScore(name=leg, rank=candidate.ranks[leg], score=legs[i][leg])
+                        for leg in counted
+                    ),
+                    LegScore(name="fused", rank=place, score=float(fused[i])),
                 ),
             )
         )

@@ -4,13 +4,20 @@ Built in *generations*: a generation is immutable (its faiss scan and bm25s inde
 never edited), and the changes since it was built sit in a small overlay that every search
 scores alongside it. A search reads one generation and the overlay under a lock held for
 microseconds; rebuilding happens off the search path and swaps the generation in whole.
+
+A generation also knows each chunk's *neighbours*: the entries before and after it in the same
+daily file and session. A search scores a chunk's context (its neighbours' scores beside its
+own) from them, and the generation measures how much neighbours share a subject in this store
+(its *context share*, ADR 0018). A chunk of the overlay has no neighbours until it is folded.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 import attrs
 import numpy as np
@@ -18,10 +25,20 @@ import numpy.typing as npt
 
 from pimem_plugins.memsearch.recall.dense import FactIndex, quantize, scale_for
 from pimem_plugins.memsearch.recall.lexical import LexicalIndex
-from pimem_plugins.memsearch.recall.text import clean_text, tokens
+from pimem_plugins.memsearch.recall.text import lexical_words
 
 #: Changes the overlay holds before they are folded into a new generation.
 OVERLAY_LIMIT = 256
+#: Neighbours on each side that make a chunk's context.
+REACH = 2
+#: Pairs sampled to measure how much neighbours share a subject (ADR 0018).
+COHERENCE_PAIRS = 2_000
+#: Neighbour coherence (mean cosine of neighbours above that of any two chunks) at which the
+#: context legs start to count, and the span over which they reach their full weight: 0.02 on
+#: generated coding memory, 0.10 to 0.19 on recorded conversations.
+COHERENCE_FLOOR = 0.03
+COHERENCE_SPAN = 0.07
+_SESSION = re.compile(r"<!--\s*session:(\S+)")
 
 
 @attrs.frozen(kw_only=True)
@@ -41,15 +58,29 @@ class ChunkRecord:
     facts_ready: bool
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class Candidate:
-    """A chunk a search found, with what each leg said (``None``: not among its candidates)."""
+    """A chunk a search found, with what each leg said of it and its rank among the
+    candidates in that leg (``None`` for a lexical leg that found none of the query's words)."""
 
     record: ChunkRecord
-    dense: float | None
-    dense_rank: int | None
-    lexical: float | None
-    lexical_rank: int | None
+    #: The best fact's cosine with the query.
+    dense: float
+    #: BM25 of the chunk's words (0: none of the query's).
+    lexical: float
+    #: The mean best-fact cosine of the chunk and its neighbours.
+    dense_context: float
+    #: The BM25 of the chunk and its neighbours, summed.
+    lexical_context: float
+    ranks: dict[str, int | None] = attrs.field(eq=False)
+
+    def legs(self) -> dict[str, float]:
+        return {
+            "dense": self.dense,
+            "lexical": self.lexical,
+            "dense_context": self.dense_context,
+            "lexical_context": self.lexical_context,
+        }
 
 
 @attrs.frozen
@@ -79,6 +110,9 @@ class Generation:
         self.starts: npt.NDArray[np.int64] = np.concatenate([[0], np.cumsum(counts)]).astype(
             np.int64
         )
+        self.previous, self.next = _neighbours(self.records)
+        #: How much the context legs count in this store, from 0 to 1 (ADR 0018).
+        self.context_share = _context_share(self)
 
     @classmethod
     def build(
@@ -100,7 +134,7 @@ class Generation:
             codes[start : start + len(group)] = quantize(group, scale)
             start += len(group)
         if lexical is None:
-            lexical = LexicalIndex.build([tokens(clean_text(r.content)) for r in records])
+            lexical = LexicalIndex.build([lexical_words(r.content, r.source) for r in records])
         return cls(records, FactIndex(codes, scale, owners), lexical)
 
     def vectors(self, position: int) -> npt.NDArray[np.float32]:
@@ -109,6 +143,40 @@ class Generation:
 
     def entries(self) -> list[tuple[ChunkRecord, npt.NDArray[np.float32]]]:
         return [(record, self.vectors(i)) for i, record in enumerate(self.records)]
+
+    def around(self, positions: Iterable[int]) -> set[int]:
+        """*positions* and their neighbours up to ``REACH`` away."""
+        found = set(positions)
+        for links in (self.previous, self.next):
+            step = list(found)
+            for _ in range(REACH):
+                step = [int(links[p]) for p in step if links[p] >= 0]
+                found.update(step)
+        return found
+
+    def context_sum(self, values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """Each chunk's value plus its neighbours' (up to ``REACH`` away), for every chunk."""
+        total = values.copy()
+        for links in (self.previous, self.next):
+            at = np.arange(len(values))
+            for _ in range(REACH):
+                linked = at >= 0
+                at[linked] = links[at[linked]]
+                reached = at >= 0
+                total[reached] += values[at[reached]]
+        return total
+
+    def context_mean(self, position: int, values: dict[int, float]) -> float:
+        """The mean of *values* over *position* and its neighbours (each must be in it)."""
+        found = [values[position]]
+        for links in (self.previous, self.next):
+            at = position
+            for _ in range(REACH):
+                at = int(links[at])
+                if at < 0:
+                    break
+                found.append(values[at])
+        return sum(found) / len(found)
 
     def best_cosines(self, positions: Sequence[int], query: npt.NDArray[np.float32]) -> list[float]:
         """Each chunk's best fact cosine with *query* (0 for a chunk without vectors)."""
@@ -124,14 +192,11 @@ class Generation:
         return found
 
 
-EMPTY = Generation.build([])
-
-
 class ReadModel:
     """One collection's read model: a generation plus the changes made since it was built."""
 
-    def __init__(self, generation: Generation = EMPTY) -> None:
-        self._generation = generation
+    def __init__(self, generation: Generation | None = None) -> None:
+        self._generation = generation or Generation.build([])
         self._added: dict[str, _Pending] = {}
         self._removed: set[str] = set()
         self._lock = threading.Lock()
@@ -208,85 +273,73 @@ class ReadModel:
 
     def candidates(
         self, query_vector: npt.NDArray[np.float32], query_tokens: Sequence[str], depth: int
-    ) -> list[Candidate]:
-        """The chunks either leg ranks among its *depth* best, with both legs' scores: a
-        chunk the dense leg missed gets its exact cosine; one the lexical leg missed, none."""
+    ) -> tuple[list[Candidate], float]:
+        """The chunks any leg ranks among its *depth* best, each with every leg's score, and
+        the context share of the generation they were scored on.
+
+        The pool: the dense leg's best chunks and their neighbours (a chunk whose own words
+        miss may sit next to the ones that hold the answer), the best of both lexical legs
+        (BM25 is scored for every chunk at once), and the overlay's chunks."""
         with self._lock:
             generation = self._generation
             hidden = self._removed | self._added.keys()
+            removed = set(self._removed)
             pending, pending_vectors, pending_owner, retexted = self._stack()
-        # A chunk whose vectors changed but not its text keeps its place in the lexical index.
-        hidden_text = self._removed | retexted
+        positions = generation.positions
+        # A chunk whose vectors changed but not its text keeps its words in the generation.
+        lexical = generation.lexical.scores(query_tokens)
+        lexical[[positions[key] for key in removed | retexted if key in positions]] = 0.0
+        lexical_context = generation.context_sum(lexical)
         dense = generation.dense.search(query_vector, depth + len(hidden))
-        lexical = generation.lexical.search(query_tokens, depth + len(hidden_text))
-        found: dict[str, dict[str, float]] = {}
-
-        def note(key: str, leg: str, score: float) -> None:
-            found.setdefault(key, {})[leg] = score
-
-        for position, score in zip(dense.positions.tolist(), dense.scores.tolist(), strict=True):
-            key = generation.records[position].chunk_hash
-            if key not in hidden:
-                note(key, "dense", score)
-        for position, score in zip(
-            lexical.positions.tolist(), lexical.scores.tolist(), strict=True
-        ):
-            key = generation.records[position].chunk_hash
-            if key not in hidden_text:
-                note(key, "lexical", score)
+        seeds = [int(p) for p in dense.positions if generation.records[p].chunk_hash not in hidden]
+        pool = generation.around(seeds)
+        pool.update(_best(lexical, depth))
+        pool.update(_best(lexical_context, depth))
+        pool = {p for p in pool if generation.records[p].chunk_hash not in hidden}
+        best = np.full(len(pending), -1.0, np.float32)
         if pending:
-            cosines = pending_vectors @ query_vector
-            best = np.full(len(pending), -1.0, np.float32)
-            np.maximum.at(best, pending_owner, cosines)
-            for item, cosine in zip(pending, best.tolist(), strict=True):
-                note(item.record.chunk_hash, "dense", cosine)
-            texts = [p for p in pending if p.record.chunk_hash in retexted]
-            lexical_scores = generation.lexical.score_documents(
-                query_tokens, [p.tokens for p in texts]
-            )
-            for item, bm25 in zip(texts, lexical_scores, strict=True):
-                if bm25 > 0:
-                    note(item.record.chunk_hash, "lexical", bm25)
-        ranked = {leg: _ranks(found, leg, depth) for leg in ("dense", "lexical")}
-        by_key = {p.record.chunk_hash: p for p in pending}
-        kept = {
-            key: legs
-            for key, legs in found.items()
-            # beyond the depth of both legs once the overlay took its place
-            if key in ranked["dense"] or key in ranked["lexical"]
+            np.maximum.at(best, pending_owner, pending_vectors @ query_vector)
+        # Overlay chunks whose text the generation has (only their vectors changed) keep its
+        # words and neighbours, and score with their new vectors.
+        placed = {
+            i: positions[item.record.chunk_hash]
+            for i, item in enumerate(pending)
+            if item.record.chunk_hash in positions and item.record.chunk_hash not in retexted
         }
-        # A chunk the dense leg's depth missed gets its cosine from its stored vectors.
-        missed = [key for key, legs in kept.items() if "dense" not in legs and key not in by_key]
-        positions = [generation.positions[key] for key in missed]
-        for key, cosine in zip(
-            missed, generation.best_cosines(positions, query_vector), strict=True
-        ):
-            kept[key]["dense_missed"] = cosine
-        candidates = []
-        for key, legs in kept.items():
-            record = (
-                by_key[key].record
-                if key in by_key
-                else generation.records[generation.positions[key]]
+        # The cosine of every chunk scored and of its neighbours (a context's mean needs them).
+        needed = sorted(generation.around(pool | set(placed.values())))
+        cosine = dict(zip(needed, generation.best_cosines(needed, query_vector), strict=True))
+        cosine.update({place: float(best[i]) for i, place in placed.items()})
+        rows: list[_Row] = [
+            (
+                generation.records[p],
+                (
+                    cosine[p],
+                    float(lexical[p]),
+                    generation.context_mean(p, cosine),
+                    float(lexical_context[p]),
+                ),
             )
-            if "dense" in legs:
-                cosine = legs["dense"]
-            elif "dense_missed" in legs:
-                cosine = legs["dense_missed"]
+            for p in sorted(pool)
+        ]
+        words = generation.lexical.score_documents(query_tokens, [item.tokens for item in pending])
+        for i, item in enumerate(pending):
+            place = placed.get(i)
+            if place is None:  # new: no neighbours until the overlay is folded
+                rows.append((item.record, (float(best[i]), words[i], float(best[i]), words[i])))
             else:
-                vectors = by_key[key].vectors
-                cosine = float(np.max(vectors @ query_vector)) if len(vectors) else 0.0
-            lexical_score = legs.get("lexical")
-            candidates.append(
-                Candidate(
-                    record=record,
-                    dense=float(cosine),
-                    dense_rank=ranked["dense"].get(key),
-                    lexical=None if lexical_score is None else float(lexical_score),
-                    lexical_rank=ranked["lexical"].get(key),
+                rows.append(
+                    (
+                        item.record,
+                        (
+                            float(best[i]),
+                            float(lexical[place]),
+                            generation.context_mean(place, cosine),
+                            float(lexical_context[place]),
+                        ),
+                    )
                 )
-            )
-        return candidates
+        return _ranked(rows, depth), generation.context_share
 
     def idf(self, token: str) -> float:
         return self.generation().lexical.idf(token)
@@ -306,7 +359,7 @@ class ReadModel:
             _Pending(
                 record,
                 dense.rounded(np.asarray(vectors, np.float32)),
-                tuple(tokens(clean_text(record.content))),
+                tuple(lexical_words(record.content, record.source)),
             )
             for record, vectors in upserts
         ]
@@ -387,9 +440,100 @@ class ReadModel:
         return self._stacked
 
 
-def _ranks(found: Mapping[str, Mapping[str, float]], leg: str, depth: int) -> dict[str, int]:
-    scored = sorted(
-        ((legs[leg], key) for key, legs in found.items() if leg in legs),
-        key=lambda item: -item[0],
-    )
-    return {key: rank for rank, (_, key) in enumerate(scored[:depth], 1)}
+def _best(values: npt.NDArray[np.float64], depth: int) -> list[int]:
+    """The positions of the *depth* highest positive *values*."""
+    scored = np.flatnonzero(values > 0)
+    if len(scored) > depth:
+        scored = scored[np.argpartition(-values[scored], depth - 1)[:depth]]
+    return [int(p) for p in scored]
+
+
+_LEGS = ("dense", "lexical", "dense_context", "lexical_context")
+
+
+#: A pooled chunk and its score in each of ``_LEGS``.
+_Row = tuple[ChunkRecord, tuple[float, float, float, float]]
+
+
+def _ranked(rows: Sequence[_Row], depth: int) -> list[Candidate]:
+    """The pooled chunks some leg ranks among its *depth* best, with their rank in each leg
+    (a lexical leg gives no rank to a chunk with none of the query's words)."""
+    ranks: list[dict[str, int | None]] = [dict.fromkeys(_LEGS) for _ in rows]
+    for column, leg in enumerate(_LEGS):
+        order = sorted(range(len(rows)), key=lambda i: (-rows[i][1][column], rows[i][0].chunk_hash))
+        for place, i in enumerate(order, 1):
+            if leg.startswith("lexical") and rows[i][1][column] <= 0:
+                break
+            ranks[i][leg] = place
+    return [
+        Candidate(
+            record=record,
+            dense=scores[0],
+            lexical=scores[1],
+            dense_context=scores[2],
+            lexical_context=scores[3],
+            ranks=rank,
+        )
+        for (record, scores), rank in zip(rows, ranks, strict=True)
+        if any(place is not None and place <= depth for place in rank.values())
+    ]
+
+
+def _session(content: str) -> str | None:
+    match = _SESSION.search(content)
+    return None if match is None else match.group(1)
+
+
+def _neighbours(
+    records: Sequence[ChunkRecord],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """For each chunk, the chunk just before and just after it in the same daily file and
+    session (-1: none). Entries without a session anchor are one another's neighbours."""
+    previous = np.full(len(records), -1, np.int64)
+    following = np.full(len(records), -1, np.int64)
+    order = sorted(range(len(records)), key=lambda i: (records[i].source, records[i].start_line))
+    sessions = [_session(record.content) for record in records]
+    for a, b in itertools.pairwise(order):
+        if records[a].source == records[b].source and sessions[a] == sessions[b]:
+            following[a], previous[b] = b, a
+    return previous, following
+
+
+def _context_share(generation: Generation) -> float:
+    """How much the context legs count in *generation*, from how much more alike neighbours
+    are than any two chunks (their facts' mean vectors, on a fixed sample of pairs)."""
+    linked = np.flatnonzero(generation.next >= 0)
+    size = len(generation.records)
+    if len(linked) == 0 or size < 3 or not len(generation.dense.owners):
+        return 0.0
+    step = max(1, len(linked) // COHERENCE_PAIRS)
+    firsts = linked[::step][:COHERENCE_PAIRS]
+    seconds = generation.next[firsts]
+    spread = np.random.default_rng(size)
+    left = spread.integers(0, size, COHERENCE_PAIRS)
+    right = spread.integers(0, size, COHERENCE_PAIRS)
+    apart = left != right
+    left, right = left[apart], right[apart]
+    wanted = np.unique(np.concatenate([firsts, seconds, left, right]))
+    vectors = dict(zip(wanted.tolist(), _chunk_vectors(generation, wanted), strict=True))
+
+    def mean_cosine(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> float:
+        x = np.stack([vectors[i] for i in a.tolist()])
+        y = np.stack([vectors[i] for i in b.tolist()])
+        return float(np.mean(np.sum(x * y, axis=1)))
+
+    coherence = mean_cosine(firsts, seconds) - mean_cosine(left, right)
+    return float(np.clip((coherence - COHERENCE_FLOOR) / COHERENCE_SPAN, 0.0, 1.0))
+
+
+def _chunk_vectors(
+    generation: Generation, positions: npt.NDArray[np.int64]
+) -> list[npt.NDArray[np.float32]]:
+    """The unit mean of each chunk's fact vectors (zeros for a chunk without any)."""
+    found = []
+    for p in positions.tolist():
+        vectors = generation.vectors(p)
+        mean = vectors.mean(axis=0) if len(vectors) else np.zeros(generation.dense.dimension)
+        norm = float(np.linalg.norm(mean))
+        found.append((mean / norm if norm > 0 else mean).astype(np.float32))
+    return found

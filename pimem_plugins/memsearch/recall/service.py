@@ -35,7 +35,7 @@ from pimem_core.conflicts import blank_conflicts, without_marker_lines
 from pimem_core.types import Scope, SearchHit
 from pimem_plugins.memsearch.recall import cache
 from pimem_plugins.memsearch.recall.cache import Stamp
-from pimem_plugins.memsearch.recall.ranking import DEPTH, rank
+from pimem_plugins.memsearch.recall.ranking import DEPTH, rank, weights_for
 from pimem_plugins.memsearch.recall.read_model import ChunkRecord, Generation, ReadModel
 from pimem_plugins.memsearch.recall.text import facts, tokens
 
@@ -116,6 +116,8 @@ class Recall:
         self._overlay_saved = 0.0
         #: Chunks waiting for their facts' vectors, longest first (popped from the end).
         self._backfill: list[ChunkRecord] = []
+        # The worker and an index run's completion both embed the waiting facts.
+        self._backfill_lock = threading.Lock()
         #: Where the read model came from, for ``pimem status``.
         self.origin = "not loaded"
         #: What index runs took in before the read model loaded (see :meth:`adopt`).
@@ -292,6 +294,16 @@ class Recall:
             self._stamps[source] = (-1, -1)
         self._dirty_since = self._dirty_since or time.monotonic()
 
+    def complete(self) -> None:
+        """Bring the read model to the store's files with every chunk's facts embedded, and
+        save it. An index run ends with this (in the process that ran it), so the first
+        search after ``pimem index``, a pull or a clone ranks as the searches after it do."""
+        self.load()
+        self.refresh()
+        while self._backfill_some():
+            pass
+        self.save()
+
     def _save_overlay(self) -> None:
         self._overlay_saved = time.monotonic()
         directory = self._collection.cache_dir()
@@ -402,16 +414,17 @@ class Recall:
     def _backfill_some(self) -> bool:
         """Embed the facts of one batch of chunks that have only their chunk vector; ``False``
         when there are none left. Shortest first: a batch pads to its longest fact."""
-        if not self._backfill:
-            self._backfill = sorted(self._waiting(), key=lambda r: -len(r.content))
+        with self._backfill_lock:
             if not self._backfill:
-                return False
-        batch: list[ChunkRecord] = []
-        count = 0
-        while self._backfill and count < BACKFILL_BATCH:
-            record = self._backfill.pop()
-            batch.append(record)
-            count += len(facts(record.content))
+                self._backfill = sorted(self._waiting(), key=lambda r: -len(r.content))
+                if not self._backfill:
+                    return False
+            batch: list[ChunkRecord] = []
+            count = 0
+            while self._backfill and count < BACKFILL_BATCH:
+                record = self._backfill.pop()
+                batch.append(record)
+                count += len(facts(record.content))
         ready = [_ready(record) for record in batch]
         vectors = self._embed_facts(ready)
         # A chunk forgotten meanwhile stays forgotten.
@@ -457,8 +470,10 @@ class Recall:
         self.refresh(inline=INLINE_CHUNKS)
         query = self._collection.encode([text])[0]
         query_tokens = tokens(text)
-        candidates = self.model.candidates(query, query_tokens, DEPTH)
-        return rank(candidates, query_tokens, top_k, self.model.idf)
+        candidates, context_share = self.model.candidates(query, query_tokens, DEPTH)
+        return rank(
+            candidates, query_tokens, top_k, self.model.idf, weights=weights_for(context_share)
+        )
 
     def similar(self, text: str, top_k: int) -> tuple[tuple[SearchHit, float], ...]:
         """The best hits with their relevance (auto-context filters on it)."""

@@ -2,12 +2,17 @@
 
 An entry's anchor comment and its headings are metadata: the words that matter are the body's.
 Identifiers, versions and file names (``auth_service.py``, ``0.19.0``, ``POST /v1/users``) are
-single words to a person who types them, so they stay whole tokens.
+single words to a person who types them, so they stay whole tokens. Plain words lose their
+common English endings (``donated``, ``donates`` and ``donating`` are one word): people ask in
+another tense than they wrote. The day an entry was written is in its file's name, not in its
+text; :func:`day_words` gives it in the words a question uses ("in May 2023", "on 3 May").
 """
 
 from __future__ import annotations
 
+import os
 import re
+from datetime import date
 
 from bm25s.stopwords import STOPWORDS_EN
 
@@ -17,6 +22,21 @@ _BULLET = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,3}[.)])\s+")
 # A word, or words joined by the punctuation of paths, versions and identifiers.
 _TOKEN = re.compile(r"\w+(?:[./:@+\-]\w+)*")
 _STOP_WORDS = frozenset(STOPWORDS_EN)
+_DAY_FILE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md")
+_MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
 
 
 def clean_text(content: str) -> str:
@@ -44,10 +64,48 @@ def facts(content: str) -> tuple[str, ...]:
     return tuple(text for text in texts if text) or (clean_text(content),)
 
 
+def stem(word: str) -> str:
+    """*word* without a common English ending; short words, numbers and compounds as they are."""
+    if len(word) <= 4 or not word.isalpha():
+        return word
+    if word.endswith(("ies", "ied")):
+        return word[:-3] + "y"  # "parties", "tried"
+    if word.endswith(("sses", "xes", "zes", "ches", "shes")):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    for ending in ("ingly", "edly", "ing", "ed", "ly"):
+        if word.endswith(ending) and len(word) - len(ending) >= 3:
+            word = word[: -len(ending)]
+            if word[-1] == word[-2] and word[-1] not in "lsz":
+                word = word[:-1]  # "planned", "running"
+            break
+    # "donate" as "donated" and "donates" became
+    return word[:-1] if len(word) > 4 and word.endswith("e") else word
+
+
 def tokens(text: str) -> list[str]:
-    """The lexical words of *text*: lower case, stop words left out, compounds kept whole."""
+    """The lexical words of *text*: lower case, stop words left out, compounds kept whole,
+    plain words stemmed."""
     return [
-        token
+        stem(token)
         for token in (match.group().lower() for match in _TOKEN.finditer(text))
         if token not in _STOP_WORDS
     ]
+
+
+def day_words(source: str) -> str:
+    """The day a daily memory file holds, as words (``"3 may 2023"``); ``""`` for other files."""
+    match = _DAY_FILE.fullmatch(os.path.basename(source))
+    if match is None:
+        return ""
+    try:
+        day = date(int(match[1]), int(match[2]), int(match[3]))
+    except ValueError:
+        return ""
+    return f"{day.day} {_MONTHS[day.month - 1]} {day.year}"
+
+
+def lexical_words(content: str, source: str) -> list[str]:
+    """What the lexical leg indexes of a chunk: its clean text's words and its day's."""
+    return tokens(f"{clean_text(content)} {day_words(source)}")

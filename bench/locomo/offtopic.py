@@ -1,0 +1,66 @@
+"""Questions the development conversations never answer, asked the way their own questions are.
+
+Each names one of the conversation's people and a subject no turn of that conversation
+mentions (checked against the development conversations' text when they were written): the
+relevance of pimem's best hit for them should fall below the documented threshold.
+"""
+
+from __future__ import annotations
+
+#: (conversation, question): at least 50, spread over the development conversations.
+OFF_TOPIC: tuple[tuple[str, str], ...] = (
+    ("conv-41", "What did John say about his scuba diving certification?"),
+    ("conv-41", "Which cryptocurrency did Maria invest in?"),
+    ("conv-41", "What kind of motorcycle does John ride?"),
+    ("conv-41", "Which opera did Maria see in Vienna?"),
+    ("conv-41", "What did John think of the new espresso machine?"),
+    ("conv-41", "How did Maria do in the chess tournament?"),
+    ("conv-41", "When did John learn to play the bagpipes?"),
+    ("conv-42", "What did Nate say about his trip to Iceland?"),
+    ("conv-42", "Which programming language is Joanna learning for her job?"),
+    ("conv-42", "What did Joanna say about her grandfather's clock repair?"),
+    ("conv-42", "How long has Nate been practicing archery?"),
+    ("conv-42", "Which marathon did Joanna run last spring?"),
+    ("conv-42", "What is the name of Nate's sailboat?"),
+    ("conv-42", "What did Joanna say about the solar panels on her roof?"),
+    ("conv-43", "What did Tim say about his kidney surgery?"),
+    ("conv-43", "Which harpsichord piece is John rehearsing?"),
+    ("conv-43", "What did Tim buy at the antique auction?"),
+    ("conv-43", "How did John's beekeeping go this year?"),
+    ("conv-43", "Which stock did Tim sell before the crash?"),
+    ("conv-43", "What did John think of the sushi restaurant downtown?"),
+    ("conv-43", "When did Tim start learning to knit?"),
+    ("conv-44", "What did Audrey say about her pottery kiln?"),
+    ("conv-44", "Which electric car did Andrew lease?"),
+    ("conv-44", "What did Andrew say about the stand-up comedy show?"),
+    ("conv-44", "How did Audrey's welding apprenticeship go?"),
+    ("conv-44", "Which glacier did Andrew fly over in a helicopter?"),
+    ("conv-44", "What did Audrey think of the ballet performance?"),
+    ("conv-44", "When did Andrew take up paragliding?"),
+    ("conv-47", "What did James say about his snowboarding injury?"),
+    ("conv-47", "Which jazz saxophonist does John admire?"),
+    ("conv-47", "What did James say about the lawsuit against his landlord?"),
+    ("conv-47", "How did John's mortgage refinancing go?"),
+    ("conv-47", "Which telescope did James buy for stargazing?"),
+    ("conv-47", "What did John say about the karaoke night?"),
+    ("conv-47", "When did James visit the pyramids in Egypt?"),
+    ("conv-48", "What did Deborah say about her bakery's sourdough?"),
+    ("conv-48", "Which marathon did Jolene train for?"),
+    ("conv-48", "What did Jolene say about her broken laptop?"),
+    ("conv-48", "How did Deborah's driving test go?"),
+    ("conv-48", "Which podcast about true crime does Jolene listen to?"),
+    ("conv-48", "What did Deborah think of the ice hockey game?"),
+    ("conv-48", "When did Jolene start collecting vinyl records?"),
+    ("conv-49", "What did Evan say about his cousin's submarine tour?"),
+    ("conv-49", "Which board game did Sam invent?"),
+    ("conv-49", "What did Sam say about the accordion he bought?"),
+    ("conv-49", "How did Evan's chemistry exam go?"),
+    ("conv-49", "Which lighthouse did Sam restore?"),
+    ("conv-49", "What did Evan think of the opera in Milan?"),
+    ("conv-49", "When did Sam adopt a parrot?"),
+    ("conv-49", "What did Evan say about the bitcoin mining rig?"),
+    ("conv-41", "Where did the plumber find the leak in the basement?"),
+    ("conv-43", "Which dentist fixed the cracked molar?"),
+    ("conv-47", "What firmware version did the smart thermostat need?"),
+    ("conv-49", "Which airline lost the luggage on the flight to Tokyo?"),
+)
