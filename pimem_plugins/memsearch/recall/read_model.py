@@ -487,11 +487,19 @@ def _session(content: str) -> str | None:
 def _neighbours(
     records: Sequence[ChunkRecord],
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """For each chunk, the chunk just before and just after it in the same daily file and
-    session (-1: none). Entries without a session anchor are one another's neighbours."""
+    """For each chunk, the one before and the one after it among the chunks of its session in
+    the same daily file (-1: none); other sessions' entries between them do not count. Chunks
+    without a session anchor are the neighbours of one another."""
     previous = np.full(len(records), -1, np.int64)
     following = np.full(len(records), -1, np.int64)
-    order = sorted(range(len(records)), key=lambda i: (records[i].source, records[i].start_line))
+    order = sorted(
+        range(len(records)),
+        key=lambda i: (
+            records[i].source,
+            _session(records[i].content) or "",
+            records[i].start_line,
+        ),
+    )
     sessions = [_session(record.content) for record in records]
     for a, b in itertools.pairwise(order):
         if records[a].source == records[b].source and sessions[a] == sessions[b]:
