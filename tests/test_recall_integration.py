@@ -20,6 +20,7 @@ from pimem_core import Pimem
 from pimem_core.offline_model import OfflineModel
 from pimem_core.types import Anchor, ChunkAddress, Entry, Scope, SearchQuery
 from pimem_plugins.memsearch.index import MemsearchMemoryIndex
+from pimem_plugins.memsearch.recall import cache
 from pimem_plugins.memsearch.recall.service import Recall
 
 from conftest import make_pimem
@@ -241,3 +242,32 @@ def test_read_your_writes_and_forget_against_a_milvus_server(
     assert fresh in hit.content
     pimem.forget_entry(scope, ChunkAddress(section=pimem.expand_chunk(scope, hit.chunk_hash)))
     assert not any("nightly export" in text for text in search(pimem, scope, "nightly export"))
+
+
+def test_the_first_search_after_an_index_run_ranks_by_every_fact(
+    memsearch_home: Path, repo: Path
+) -> None:
+    """Day files that arrived as a pull or a clone does (nothing of pimem's saw them): the index
+    run leaves the read model complete, in this process and in the cache the next one loads."""
+    memory = repo / ".memsearch" / "memory"
+    memory.mkdir(parents=True)
+    (memory / "2026-08-12.md").write_text(
+        "\n## Session 10:00\n\n### 10:00\n"
+        "<!-- session:s1 turn:t1 transcript:/t/s1.jsonl -->\n"
+        "- chose Redis for the hot cache\n- the ledger lives in Postgres\n\n"
+    )
+    pimem = make_pimem({"PIMEM_DB_LINGER_MS": "0"})
+    scope = pimem.resolve_scope(repo)
+    assert pimem.index_memory(scope, "test").indexed_chunks == 1
+    recall = recall_of(pimem, scope)
+    assert recall.loaded
+    assert recall.pending_facts() == 0
+    hits = pimem.search_memory(scope, SearchQuery(text="where does the ledger live", top_k=1))
+    assert hits[0].legs[0].name == "dense"
+    # The best fact's cosine, not the whole chunk's: the ledger bullet alone answers.
+    assert hits[0].legs[0].score > 0.6
+    directory = recall._collection.cache_dir()
+    assert directory is not None
+    saved = cache.load(directory)
+    assert saved is not None
+    assert saved.generation.without_facts == 0
