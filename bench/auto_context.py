@@ -43,6 +43,8 @@ TARGET_RSS_MB = 700.0
 #: Issue 16's, with pimem's relevance: answerable prompts given their entry, no-answer prompts
 #: injected, prompts at a session's pace (1.5 s apart) and a bridge warm after its spawn.
 TARGET_SERVED = {2_000: 0.60, 20_000: 0.40}
+#: Issue 27's: answerable prompts served as a share of the served ceiling, at both sizes.
+TARGET_OF_CEILING = 0.75
 TARGET_NO_ANSWER_INJECTED = 0.02
 TARGET_SPACED_P95_MS = {20_000: 25.0}
 TARGET_WARM_S = {20_000: 5.0}

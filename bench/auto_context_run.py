@@ -26,6 +26,7 @@ from bench import latency, read_model
 from bench.auto_context import (
     HOST_CAP_MS,
     TARGET_NO_ANSWER_INJECTED,
+    TARGET_OF_CEILING,
     TARGET_P95_MS,
     TARGET_RSS_MB,
     TARGET_SERVED,
@@ -224,6 +225,20 @@ def relevance_targets(chunks: int, relevance: Mapping[str, Any]) -> list[dict[st
                 "detail": f"{ours['answerable_prompts_served']} of "
                 f"{ours['answerable_prompts']}; {contrast}",
                 "met": served >= TARGET_SERVED[chunks],
+            }
+        )
+    ceiling = relevance.get("served_ceiling")
+    if chunks in TARGET_SERVED and ceiling:
+        share = ours["answerable_prompts_served"] / ceiling
+        checks.append(
+            {
+                "target": f"relevance floor {ours['floor']:g}: answerable prompts served >= "
+                f"{TARGET_OF_CEILING:.0%} of what a perfect ranker could serve",
+                "chunks": chunks,
+                "measured": share,
+                "unit": "share",
+                "detail": f"{ours['answerable_prompts_served']} of {ceiling:.1f}",
+                "met": share >= TARGET_OF_CEILING,
             }
         )
     checks.append(
