@@ -82,7 +82,8 @@ def test_neighbours_are_the_entries_around_in_the_same_file_and_session() -> Non
 
     assert linked(generation.next) == {"a": "b", "b": "c", "c": None, "d": None, "e": None}
     assert linked(generation.previous) == {"a": None, "b": "a", "c": "b", "d": None, "e": None}
-    assert {keys[p] for p in generation.around([keys.index("a")])} == {"a", "b", "c"}
+    around = generation.around(np.array([keys.index("a")], np.int64))
+    assert {keys[p] for p in around.tolist()} == {"a", "b", "c"}
 
 
 def conversation(alike: bool) -> Generation:
@@ -129,7 +130,9 @@ def near(close: int, own: int) -> npt.NDArray[np.float32]:
 
 
 def test_a_reply_is_found_by_the_question_next_to_it_in_a_conversation() -> None:
-    model = ReadModel(Generation.build(dialogue()))
+    generation = Generation.build(dialogue())
+    generation.context_share = 1.0  # as a store of whole conversations measures
+    model = ReadModel(generation)
     query = vector(1, 2)[0] * 0.2 + vector(1)[0]
     query /= np.linalg.norm(query)
     words = tokens("which city did she move to")

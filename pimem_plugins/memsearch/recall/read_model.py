@@ -144,15 +144,16 @@ class Generation:
     def entries(self) -> list[tuple[ChunkRecord, npt.NDArray[np.float32]]]:
         return [(record, self.vectors(i)) for i, record in enumerate(self.records)]
 
-    def around(self, positions: Iterable[int]) -> set[int]:
-        """*positions* and their neighbours up to ``REACH`` away."""
-        found = set(positions)
+    def around(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """*positions* and their neighbours up to ``REACH`` away, each once, in order."""
+        found = [positions]
         for links in (self.previous, self.next):
-            step = list(found)
+            at = positions
             for _ in range(REACH):
-                step = [int(links[p]) for p in step if links[p] >= 0]
-                found.update(step)
-        return found
+                at = links[at]
+                at = at[at >= 0]
+                found.append(at)
+        return np.unique(np.concatenate(found))
 
     def context_sum(self, values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """Each chunk's value plus its neighbours' (up to ``REACH`` away), for every chunk."""
@@ -166,29 +167,39 @@ class Generation:
                 total[reached] += values[at[reached]]
         return total
 
-    def context_mean(self, position: int, values: dict[int, float]) -> float:
-        """The mean of *values* over *position* and its neighbours (each must be in it)."""
-        found = [values[position]]
+    def context_mean(
+        self, positions: npt.NDArray[np.int64], values: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.float64]:
+        """The mean of *values* over each of *positions* and its neighbours (every one of
+        them must hold a value)."""
+        total = values[positions].copy()
+        count = np.ones(len(positions))
         for links in (self.previous, self.next):
-            at = position
+            at = positions.copy()
             for _ in range(REACH):
-                at = int(links[at])
-                if at < 0:
-                    break
-                found.append(values[at])
-        return sum(found) / len(found)
+                linked = at >= 0
+                at[linked] = links[at[linked]]
+                reached = at >= 0
+                total[reached] += values[at[reached]]
+                count[reached] += 1
+        mean: npt.NDArray[np.float64] = total / count
+        return mean
 
-    def best_cosines(self, positions: Sequence[int], query: npt.NDArray[np.float32]) -> list[float]:
+    def best_cosines(
+        self, positions: npt.NDArray[np.int64], query: npt.NDArray[np.float32]
+    ) -> npt.NDArray[np.float64]:
         """Each chunk's best fact cosine with *query* (0 for a chunk without vectors)."""
-        starts, ends = self.starts[list(positions)], self.starts[[p + 1 for p in positions]]
-        ids = np.concatenate(
-            [np.arange(a, b) for a, b in zip(starts, ends, strict=True)] or [np.zeros(0, np.int64)]
-        )
+        starts, ends = self.starts[positions], self.starts[positions + 1]
+        counts = ends - starts
+        found = np.zeros(len(positions))
+        if not counts.sum():
+            return found
+        # Every fact of the chunks, chunk after chunk: fact j of a chunk is its start + j.
+        offsets = np.cumsum(counts) - counts
+        ids = np.repeat(starts - offsets, counts) + np.arange(int(counts.sum()))
         cosines = self.dense.gather(ids.astype(np.int64)) @ query
-        found, offset = [], 0
-        for count in (ends - starts).tolist():
-            found.append(float(cosines[offset : offset + count].max()) if count else 0.0)
-            offset += count
+        having = counts > 0
+        found[having] = np.maximum.reduceat(cosines, offsets[having])
         return found
 
 
@@ -277,25 +288,31 @@ class ReadModel:
         """The chunks any leg ranks among its *depth* best, each with every leg's score, and
         the context share of the generation they were scored on.
 
-        The pool: the dense leg's best chunks and their neighbours (a chunk whose own words
-        miss may sit next to the ones that hold the answer), the best of both lexical legs
-        (BM25 is scored for every chunk at once), and the overlay's chunks."""
+        The pool: the dense leg's best chunks, the best of both lexical legs (BM25 is scored
+        for every chunk at once, and a context's sum from it), and the overlay's chunks. The
+        context legs are left out where the store's context share is 0."""
         with self._lock:
             generation = self._generation
             hidden = self._removed | self._added.keys()
             removed = set(self._removed)
             pending, pending_vectors, pending_owner, retexted = self._stack()
         positions = generation.positions
+        in_context = generation.context_share > 0
+        unseen = np.zeros(len(generation.records), bool)
+        unseen[[positions[key] for key in hidden if key in positions]] = True
         # A chunk whose vectors changed but not its text keeps its words in the generation.
         lexical = generation.lexical.scores(query_tokens)
         lexical[[positions[key] for key in removed | retexted if key in positions]] = 0.0
-        lexical_context = generation.context_sum(lexical)
         dense = generation.dense.search(query_vector, depth + len(hidden))
-        seeds = [int(p) for p in dense.positions if generation.records[p].chunk_hash not in hidden]
-        pool = generation.around(seeds)
-        pool.update(_best(lexical, depth))
-        pool.update(_best(lexical_context, depth))
-        pool = {p for p in pool if generation.records[p].chunk_hash not in hidden}
+        seeds = dense.positions[~unseen[dense.positions]]
+        pool = [seeds, _best(lexical, depth)]
+        if in_context:
+            lexical_context = generation.context_sum(lexical)
+            pool.append(_best(lexical_context, depth))
+        else:
+            lexical_context = lexical
+        pooled = np.unique(np.concatenate(pool))
+        pooled = pooled[~unseen[pooled]]
         best = np.full(len(pending), -1.0, np.float32)
         if pending:
             np.maximum.at(best, pending_owner, pending_vectors @ query_vector)
@@ -306,40 +323,29 @@ class ReadModel:
             for i, item in enumerate(pending)
             if item.record.chunk_hash in positions and item.record.chunk_hash not in retexted
         }
+        places = np.array(sorted(placed.values()), np.int64)
+        scored = np.union1d(pooled, places)
         # The cosine of every chunk scored and of its neighbours (a context's mean needs them).
-        needed = sorted(generation.around(pool | set(placed.values())))
-        cosine = dict(zip(needed, generation.best_cosines(needed, query_vector), strict=True))
-        cosine.update({place: float(best[i]) for i, place in placed.items()})
-        rows: list[_Row] = [
-            (
-                generation.records[p],
-                (
-                    cosine[p],
-                    float(lexical[p]),
-                    generation.context_mean(p, cosine),
-                    float(lexical_context[p]),
-                ),
-            )
-            for p in sorted(pool)
-        ]
+        needed = generation.around(scored) if in_context else scored
+        cosine = np.zeros(len(generation.records))
+        cosine[needed] = generation.best_cosines(needed, query_vector)
+        for i, place in placed.items():
+            cosine[place] = best[i]
+        dense_context = generation.context_mean(scored, cosine) if in_context else cosine[scored]
+        context_of = dict(zip(scored.tolist(), dense_context.tolist(), strict=True))
+        records = [generation.records[p] for p in pooled.tolist()]
+        rows = [(cosine[p], lexical[p], context_of[p], lexical_context[p]) for p in pooled.tolist()]
         words = generation.lexical.score_documents(query_tokens, [item.tokens for item in pending])
         for i, item in enumerate(pending):
-            place = placed.get(i)
-            if place is None:  # new: no neighbours until the overlay is folded
-                rows.append((item.record, (float(best[i]), words[i], float(best[i]), words[i])))
+            records.append(item.record)
+            at = placed.get(i)
+            if at is None:  # new: no neighbours until the overlay is folded
+                rows.append((float(best[i]), words[i], float(best[i]), words[i]))
             else:
-                rows.append(
-                    (
-                        item.record,
-                        (
-                            float(best[i]),
-                            float(lexical[place]),
-                            generation.context_mean(place, cosine),
-                            float(lexical_context[place]),
-                        ),
-                    )
-                )
-        return _ranked(rows, depth), generation.context_share
+                rows.append((best[i], lexical[at], context_of[at], lexical_context[at]))
+        return _ranked(records, np.array(rows, np.float64).reshape(-1, 4), depth), (
+            generation.context_share
+        )
 
     def idf(self, token: str) -> float:
         return self.generation().lexical.idf(token)
@@ -440,42 +446,40 @@ class ReadModel:
         return self._stacked
 
 
-def _best(values: npt.NDArray[np.float64], depth: int) -> list[int]:
+def _best(values: npt.NDArray[np.float64], depth: int) -> npt.NDArray[np.int64]:
     """The positions of the *depth* highest positive *values*."""
     scored = np.flatnonzero(values > 0)
     if len(scored) > depth:
         scored = scored[np.argpartition(-values[scored], depth - 1)[:depth]]
-    return [int(p) for p in scored]
+    return scored.astype(np.int64)
 
 
 _LEGS = ("dense", "lexical", "dense_context", "lexical_context")
 
 
-#: A pooled chunk and its score in each of ``_LEGS``.
-_Row = tuple[ChunkRecord, tuple[float, float, float, float]]
-
-
-def _ranked(rows: Sequence[_Row], depth: int) -> list[Candidate]:
-    """The pooled chunks some leg ranks among its *depth* best, with their rank in each leg
-    (a lexical leg gives no rank to a chunk with none of the query's words)."""
-    ranks: list[dict[str, int | None]] = [dict.fromkeys(_LEGS) for _ in rows]
+def _ranked(
+    records: Sequence[ChunkRecord], scores: npt.NDArray[np.float64], depth: int
+) -> list[Candidate]:
+    """The pooled chunks (*scores*: a row per chunk, a column per leg of ``_LEGS``) some leg
+    ranks among its *depth* best, with their rank in each leg (a lexical leg gives no rank to a
+    chunk with none of the query's words)."""
+    ranks = np.zeros(scores.shape, np.int64)
     for column, leg in enumerate(_LEGS):
-        order = sorted(range(len(rows)), key=lambda i: (-rows[i][1][column], rows[i][0].chunk_hash))
-        for place, i in enumerate(order, 1):
-            if leg.startswith("lexical") and rows[i][1][column] <= 0:
-                break
-            ranks[i][leg] = place
+        order = np.argsort(-scores[:, column], kind="stable")
+        ranks[order, column] = np.arange(1, len(order) + 1)
+        if leg.startswith("lexical"):
+            ranks[scores[:, column] <= 0, column] = 0
+    kept = ((ranks > 0) & (ranks <= depth)).any(axis=1)
     return [
         Candidate(
-            record=record,
-            dense=scores[0],
-            lexical=scores[1],
-            dense_context=scores[2],
-            lexical_context=scores[3],
-            ranks=rank,
+            record=records[i],
+            dense=float(scores[i, 0]),
+            lexical=float(scores[i, 1]),
+            dense_context=float(scores[i, 2]),
+            lexical_context=float(scores[i, 3]),
+            ranks={leg: int(ranks[i, c]) or None for c, leg in enumerate(_LEGS)},
         )
-        for (record, scores), rank in zip(rows, ranks, strict=True)
-        if any(place is not None and place <= depth for place in rank.values())
+        for i in np.flatnonzero(kept).tolist()
     ]
 
 
