@@ -17,6 +17,7 @@ from test_serve import Bridge
 
 from pimem_core.offline_model import OfflineModel
 from pimem_core.types import Anchor, Entry
+from pimem_plugins.memsearch.recall import cache
 from pimem_plugins.memsearch.recall.service import INLINE_CHUNKS
 from pimem_plugins.shared.layout import derive_collection
 
@@ -269,6 +270,19 @@ def test_a_running_session_finds_a_pulled_day_on_its_next_search(
         bridge.close()
 
 
+def waiting_for_facts(env: dict[str, str], clone: Path) -> int:
+    """Chunks of *clone*'s saved read model (its base and overlay) still without their facts."""
+    memory = str((clone / ".memsearch" / "memory").resolve())
+    found = 0
+    for directory in (Path(env["HOME"]) / ".cache" / "pimem" / "read-model").iterdir():
+        saved = cache.load(directory)
+        if saved is None:
+            continue
+        records = [*saved.generation.records, *(record for record, _ in saved.added)]
+        found += sum(1 for r in records if r.source.startswith(memory) and not r.facts_ready)
+    return found
+
+
 def test_a_pulled_day_is_found_by_the_next_search_however_many_entries_it_holds(
     env: dict[str, str], alice: Path
 ) -> None:
@@ -284,6 +298,8 @@ def test_a_pulled_day_is_found_by_the_next_search_however_many_entries_it_holds(
     said, hits = search(env, bob, "how do we deploy on Fridays")
     assert said == caught_up("1 daily memory file")
     assert "deploys go blue-green on Fridays" in str(hits[0]["content"])
+    # Ranked by their facts from the first search on: the catch-up embedded them.
+    assert waiting_for_facts(env, bob) == 0
     said, hits = search(env, bob, "which port did service 7 move to")
     assert said == ""
     assert "service 7 moved to port 9007" in str(hits[0]["content"])

@@ -314,9 +314,10 @@ class MemsearchMemoryIndex:
                 paths = tuple(Path(day.path) for day in left)
                 report = engine.index(scope, paths, None, budget=budget)
                 failed = {failure.path for failure in report.failed_files}
-                self._adopt([p for p in map(str, paths[: report.total_files]) if p not in failed])
+                taken = [p for p in map(str, paths[: report.total_files]) if p not in failed]
+                self._adopt(taken)
                 if self.recall is not None:
-                    self.recall.complete()
+                    self.recall.complete(taken)
                 return len(left), report
 
             return self._run("index", index, call, None)

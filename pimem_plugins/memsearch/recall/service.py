@@ -294,15 +294,35 @@ class Recall:
             self._stamps[source] = (-1, -1)
         self._dirty_since = self._dirty_since or time.monotonic()
 
-    def complete(self) -> None:
-        """Bring the read model to the store's files with every chunk's facts embedded, and
-        save it. An index run ends with this (in the process that ran it), so the first
-        search after ``pimem index``, a pull or a clone ranks as the searches after it do."""
+    def complete(self, sources: Sequence[str] | None = None) -> None:
+        """Bring the read model to the store's files with the facts of every chunk embedded
+        (of *sources*' chunks only, when given), and save it. An index run ends with this, in
+        the process that ran it: the first search after ``pimem index``, a pull or a clone
+        ranks as the searches after it do. A search's catch-up names what it indexed, and
+        leaves older chunks still waiting for their facts to the background."""
         self.load()
         self.refresh()
-        while self._backfill_some():
-            pass
-        self.save()
+        if sources is None:
+            while self._backfill_some():
+                pass
+            self.save()
+            return
+        wanted = set(sources)
+        waiting = [record for record in self._waiting() if record.source in wanted]
+        for start in range(0, len(waiting), BACKFILL_BATCH):
+            ready = [_ready(record) for record in waiting[start : start + BACKFILL_BATCH]]
+            vectors = self._embed_facts(ready)
+            # A chunk forgotten meanwhile stays forgotten.
+            self.model.apply(
+                pair
+                for pair in zip(ready, vectors, strict=True)
+                if pair[0].chunk_hash in self.model
+            )
+        if waiting:
+            self._dirty_since = self._dirty_since or time.monotonic()
+            with self._refresh_lock:
+                self._save_overlay()
+            self._wake_worker()
 
     def _save_overlay(self) -> None:
         self._overlay_saved = time.monotonic()
