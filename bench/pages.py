@@ -189,9 +189,11 @@ make bench BENCH_ARGS="--only quality --sizes 10000 --seeds 1 --workdir /tmp/pim
 ```
 
 Search is pimem's own ranker (the default) everywhere, beside memsearch's hybrid search on the
-same collection in the same run (`PIMEM_RANKER=memsearch` selects it; it is the baseline). Every
-setting of pimem's ranker was chosen on the 1,000-entry quality world of seed 0 and is reported
-fixed on every other world, size and part.
+same collection in the same run (`PIMEM_RANKER=memsearch` selects it; it is the baseline). The
+settings of pimem's ranker were chosen on two development sets together: the quality worlds
+(generated coding memory) and LoCoMo's development conversations (public conversational
+memory); they are reported fixed on every other size and part. LoCoMo's held-out conversations
+are never run here.
 
 ## The runs behind this page
 

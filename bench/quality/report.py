@@ -521,14 +521,15 @@ def render(results: Mapping[str, Any], plots: str) -> str:
         "selects: the baseline), both on the same memsearch collection in the same run, with the",
         "offline all-MiniLM-L6-v2 model; memsearch's dense and BM25 halves alone for reference.",
         "pimem's ranker scores a chunk as its best fact (one vector per bullet, which pimem",
-        "computes and keeps in its read model), fuses that with a BM25 leg on the chunk's clean",
-        "text on per-query z-scores, and gives each hit a relevance in [0, 1].",
+        "computes and keeps in its read model), fuses that with a BM25 leg on the chunk's words",
+        "on per-query z-scores (and with context legs where neighbouring entries share a",
+        "subject: none in these worlds, ADR 0018), and gives each hit a relevance in [0, 1].",
         "",
-        "**Every setting was chosen on the 1,000-entry world of seed 0 only** (the dense weight",
-        "0.8 of the fusion, candidates 100 deep per leg, the lexical tokens and BM25 parameters,",
-        f"the relevance function and its threshold {floors.get('pimem_relevance', 0.3):g}) and",
-        "is reported fixed on the others: 10,000 entries of seed 0, and a world of another",
-        "generator seed (1) never used to choose anything. The "
+        "**Settings were chosen on these worlds and LoCoMo's development conversations",
+        "together** (the fusion weights, candidates 100 deep per leg, the lexical words and BM25",
+        f"parameters; the relevance function and its threshold "
+        f"{floors.get('pimem_relevance', 0.3):g} on the 1,000-entry world of seed 0 only), and",
+        "are reported fixed on every size. The "
         f"{len(OFF_TOPIC)} off-topic queries (`bench/quality/offtopic.py`) were written once and",
         "never tuned on.",
         "",
