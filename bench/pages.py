@@ -186,6 +186,7 @@ make bench                       # every part (times below)
 make bench BENCH_ARGS=--quick    # the smallest store of each part: under five minutes
 make bench BENCH_ARGS="--only scaling --workdir /tmp/pimem-bench"   # one part, kept stores
 make bench BENCH_ARGS="--only quality --sizes 10000 --seeds 1 --workdir /tmp/pimem-bench"
+make bench BENCH_ARGS="--only locomo --locomo locomo10.zip"   # data/locomo10.zip of snap-research/locomo
 ```
 
 Search is pimem's own ranker (the default) everywhere, beside memsearch's hybrid search on the
