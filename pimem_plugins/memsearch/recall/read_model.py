@@ -33,9 +33,9 @@ OVERLAY_LIMIT = 256
 REACH = 2
 #: Pairs sampled to measure how much neighbours share a subject (ADR 0018).
 COHERENCE_PAIRS = 2_000
-#: Neighbour coherence (mean cosine of neighbours above that of any two chunks) at which the
-#: context legs start to count, and the span over which they reach their full weight: 0.02 on
-#: generated coding memory, 0.10 to 0.19 on recorded conversations.
+#: Neighbour coherence (the mean cosine of neighbours' first facts above that of any two
+#: chunks') at which the context legs start to count, and the span over which they reach their
+#: full weight: 0.01 to 0.03 on generated coding memory, 0.10 to 0.18 on recorded conversations.
 COHERENCE_FLOOR = 0.03
 COHERENCE_SPAN = 0.07
 _SESSION = re.compile(r"<!--\s*session:(\S+)")
@@ -496,15 +496,11 @@ def _neighbours(
     without a session anchor are the neighbours of one another."""
     previous = np.full(len(records), -1, np.int64)
     following = np.full(len(records), -1, np.int64)
+    sessions = [_session(record.content) for record in records]
     order = sorted(
         range(len(records)),
-        key=lambda i: (
-            records[i].source,
-            _session(records[i].content) or "",
-            records[i].start_line,
-        ),
+        key=lambda i: (records[i].source, sessions[i] or "", records[i].start_line),
     )
-    sessions = [_session(record.content) for record in records]
     for a, b in itertools.pairwise(order):
         if records[a].source == records[b].source and sessions[a] == sessions[b]:
             following[a], previous[b] = b, a
@@ -513,39 +509,23 @@ def _neighbours(
 
 def _context_share(generation: Generation) -> float:
     """How much the context legs count in *generation*, from how much more alike neighbours
-    are than any two chunks (their facts' mean vectors, on a fixed sample of pairs)."""
+    are than any two chunks (each chunk by its first fact, on a fixed sample of pairs)."""
     linked = np.flatnonzero(generation.next >= 0)
     size = len(generation.records)
     if len(linked) == 0 or size < 3 or not len(generation.dense.owners):
         return 0.0
-    step = max(1, len(linked) // COHERENCE_PAIRS)
-    firsts = linked[::step][:COHERENCE_PAIRS]
-    seconds = generation.next[firsts]
+    firsts = linked[:: max(1, len(linked) // COHERENCE_PAIRS)][:COHERENCE_PAIRS]
     spread = np.random.default_rng(size)
     left = spread.integers(0, size, COHERENCE_PAIRS)
     right = spread.integers(0, size, COHERENCE_PAIRS)
     apart = left != right
-    left, right = left[apart], right[apart]
-    wanted = np.unique(np.concatenate([firsts, seconds, left, right]))
-    vectors = dict(zip(wanted.tolist(), _chunk_vectors(generation, wanted), strict=True))
 
     def mean_cosine(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> float:
-        x = np.stack([vectors[i] for i in a.tolist()])
-        y = np.stack([vectors[i] for i in b.tolist()])
+        x = generation.dense.gather(generation.starts[a])
+        y = generation.dense.gather(generation.starts[b])
         return float(np.mean(np.sum(x * y, axis=1)))
 
-    coherence = mean_cosine(firsts, seconds) - mean_cosine(left, right)
+    coherence = mean_cosine(firsts, generation.next[firsts]) - mean_cosine(
+        left[apart], right[apart]
+    )
     return float(np.clip((coherence - COHERENCE_FLOOR) / COHERENCE_SPAN, 0.0, 1.0))
-
-
-def _chunk_vectors(
-    generation: Generation, positions: npt.NDArray[np.int64]
-) -> list[npt.NDArray[np.float32]]:
-    """The unit mean of each chunk's fact vectors (zeros for a chunk without any)."""
-    found = []
-    for p in positions.tolist():
-        vectors = generation.vectors(p)
-        mean = vectors.mean(axis=0) if len(vectors) else np.zeros(generation.dense.dimension)
-        norm = float(np.linalg.norm(mean))
-        found.append((mean / norm if norm > 0 else mean).astype(np.float32))
-    return found
