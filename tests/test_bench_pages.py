@@ -214,7 +214,7 @@ def test_headings_move_down_outside_code_blocks() -> None:
     [
         (
             ["--only", "speed"],
-            "parts are a comma-separated choice of latency, pi, quality, scaling",
+            "parts are a comma-separated choice of latency, pi, quality, locomo, scaling",
         ),
         (["--sizes", "10"], "every size needs at least 100 entries"),
     ],

@@ -323,7 +323,7 @@ def test_the_page_renders_from_the_results_alone() -> None:
     }
     page = render(results, "benchmarks/quality")
     assert page.startswith("# Retrieval quality\n")
-    assert "**Every setting was chosen on the 1,000-entry world of seed 0 only**" in page
+    assert "**Settings were chosen on these worlds and LoCoMo's development conversations" in page
     assert "| paraphrase R@5 >= 0.38 | 10,000, seed 1 | 1.000 (memsearch 0.000) | **met** |" in page
     assert (
         "| 10,000 entries, seed 1 | paraphrase | 1.000 | 0.000 | +1.000 | 1.000 | 0.143 | +0.857 |"

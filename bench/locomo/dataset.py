@@ -137,12 +137,11 @@ def entries(conversation: Conversation) -> Iterator[tuple[Session, Entry]]:
                 turn=turn.dia_id,
                 transcript=f"locomo/{conversation.name}/session_{session.number}.jsonl",
             )
-            text = turn.text.replace("#", "")  # a turn never opens a heading of its own
             yield (
                 session,
                 Entry(
                     anchor=anchor,
-                    content=f"- {turn.speaker} said: {text}",
+                    content=f"- {turn.speaker} said: {turn.text}",
                     written_at=session.started,
                 ),
             )
