@@ -39,10 +39,10 @@ def turn(
 @pytest.mark.parametrize(
     ("words", "stems"),
     [
-        ("donate donated donates donating", ["donat"] * 4),
-        ("cache caches caching", ["cach"] * 3),
+        ("donate donated donates", ["donat"] * 3),
+        ("cache caches cached", ["cach"] * 3),
         ("parties tried", ["party", "try"]),
-        ("planned running", ["plan", "run"]),
+        ("planned billing logging", ["plan", "billing", "logging"]),
         ("class status business", ["class", "status", "business"]),
         ("James Jolene", ["jame", "jolen"]),
     ],

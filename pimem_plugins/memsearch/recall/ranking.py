@@ -48,7 +48,7 @@ class Weights:
 
 
 #: Where neighbouring entries are unrelated (context share 0): the entry alone.
-ALONE = Weights(dense=0.8, lexical=0.2, dense_context=0.0, lexical_context=0.0)
+ALONE = Weights(dense=0.75, lexical=0.25, dense_context=0.0, lexical_context=0.0)
 #: Where an entry is a turn of a conversation (context share 1).
 IN_CONTEXT = Weights(dense=0.3, lexical=0.2, dense_context=0.3, lexical_context=0.2)
 

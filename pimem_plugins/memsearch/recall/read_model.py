@@ -290,7 +290,7 @@ class ReadModel:
 
         The pool: the dense leg's best chunks, the best of both lexical legs (BM25 is scored
         for every chunk at once, and a context's sum from it), and the overlay's chunks. The
-        context legs are left out where the store's context share is 0."""
+        dense context is left out where the store's context share is 0 (it would not count)."""
         with self._lock:
             generation = self._generation
             hidden = self._removed | self._added.keys()
@@ -305,12 +305,10 @@ class ReadModel:
         lexical[[positions[key] for key in removed | retexted if key in positions]] = 0.0
         dense = generation.dense.search(query_vector, depth + len(hidden))
         seeds = dense.positions[~unseen[dense.positions]]
-        pool = [seeds, _best(lexical, depth)]
-        if in_context:
-            lexical_context = generation.context_sum(lexical)
-            pool.append(_best(lexical_context, depth))
-        else:
-            lexical_context = lexical
+        # The best lexical contexts join the pool in every store (where the context legs do
+        # not count, the entries whose neighbours hold the query's words still compete).
+        lexical_context = generation.context_sum(lexical)
+        pool = [seeds, _best(lexical, depth), _best(lexical_context, depth)]
         pooled = np.unique(np.concatenate(pool))
         pooled = pooled[~unseen[pooled]]
         best = np.full(len(pending), -1.0, np.float32)

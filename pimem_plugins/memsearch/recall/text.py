@@ -3,8 +3,9 @@
 An entry's anchor comment and its headings are metadata: the words that matter are the body's.
 Identifiers, versions and file names (``auth_service.py``, ``0.19.0``, ``POST /v1/users``) are
 single words to a person who types them, so they stay whole tokens. Plain words lose their
-common English endings (``donated``, ``donates`` and ``donating`` are one word): people ask in
-another tense than they wrote. The day an entry was written is in its file's name, not in its
+plural and past endings (``donate``, ``donated`` and ``donates`` are one word): people ask in
+another tense than they wrote. ``-ing`` stays: in code memory ``billing`` and ``logging`` are
+names of things, not forms of ``bill`` and ``log``. The day an entry was written is in its file's name, not in its
 text; :func:`day_words` gives it in the words a question uses ("in May 2023", "on 3 May").
 """
 
@@ -65,7 +66,8 @@ def facts(content: str) -> tuple[str, ...]:
 
 
 def stem(word: str) -> str:
-    """*word* without a common English ending; short words, numbers and compounds as they are."""
+    """*word* without its plural or past ending; short words, numbers and compounds as they
+    are."""
     if len(word) <= 4 or not word.isalpha():
         return word
     if word.endswith(("ies", "ied")):
@@ -74,12 +76,10 @@ def stem(word: str) -> str:
         word = word[:-2]
     elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
         word = word[:-1]
-    for ending in ("ingly", "edly", "ing", "ed", "ly"):
-        if word.endswith(ending) and len(word) - len(ending) >= 3:
-            word = word[: -len(ending)]
-            if word[-1] == word[-2] and word[-1] not in "lsz":
-                word = word[:-1]  # "planned", "running"
-            break
+    if word.endswith("ed") and len(word) >= 5:
+        word = word[:-2]
+        if word[-1] == word[-2] and word[-1] not in "lsz":
+            word = word[:-1]  # "planned"
     # "donate" as "donated" and "donates" became
     return word[:-1] if len(word) > 4 and word.endswith("e") else word
 
