@@ -168,7 +168,7 @@ def test_an_older_cache_gets_its_lexical_index_rebuilt(tmp_path: object) -> None
     generation = Generation.build(dialogue())
     cache.save(directory, generation, {})
     manifest = directory / "manifest.json"
-    manifest.write_text(manifest.read_text().replace('"format": 3', '"format": 2'))
+    manifest.write_text(manifest.read_text().replace('"format": 4', '"format": 2'))
     (directory / "lexical.json").write_text('{"df": {"unstemmed": 1}, "size": 4, "average": 1}')
     saved = cache.load(directory)
     assert saved is not None

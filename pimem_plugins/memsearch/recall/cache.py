@@ -30,11 +30,12 @@ from pimem_plugins.memsearch.recall.lexical import LexicalIndex
 from pimem_plugins.memsearch.recall.read_model import ChunkRecord, Generation
 from pimem_plugins.memsearch.recall.text import lexical_words
 
-#: 2: fact vectors as 8-bit codes and their scale. 3: the lexical index holds stemmed words
-#: and each entry's day. A cache of an older format is read, its vectors encoded and its
-#: lexical index rebuilt from its chunks, so an upgrade embeds nothing again.
-FORMAT = 3
-READABLE = (1, 2, 3)
+#: 2: fact vectors as 8-bit codes and their scale. 4: the lexical index holds words without
+#: their plural and past endings, and each entry's day (3 stemmed more, and was never
+#: released). A cache of an older format is read, its vectors encoded and its lexical index
+#: rebuilt from its chunks, so an upgrade embeds nothing again.
+FORMAT = 4
+READABLE = (1, 2, 3, 4)
 
 #: A store file's stat: (mtime in ns, size), what the read model last saw of it.
 Stamp = tuple[int, int]
