@@ -6,6 +6,7 @@ import fcntl
 import gc
 import importlib.metadata
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -123,6 +124,8 @@ def test_with_a_linger_the_database_is_released_once_calls_stop(
 ) -> None:
     pimem = make_pimem({"PIMEM_DB_LINGER_MS": "2000"})
     scope = pimem.resolve_scope(repo)
+    # Not the read model's cache (the index run left one): this search reads the collection.
+    shutil.rmtree(memsearch_home / ".cache" / "pimem" / "read-model")
     texts(pimem, scope, "cache")
     assert database_locked(memsearch_home)  # leased while calls may follow
     deadline = datetime.now().timestamp() + 20

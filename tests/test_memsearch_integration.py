@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -79,6 +80,12 @@ def search(env: dict[str, str], repo: Path, query: str, k: int = 3) -> list[dict
 def legs_of(hits: list[dict[str, object]]) -> list[dict[str, object]]:
     """Every leg of *hits*, as the JSON gives them."""
     return [leg for hit in hits for leg in cast(list[dict[str, object]], hit["legs"])]
+
+
+def forget_read_model(env: dict[str, str]) -> None:
+    """As on a machine where pimem never searched this store: the next search reads the
+    collection (the index run left a complete read model in pimem's cache)."""
+    shutil.rmtree(Path(env["HOME"]) / ".cache" / "pimem" / "read-model")
 
 
 def test_write_index_search_expand_forget_round_trip(
@@ -276,6 +283,7 @@ def test_a_database_never_released_fails_with_the_lock_message(
 ) -> None:
     write_entries(memsearch_env, repo)
     ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
+    forget_read_model(memsearch_env)
     holder = hold_database(memsearch_env, tmp_path, repo, seconds=30)
     try:
         started = time.monotonic()
@@ -374,6 +382,7 @@ def test_a_damaged_database_is_one_message_at_status_and_search_never_a_tracebac
     assert status.code == 0
     assert "the memory database could not be used" in status.stdout
     assert status.stderr == ""
+    forget_read_model(memsearch_env)
     found = pimem(memsearch_env, "search", "login redirect", "--cwd", str(repo))
     assert found.code == 1
     assert found.stderr.startswith("pimem: error: memory search failed: the memory database")
@@ -398,6 +407,7 @@ def test_a_junk_index_state_is_reported_and_the_next_index_writes_it_again(
 def test_a_search_timeout_names_the_limit(memsearch_env: dict[str, str], repo: Path) -> None:
     write_entries(memsearch_env, repo)
     ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
+    forget_read_model(memsearch_env)
     result = run_cli(
         "search",
         "login",
