@@ -545,8 +545,10 @@ def render(results: Mapping[str, Any], plots: str) -> str:
             + ", ".join(f"{size['size']:,}" for size in synthetic)
             + " entries. Indexing that many entries with memsearch takes hours on this machine",
             "(about 20 chunks/s, and slower as the collection grows), so no memsearch collection",
-            "is built there. The world is generated and written like the others; its read model",
-            "is built directly from its files: each day file cut by memsearch's own chunker with",
+            "is built there, and pimem's ledger records the day files as indexed (a search would",
+            "otherwise index them first). The world is generated and written like the others; its",
+            "read model is built directly from its files: each day file cut by memsearch's own",
+            "chunker with",
             "memsearch's chunk hashes (what pimem's read model does with any changed file), each",
             "distinct fact embedded once by the same model, saved as the read model's cache, which",
             "pimem then loads as it loads any. The vectors are real; only the collection (and",
