@@ -296,19 +296,15 @@ class Recall:
 
     def complete(self, sources: Sequence[str] | None = None) -> None:
         """Bring the read model to the store's files with the facts of every chunk embedded
-        (of *sources*' chunks only, when given), and save it. An index run ends with this, in
-        the process that ran it: the first search after ``pimem index``, a pull or a clone
-        ranks as the searches after it do. A search's catch-up names what it indexed, and
-        leaves older chunks still waiting for their facts to the background."""
+        (of *sources*' chunks only, when given). An index run ends with this, in the process
+        that ran it: the first search after ``pimem index``, a pull or a clone ranks as the
+        searches after it do. A search's catch-up names what it indexed, and leaves older
+        chunks still waiting for their facts to the background. The changes are saved as the
+        overlay (milliseconds); the whole read model only when nothing of it was saved yet."""
         self.load()
         self.refresh()
-        if sources is None:
-            while self._backfill_some():
-                pass
-            self.save()
-            return
-        wanted = set(sources)
-        waiting = [record for record in self._waiting() if record.source in wanted]
+        wanted = None if sources is None else set(sources)
+        waiting = [r for r in self._waiting() if wanted is None or r.source in wanted]
         for start in range(0, len(waiting), BACKFILL_BATCH):
             ready = [_ready(record) for record in waiting[start : start + BACKFILL_BATCH]]
             vectors = self._embed_facts(ready)
@@ -318,11 +314,15 @@ class Recall:
                 for pair in zip(ready, vectors, strict=True)
                 if pair[0].chunk_hash in self.model
             )
-        if waiting:
-            self._dirty_since = self._dirty_since or time.monotonic()
-            with self._refresh_lock:
-                self._save_overlay()
-            self._wake_worker()
+        if not waiting:
+            return
+        self._dirty_since = self._dirty_since or time.monotonic()
+        if self._base is None:
+            self.save()
+            return
+        with self._refresh_lock:
+            self._save_overlay()
+        self._wake_worker()
 
     def _save_overlay(self) -> None:
         self._overlay_saved = time.monotonic()
