@@ -220,6 +220,8 @@ def render(results: Results, out: Path) -> Path:
 
 #: What a published page says for the directory a run kept its stores in.
 PUBLISHED_WORKDIR = "/tmp/pimem-bench"
+#: ... and for the other paths a run was given.
+PUBLISHED_PATHS = {"--out": "bench/results", "--locomo": "locomo10.zip"}
 
 
 def local_paths(results: Results) -> dict[str, str]:
@@ -231,6 +233,8 @@ def local_paths(results: Results) -> dict[str, str]:
         for flag, value in itertools.pairwise(words):
             if flag == "--workdir":  # as given (absolute) or as it resolved here
                 places[str(Path(value).absolute())] = PUBLISHED_WORKDIR
+            elif flag in PUBLISHED_PATHS:  # the results directory, the user's data
+                places[str(Path(value).absolute())] = PUBLISHED_PATHS[flag]
     return places
 
 
