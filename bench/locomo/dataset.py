@@ -25,8 +25,6 @@ from pimem_plugins.shared.day_file import format_entry
 
 #: The only conversations anything is chosen on.
 DEVELOPMENT = ("conv-41", "conv-42", "conv-43", "conv-44", "conv-47", "conv-48", "conv-49")
-#: Held out: never opened here.
-HELD_OUT = ("conv-26", "conv-30", "conv-50")
 #: LoCoMo's question categories with evidence turns (5, adversarial, has no answer to find).
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 _MEMBER = re.compile(r"(?:^|/)(\d+)\.json$")

@@ -97,8 +97,8 @@ writes memory: a daily file per session, dated with the session's date, one entr
 (`- <speaker> said: <text>` under its `### HH:MM` heading and session anchor). Every store is
 indexed by pimem's index run and asked every question at once, before anything else ran: the
 first searches after an index run. A question is found at rank r when one of its evidence turns
-is the r-th hit. Both rankers search the same collection in the same process. The held-out
-conversations (conv-26, conv-30, conv-50) are never opened here.
+is the r-th hit. Both rankers search the same collection in the same process. The other
+conversations of the zip are held out and never opened here.
 
 {_table(("questions", "ranker", "n", "R@1", "R@5", "R@10", "MRR@10"), rows)}
 
