@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 MAX_LINE = 8 * 1024 * 1024
 WORKERS = 8
+#: Events the host sends as its turns happen; each is quick (it queues work and returns).
+IN_ORDER = frozenset({"session.settled", "session.compacted"})
 
 
 #: A request the server cannot act on (unknown method, missing or wrong-typed params).
@@ -178,6 +180,9 @@ class Server:
             "the host lent no model: session.start had no model catalog"
         )
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="pimem-serve")
+        # The host's events about its own turns are handled one after another, in the order
+        # sent: capture windows and the journal follow the order exchanges settled in.
+        self._in_order = ThreadPoolExecutor(1, thread_name_prefix="pimem-serve-events")
         self.session = Session(pimem, host_model=HostModel(name="host", complete=self._complete))
         self._methods: Mapping[str, Callable[[Params], object]] = {
             "session.start": self._start,
@@ -207,6 +212,7 @@ class Server:
             self.session.leave()
         for request_id in list(self._asked):
             self._answered(request_id, {"error": "the host ended the session"})
+        self._in_order.shutdown(wait=True)
         self._pool.shutdown(wait=True)
         if started and not vanished:
             self.session.shutdown()
@@ -254,7 +260,8 @@ class Server:
         if handler is None:
             self._fail(request_id, "request", f"unknown method {method!r}")
             return
-        self._pool.submit(self._handle, request_id, handler, message.get("params"))
+        lane = self._in_order if method in IN_ORDER else self._pool
+        lane.submit(self._handle, request_id, handler, message.get("params"))
 
     def _handle(self, request_id: object, handler: Callable[[Params], object], raw: object) -> None:
         token = serving.set(self.session)
