@@ -279,3 +279,21 @@ def test_the_catch_ups_line_when_the_budget_ran_out_or_indexing_failed() -> None
         "could not index 3 daily memory files new or changed since the last index run, before "
         "searching: the database is locked; the search used what the index holds"
     )
+
+
+def test_a_clone_written_at_once_checks_only_its_newest_days_on_every_search() -> None:
+    # A checkout gives every file the same time: checking them all would cost each search a
+    # stat per day of history.
+    second = 1_000_000_000
+    cloned = {
+        f"/m/2026-{month:02d}-{day:02d}.md": 5 * second
+        for month in (1, 2)
+        for day in (1, 2, 3, 4, 5, 6)
+    }
+    cloned["/m/2025-12-31.md"] = 5 * second - 2 * ledger_module.RECENT_NS
+    recent = ledger_module.recent_files(cloned)
+    assert len(recent) == ledger_module.RECENT_FILES
+    assert recent[:2] == ["/m/2026-02-06.md", "/m/2026-02-05.md"]
+    assert "/m/2025-12-31.md" not in recent
+    written_now = {**cloned, "/m/2026-01-01.md": 6 * second}
+    assert ledger_module.recent_files(written_now)[0] == "/m/2026-01-01.md"

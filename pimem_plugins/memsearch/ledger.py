@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import heapq
 import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import attrs
@@ -43,6 +44,9 @@ FULL_CHECK_SECONDS = 1.0
 #: A file written this long before the newest one is checked on every search until the next
 #: full check.
 RECENT_NS = 3_600 * 1_000_000_000
+#: ... and at most this many of them, the newest: a clone or checkout writes every file at once,
+#: and a search would stat them all.
+RECENT_FILES = 8
 #: A stat this close to the moment it was read is not trusted later: the file system's clock is
 #: coarse, so a rewrite of the same size within it could leave the stat as it was.
 SETTLE_NS = 2 * 1_000_000_000
@@ -73,6 +77,14 @@ def _digest(path: str) -> str | None:
             return hashlib.file_digest(file, "sha256").hexdigest()
     except OSError:
         return None
+
+
+def recent_files(mtimes: Mapping[str, int]) -> list[str]:
+    """The files to check on every search: written within ``RECENT_NS`` of the newest, at most
+    ``RECENT_FILES`` of them (at equal times the later name, which is the later day)."""
+    newest = max(mtimes.values(), default=0)
+    recent = (path for path, mtime in mtimes.items() if mtime > newest - RECENT_NS)
+    return heapq.nlargest(RECENT_FILES, recent, key=lambda path: (mtimes[path], path))
 
 
 def day_files(directory: str) -> dict[str, Stamp]:
@@ -173,8 +185,7 @@ class IndexLedger:
             return {path: stamp for path, stamp in recent.items() if stamp is not None}, False
         files = day_files(self.directory)
         self._checked_at, self._directory_stamp = now, directory
-        newest = max((stamp[0] for stamp in files.values()), default=0)
-        self._recent = [path for path, stamp in files.items() if stamp[0] > newest - RECENT_NS]
+        self._recent = recent_files({path: stamp[0] for path, stamp in files.items()})
         return files, True
 
     def _hashed(self, path: str, stamp: Stamp | None) -> DayFile:

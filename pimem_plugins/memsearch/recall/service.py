@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from pimem_core.conflicts import blank_conflicts, without_marker_lines
 from pimem_core.types import Scope, SearchHit
+from pimem_plugins.memsearch.ledger import FULL_CHECK_SECONDS, recent_files
 from pimem_plugins.memsearch.recall import cache
 from pimem_plugins.memsearch.recall.cache import Stamp
 from pimem_plugins.memsearch.recall.ranking import DEPTH, rank, weights_for
@@ -54,12 +55,6 @@ INLINE_FACTS = 256
 STEP_FILES = 4
 #: Seconds between saves of the overlay while the background backfill goes on.
 SAVE_EVERY_SECONDS = 30.0
-#: Seconds between checks of every file of the store; in between, a search checks the
-#: directory (a file made, renamed or removed) and the files written lately, which is where
-#: other agents append. A stat of every file costs milliseconds at a thousand files.
-FULL_CHECK_SECONDS = 1.0
-#: A file written this long before a full check is checked on every search until the next.
-RECENT_NS = 3_600 * 1_000_000_000
 
 
 class Collection(Protocol):
@@ -205,8 +200,7 @@ class Recall:
             return [path for path in self._recent if _stamp(path) != self._stamps.get(path)]
         files = self._files()
         self._checked_at, self._directory_stamp = now, directory
-        newest = max((mtime for mtime, _ in files.values()), default=0)
-        self._recent = [path for path, (mtime, _) in files.items() if mtime > newest - RECENT_NS]
+        self._recent = recent_files({path: mtime for path, (mtime, _) in files.items()})
         if files == self._stamps:
             return []
         return sorted(
