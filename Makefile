@@ -52,7 +52,7 @@ adapter: $(NODE_STAMP)  ## type-check the pi adapter and run its unit tests (Nod
 	cd $(ADAPTER) && npm run --silent check && npm test --silent
 
 model: $(STAMP)  ## the offline embedding model; written once (a few seconds), then a no-op
-	$(BIN)/python -m pimem_core.offline_model
+	$(BIN)/python -m pimem_plugins.memsearch.offline_model
 
 unit: $(STAMP) model node  ## the Python test suite, end-to-end tests with real pi included
 	$(BIN)/pytest

@@ -363,7 +363,7 @@ MEASURES: dict[str, Callable[[argparse.Namespace, Path, Any], dict[str, Any] | N
 
 def _measure(args: argparse.Namespace, out: Path) -> None:
     from bench.pages import raw_path
-    from pimem_core.offline_model import install_offline_model
+    from pimem_plugins.memsearch.offline_model import install_offline_model
 
     # Where `make model` installs it (pimem's data directory, or $PIMEM_HOME); never a model hub.
     model = install_offline_model(progress=_log).model

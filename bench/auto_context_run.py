@@ -38,7 +38,7 @@ from bench.auto_context import (
     prompts_for_latency,
 )
 from bench.corpus import Corpus, generate_corpus
-from pimem_core.offline_model import OfflineModel
+from pimem_plugins.memsearch.offline_model import OfflineModel
 
 
 @dataclass(frozen=True)

@@ -19,14 +19,12 @@ from bench.latency import memsearch_index, summarize
 from pimem_core import Pimem, hookimpl
 from pimem_core.paths import PimemPaths
 from pimem_core.runtime.session import Session, SessionInfo
-from pimem_core.services import MemoryIndex
+from pimem_core.services import MemoryIndex, PendingWork, SimilaritySearch, Warming
 from pimem_core.types import (
     BackendCall,
     BranchEntry,
-    CompactResult,
     Distillation,
     DistillRequest,
-    IndexHealth,
     IndexReport,
     SearchHit,
     SearchQuery,
@@ -53,20 +51,16 @@ class _Unindexed:
     def expand(self, chunk_hash: str, call: BackendCall) -> Section:
         return self._index.expand(chunk_hash, call)
 
-    def compact(self, call: BackendCall) -> CompactResult:
-        return self._index.compact(call)
-
     def similar(self, text: str, top_k: int) -> Sequence[tuple[SearchHit, float]]:
+        assert isinstance(self._index, SimilaritySearch)
         return self._index.similar(text, top_k)
 
     def warm(self) -> None:
-        self._index.warm()
+        if isinstance(self._index, Warming):
+            self._index.warm()
 
     def pending_operations(self) -> int:
-        return self._index.pending_operations()
-
-    def health(self) -> IndexHealth:
-        return self._index.health()
+        return self._index.pending_operations() if isinstance(self._index, PendingWork) else 0
 
     def status(self) -> Iterable[StatusSection]:
         return self._index.status()

@@ -40,9 +40,9 @@ from typing import Any
 from bench import read_model
 from bench.corpus import Corpus, generate_corpus
 from pimem_core import Pimem
-from pimem_core.offline_model import OfflineModel
 from pimem_core.types import Anchor, Entry, Scope, SearchQuery
 from pimem_plugins.memsearch.index import MemsearchMemoryIndex
+from pimem_plugins.memsearch.offline_model import OfflineModel
 
 MEMSEARCH = Path(sys.executable).with_name("memsearch")
 TOP_K = 5

@@ -366,7 +366,7 @@ def _stop_service(env: Mapping[str, str]) -> None:
 
 def run(workdir: Path, quick: bool, log: Log) -> dict[str, Any]:
     """Start a server, run the agents against it at once, verify; the figures as JSON."""
-    from pimem_core.offline_model import default_hf_home, install_offline_model
+    from pimem_plugins.memsearch.offline_model import default_hf_home, install_offline_model
 
     in_process, service, ops = QUICK if quick else FULL
     seed = 19

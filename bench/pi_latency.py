@@ -58,7 +58,7 @@ from bench.pi_host import (
     wait_for,
     write_memsearch_config,
 )
-from pimem_core.offline_model import OfflineModel
+from pimem_plugins.memsearch.offline_model import OfflineModel
 
 #: The issue's targets, in milliseconds.
 TARGET_BEFORE_AGENT_START_P95_MS = 10.0

@@ -1181,7 +1181,7 @@ until a search returns it; pimem's engine is warm (a search was just made).
 
 - **Corpus** (`bench/corpus.py`, seed {plan["seed"]}): daily memory files
   (`.memsearch/memory/YYYY-MM-DD.md`) in pimem's exact format, written by
-  `pimem_plugins.shared.day_file.format_entry`: working days, one to four sessions a day under
+  `pimem_core.day_file.format_entry`: working days, one to four sessions a day under
   `## Session HH:MM` headings, entries with session anchors and one to three bullets about
   bugs, fixes, decisions, renames, dependency upgrades, tests, measurements and preferences.
   Each `### HH:MM` entry is one chunk, so N entries make N chunks.

@@ -56,7 +56,7 @@ from bench.latency import (
 from bench.read_model import PIMEM
 from pimem_core import Pimem
 from pimem_core.doors import service_client, service_wire
-from pimem_core.offline_model import OfflineModel
+from pimem_plugins.memsearch.offline_model import OfflineModel
 
 Log = Callable[[str], None]
 FORMAT = 1

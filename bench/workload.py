@@ -72,8 +72,8 @@ from bench.pi_host import (
     wait_for,
     write_memsearch_config,
 )
-from pimem_core.offline_model import OfflineModel
 from pimem_core.testing import read_hits
+from pimem_plugins.memsearch.offline_model import OfflineModel
 
 #: The code before the capture gates: the parent of their first commit (c5e01e0).
 BEFORE_COMMIT = "70d29a5"

@@ -26,7 +26,13 @@ from pimem_core.manager import (
     shown_setting,
 )
 from pimem_core.scrub import Scrubber
-from pimem_core.services import MemoryIndex, MemoryStore, SkillCatalog, TranscriptReader
+from pimem_core.services import (
+    Compacting,
+    MemoryIndex,
+    MemoryStore,
+    SkillCatalog,
+    TranscriptReader,
+)
 from pimem_core.settings import Settings, SettingSpec
 from pimem_core.types import (
     BackendCall,
@@ -39,7 +45,6 @@ from pimem_core.types import (
     DistillRequest,
     Entry,
     HostModel,
-    IndexHealth,
     IndexReport,
     Injection,
     MaintenanceTask,
@@ -400,8 +405,14 @@ class Pimem:
     ) -> CompactResult:
         """Condense the store into a summary, append it through the store, announce the change
         (``kind="compact"``) and index the file, so the summary is searchable at once."""
+        index = self.index(scope)
+        if not isinstance(index, Compacting):
+            raise PimemError(
+                f"the index ({type(index).__name__}, see `pimem plugins`) cannot compact memory: "
+                "it offers no compact()"
+            )
         with self._service("MemoryIndex.compact"):
-            result = self.index(scope).compact(self._call(on_wait))
+            result = index.compact(self._call(on_wait))
         if result.summary is None:
             return result
         with self._service("MemoryStore.append_compaction"):
@@ -409,10 +420,6 @@ class Pimem:
         self.observe_change(scope, StoreChange(kind="compact", file=file))
         self.index_memory(scope, "compact", files=(file,), on_wait=on_wait)
         return attrs.evolve(result, file=file)
-
-    def read_index_health(self, scope: Scope) -> IndexHealth:
-        with self._service("MemoryIndex.health"):
-            return self.index(scope).health()
 
     def declared_settings(self) -> tuple[SettingSpec[Any], ...]:
         """The settings the registered plugins declare, by plugin, each in its declared order."""
@@ -517,6 +524,29 @@ class Pimem:
                     )
                 tasks[task.name] = task
         return tuple(tasks[name] for name in sorted(tasks))
+
+    # -- commands ------------------------------------------------------------------------------
+
+    def collect_commands(self) -> tuple[tuple[str, object], ...]:
+        """Every plugin's commands, each with the name of the plugin that adds it, in the order
+        plugins are asked; the command table (:func:`pimem_core.doors.commands.plugin_commands`)
+        checks that each is a command."""
+        found: list[tuple[str, object]] = []
+        for impl in self.pm.hook.pimem_collect_commands.get_hookimpls()[::-1]:
+            try:
+                answer: Any = impl.function()
+                found += [(impl.plugin_name, command) for command in answer or ()]
+            except Exception as error:
+                raise PluginError(
+                    f"pimem_collect_commands of {impl.plugin_name} failed: "
+                    f"{type(error).__name__}: {error}"
+                ) from error
+        return tuple(found)
+
+    def collect_loaded_files(self) -> tuple[Path, ...]:
+        """The files outside Python packages that plugins load (a model's directory)."""
+        parts = self.pm.hook.pimem_collect_loaded_files(settings=self.settings)
+        return tuple(dict.fromkeys(Path(path) for part in parts if part for path in part))
 
     def provide_model(self, scope: Scope) -> HostModel | None:
         """A model for background work when the host lends none, or ``None``."""

@@ -1,7 +1,7 @@
 """The pimem hook specifications: the contract between the framework and its plugins.
 
-Eight concerns, one section each: settings, scope resolution, distillation, storage, indexing, injection,
-transcripts and maintenance. A hook that needs exactly one answer is ``firstresult``: the
+Nine concerns, one section each: settings, scope resolution, distillation, storage, indexing,
+injection, transcripts, maintenance and commands. A hook that needs exactly one answer is ``firstresult``: the
 first non-``None`` result wins, and the bundled default is marked ``trylast`` so any plugin that
 answers replaces it. Collecting hooks gather every plugin's contribution.
 
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from pimem_core.doors.commands import Command
     from pimem_core.services import MemoryIndex, MemoryStore, SkillCatalog, TranscriptReader
     from pimem_core.settings import Settings, SettingSpec
     from pimem_core.types import (
@@ -360,4 +361,46 @@ class PimemSpecs:
 
         Stops at the first non-``None`` result. Candidates are drafts: they are installed only
         when someone asks (``pimem skills install``).
+        """
+
+    # -- commands ------------------------------------------------------------------------------
+
+    @_hookspec
+    def pimem_collect_commands(self) -> Iterable[Command] | None:
+        """Add commands to pimem's one command table: ``pimem <path>`` on the command line
+        (shown by ``pimem --help`` and ``pimem plugins``), and the host-protocol method named
+        by the command's ``method`` under ``pimem serve`` and the memory service.
+
+        Every implementation is called. A command whose words or method are already taken
+        (by pimem or another plugin) is left out and named in ``pimem plugins``. On the
+        command line a plugin's command runs in process: the thin client that hands the core's
+        commands to the memory service knows only those.
+
+        Example::
+
+            def _hello(door, args):
+                name = args["name"]
+                return Outcome(text=f"hello, {name}", data={"greeted": name})
+
+            @hookimpl
+            def pimem_collect_commands():
+                return [
+                    Command(
+                        path=("hello",),
+                        help="greet someone",
+                        handler=_hello,
+                        params=(Param(name="name", required=True),),
+                        method="hello.greet",
+                        project=False,
+                    )
+                ]
+        """
+
+    @_hookspec
+    def pimem_collect_loaded_files(self, settings: Settings) -> Iterable[Path] | None:
+        """Files outside Python packages that the plugin loads (a model's directory, say).
+
+        Every implementation is called. A long-lived process (the memory service) watches
+        them with pimem's own code and steps down for a successor when one changes, so it
+        never answers with what a fresh process would no longer load.
         """

@@ -26,7 +26,6 @@ from pimem_core.types import (
     CompactResult,
     DayAddress,
     Entry,
-    IndexHealth,
     IndexReport,
     Redaction,
     SearchHit,
@@ -38,7 +37,16 @@ from pimem_core.types import (
     TranscriptRequest,
 )
 
-__all__ = ["MemoryIndex", "MemoryStore", "SkillCatalog", "TranscriptReader"]
+__all__ = [
+    "Compacting",
+    "MemoryIndex",
+    "MemoryStore",
+    "PendingWork",
+    "SimilaritySearch",
+    "SkillCatalog",
+    "TranscriptReader",
+    "Warming",
+]
 
 
 @runtime_checkable
@@ -68,51 +76,79 @@ class MemoryStore(Protocol):
 
 @runtime_checkable
 class MemoryIndex(Protocol):
-    """The search index over one scope's memory store (its collection)."""
+    """The search index over one scope's memory store (its collection): what every index does.
+
+    An index may offer more, each an optional capability below (:class:`SimilaritySearch`,
+    :class:`Warming`, :class:`PendingWork`, :class:`Compacting`): a caller checks for it with
+    ``isinstance`` when it needs it and does without when it is missing.
+    """
 
     def index(self, reason: str, files: tuple[Path, ...], call: BackendCall) -> IndexReport:
-        """Bring the collection up to date: *files* when given (after a write), else the whole
-        store (which also drops the chunks of files that no longer exist)."""
+        """Bring the index up to date with the store: *files* when given (after a write), else
+        the whole store (which also drops what it holds of files that no longer exist)."""
         ...
 
     def search(self, query: SearchQuery, call: BackendCall) -> tuple[SearchHit, ...]:
-        """L1 recall: the best chunks for *query*, best first."""
+        """L1 recall: the best chunks for *query*, best first, at most ``query.top_k``.
+
+        A hit's ``score`` means what its ``score_kind`` says (:data:`~pimem_core.types.ScoreKind`):
+        ``relevance``, calibrated from 0 to 1, with 0.30 the documented threshold of "probably
+        about this" (docs/recall.md); ``similarity``, the cosine similarity of query and chunk;
+        ``rank_fusion`` and ``reranker``, an order among this search's hits and nothing more.
+        Raise :class:`~pimem_core.errors.NoMemoryYet` when there is nothing to search.
+        """
         ...
 
     def expand(self, chunk_hash: str, call: BackendCall) -> Section:
         """L2 recall: the whole section behind *chunk_hash*, with its session anchor."""
         ...
 
-    def compact(self, call: BackendCall) -> CompactResult:
-        """Condense the store into a summary; the facade appends it through the store."""
+    def status(self) -> Iterable[StatusSection]:
+        """The index's sections of ``pimem status`` (backend, health, chunk count); problems
+        are lines, never raised."""
         ...
+
+
+@runtime_checkable
+class SimilaritySearch(Protocol):
+    """An index capability: per-prompt recall (auto-context) without waiting in line."""
 
     def similar(self, text: str, top_k: int) -> Sequence[tuple[SearchHit, float]]:
         """The chunks closest in meaning to *text*, each with the score auto-context filters
         on: the hit's relevance when its ``score_kind`` is ``relevance``, else its cosine
-        similarity to *text*.
+        similarity to *text* (the meanings of :meth:`MemoryIndex.search`).
 
-        Per-prompt recall (auto-context) calls it against a deadline of its own: keep it to
-        one search with a warm model.
+        Auto-context calls it against a deadline of its own: keep it to one search with a warm
+        model.
         """
         ...
 
+
+@runtime_checkable
+class Warming(Protocol):
+    """An index capability: load ahead what the first search or similarity search needs."""
+
     def warm(self) -> None:
-        """Load what the first :meth:`similar` would (the model, the collection); may block."""
+        """Load the model, the collection...; may block (callers run it on a thread)."""
         ...
+
+
+@runtime_checkable
+class PendingWork(Protocol):
+    """An index capability: tell how much work a search would wait behind."""
 
     def pending_operations(self) -> int:
         """Operations queued or running ahead of a search now (0: a search would not wait).
-        Per-prompt recall skips a prompt rather than wait in line."""
+        Auto-context skips a prompt rather than wait in line."""
         ...
 
-    def health(self) -> IndexHealth:
-        """What is known about the collection without opening the database."""
-        ...
 
-    def status(self) -> Iterable[StatusSection]:
-        """The index's sections of ``pimem status`` (backend, health, chunk count); problems
-        are lines, never raised."""
+@runtime_checkable
+class Compacting(Protocol):
+    """An index capability: condense the store into a summary (``pimem compact``)."""
+
+    def compact(self, call: BackendCall) -> CompactResult:
+        """The summary of the store; the facade appends it through the store."""
         ...
 
 

@@ -33,20 +33,15 @@ class Scope:
     scope_dir: Path
     memory_dir: Path
     collection: str = attrs.field(validator=attrs.validators.matches_re(COLLECTION_NAME))
-    #: Where memsearch records index health for this store; ``None`` when nothing ever will.
+    #: The file the index records its state and health in, as the resolver placed it (the
+    #: store's layout decides it: memsearch's ``.index-state.json``); ``None`` when none will
+    #: ever be written. Its directory holds the store's other state (maintenance outputs).
     index_state_path: Path | None
     #: The store command that named this store, if one did.
     store_command: str | None = None
-    #: The store command's ``state-dir`` answer: memsearch children get it as ``MEMSEARCH_DIR``.
+    #: The store command's ``state-dir`` answer, which an index's own tools are pointed at
+    #: (memsearch's: ``MEMSEARCH_DIR``).
     state_dir: Path | None = None
-
-    def memsearch_environment(self, base: Mapping[str, str]) -> dict[str, str]:
-        """The environment for a memsearch child process working on this store."""
-        env = dict(base)
-        env["PYTHONIOENCODING"] = "utf-8"
-        if self.state_dir is not None:
-            env["MEMSEARCH_DIR"] = str(self.state_dir)
-        return env
 
     def to_json(self) -> dict[str, str | None]:
         return {

@@ -26,11 +26,23 @@ from typing import Literal
 
 import attrs
 
-from pimem_core import hookimpl
-from pimem_core.render import render_hit_block
-from pimem_core.services import MemoryIndex
-from pimem_core.settings import Settings, SettingSpec, parse_fraction, parse_switch
-from pimem_core.types import Injection, PromptContext, Scope, SearchHit, StatusSection
+from pimem_core.plugin import (
+    Injection,
+    MemoryIndex,
+    PendingWork,
+    PromptContext,
+    Scope,
+    SearchHit,
+    Settings,
+    SettingSpec,
+    SimilaritySearch,
+    StatusSection,
+    Warming,
+    hookimpl,
+    parse_fraction,
+    parse_switch,
+    render_hit_block,
+)
 
 TOP_K = 3
 CHAR_BUDGET = 2_000
@@ -188,6 +200,8 @@ class PromptRecall:
         #: The settings of the session that turned it on: a command served beside that session
         #: (``pimem status`` through the memory service) reports the session's recall.
         self.session_settings: Settings | None = None
+        #: The index's kind, when it offers no similarity search: auto-context is off for it.
+        self.unsupported: str | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -195,11 +209,21 @@ class PromptRecall:
         if not ENABLED.read(settings):
             return
         self.session_settings = settings
-        if index is not None and self.state == "idle":
+        if index is not None and self._searchable(index) is not None and self.state == "idle":
             self._start_warming(index)
+
+    def _searchable(self, index: MemoryIndex | None) -> SimilaritySearch | None:
+        """*index* as auto-context searches it, or ``None`` (and why, for status)."""
+        if index is None or isinstance(index, SimilaritySearch):
+            return index
+        self.unsupported = type(index).__name__
+        return None
 
     def _start_warming(self, index: MemoryIndex, state: State = "warming") -> None:
         self.state = state
+        if not isinstance(index, Warming):
+            self.state = "warm"  # nothing to load ahead: the first search does it
+            return
 
         def warm() -> None:
             try:
@@ -217,8 +241,9 @@ class PromptRecall:
 
     def inject(self, context: PromptContext, index: MemoryIndex | None) -> Iterator[Injection]:
         settings = context.settings
-        if not ENABLED.read(settings) or index is None:
-            return  # off, or no index to search
+        searchable = self._searchable(index)
+        if not ENABLED.read(settings) or index is None or searchable is None:
+            return  # off, or no index to search by similarity
         started = time.monotonic()
         self.counters.seen += 1
         if self.state == "idle":
@@ -238,7 +263,7 @@ class PromptRecall:
         # The pool has one thread: behind a previous prompt's late search, this one waits for
         # it within its own budget (it is usually about to finish) instead of giving up.
         previous = self._in_flight
-        future = self._pool.submit(index.similar, query, TOP_K)
+        future = self._pool.submit(searchable.similar, query, TOP_K)
         self._in_flight = future
         try:
             hits = future.result(timeout=max(0.0, self._budget - (time.monotonic() - started)))
@@ -270,6 +295,8 @@ class PromptRecall:
     def _busy(self, index: MemoryIndex) -> bool:
         """Whether other memory work (a capture, an index run) holds the index; a search of
         ours still running is not other work."""
+        if not isinstance(index, PendingWork):
+            return False  # it cannot tell: the deadline still bounds the wait
         own = self._in_flight is not None and not self._in_flight.done()
         return index.pending_operations() > int(own)
 
@@ -298,6 +325,21 @@ class PromptRecall:
                 rank=80,
                 lines=("auto-context: off (set PI_MEMSEARCH_AUTO_CONTEXT=on to enable)",),
                 data={"enabled": False},
+            )
+            return
+        if self.unsupported is not None:
+            yield StatusSection(
+                name=SOURCE,
+                rank=80,
+                lines=(
+                    f"auto-context: off: the index ({self.unsupported}) offers no similarity "
+                    "search (SimilaritySearch.similar)",
+                ),
+                data={
+                    "enabled": False,
+                    "reason": "no similarity search",
+                    "index": self.unsupported,
+                },
             )
             return
         lines = [

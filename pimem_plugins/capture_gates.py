@@ -19,9 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pimem_core import hookimpl
-from pimem_core.settings import Settings
-from pimem_core.types import BranchEntry
+from pimem_core.plugin import BranchEntry, Settings, hookimpl
 
 ABOUT_MEMORY = "about memory"
 ALREADY_WRITTEN = "already written"

@@ -14,9 +14,18 @@ from pathlib import Path
 
 import attrs
 
-from pimem_core import SettingSpec, hookimpl
-from pimem_core.errors import CollectionMissing, NoMemoryYet, SettingsError
-from pimem_core.types import BackendCall, CrossRepoResult, Scope, SearchHit, SearchQuery
+from pimem_core.plugin import (
+    BackendCall,
+    CollectionMissing,
+    CrossRepoResult,
+    NoMemoryYet,
+    Scope,
+    SearchHit,
+    SearchQuery,
+    SettingsError,
+    SettingSpec,
+    hookimpl,
+)
 from pimem_plugins.shared.layout import TREE
 
 

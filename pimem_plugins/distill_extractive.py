@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import re
 
-from pimem_core import hookimpl
-from pimem_core.types import Distillation, DistillRequest, Exchange
+from pimem_core.plugin import Distillation, DistillRequest, Exchange, hookimpl
 
 ASK_LIMIT = 300
 ANSWER_LIMIT = 500

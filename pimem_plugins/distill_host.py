@@ -7,8 +7,7 @@ answers when a host model is present, models are allowed and ``PIMEM_DISTILLER``
 
 from __future__ import annotations
 
-from pimem_core import PimemError, hookimpl
-from pimem_core.types import Distillation, DistillRequest
+from pimem_core.plugin import Distillation, DistillRequest, PimemError, hookimpl
 from pimem_plugins.shared.distill_prompt import NO_TEXT, SYSTEM_PROMPT, clean_bullets
 
 

@@ -17,9 +17,15 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from pimem_core import PimemError, Settings, SettingSpec, hookimpl
-from pimem_core.settings import parse_text
-from pimem_core.types import Distillation, DistillRequest
+from pimem_core.plugin import (
+    Distillation,
+    DistillRequest,
+    PimemError,
+    Settings,
+    SettingSpec,
+    hookimpl,
+    parse_text,
+)
 from pimem_plugins.shared.distill_prompt import NO_TEXT, SYSTEM_PROMPT, clean_bullets
 
 #: The most of a reply pimem reads; a chat completion of 2-10 bullets is far smaller.

@@ -17,20 +17,24 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from pimem_core import SettingSpec, hookimpl
-from pimem_core.gitrepo import (
+from pimem_core.plugin import (
     ATTRIBUTES,
     DRIVER,
+    Scope,
+    Settings,
+    SettingSpec,
+    StatusSection,
+    StoreChange,
     StorePlace,
     ensure_attribute,
     ensure_line,
+    hookimpl,
     ignored,
     locate_store,
     merge_attribute,
+    parse_switch,
     run_git,
 )
-from pimem_core.settings import Settings, parse_switch
-from pimem_core.types import Scope, StatusSection, StoreChange
 
 SOURCE = "git-merge"
 UNION = "merge=union"

@@ -23,28 +23,24 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from pimem_core import hookimpl
-from pimem_core.conflicts import (
+from pimem_core.plugin import (
     HOW_TO_RESOLVE,
-    ConflictScans,
-    describe_conflicted,
-    file_is_conflicted,
-    is_conflicted,
-)
-from pimem_core.errors import StoreError
-from pimem_core.services import MemoryStore
-from pimem_core.types import (
     ChunkAddress,
+    ConflictScans,
     DayAddress,
     Entry,
+    MemoryStore,
     Redaction,
     Scope,
     Section,
     StatusSection,
-)
-from pimem_plugins.shared.day_file import (
+    StoreError,
     day_file_name,
+    describe_conflicted,
+    file_is_conflicted,
     format_entry,
+    hookimpl,
+    is_conflicted,
     list_compact_blocks,
     list_entries,
     remove_compact_block,

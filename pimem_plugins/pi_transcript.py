@@ -20,10 +20,16 @@ from pathlib import Path
 
 import attrs
 
-from pimem_core import hookimpl
-from pimem_core.errors import PimemError, TranscriptNotHere
-from pimem_core.services import TranscriptReader
-from pimem_core.types import BranchEntry, Transcript, TranscriptRequest, TranscriptTurn
+from pimem_core.plugin import (
+    BranchEntry,
+    PimemError,
+    Transcript,
+    TranscriptNotHere,
+    TranscriptReader,
+    TranscriptRequest,
+    TranscriptTurn,
+    hookimpl,
+)
 
 #: A rendered turn longer than this is cut, and the cut is marked.
 BODY_LIMIT = 2000

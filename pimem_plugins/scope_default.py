@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pimem_core import Settings, hookimpl
-from pimem_core.errors import IndexStateError
-from pimem_core.types import COLLECTION_NAME, Scope
+from pimem_core.plugin import COLLECTION_NAME, IndexStateError, Scope, Settings, hookimpl
 from pimem_plugins.shared.index_state import read_index_state
 from pimem_plugins.shared.layout import (
     TREE,

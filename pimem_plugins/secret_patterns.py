@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import re
 
-from pimem_core import hookimpl
-from pimem_core.types import SecretPattern
+from pimem_core.plugin import SecretPattern, hookimpl
 
 # Not already a placeholder, a variable reference, a template or a masked value.
 _NOT_PLACEHOLDER = r"(?!\[REDACTED:|[$<{%*])"

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from pimem_core import Settings, hookimpl
-from pimem_core.conflicts import without_conflicts
-from pimem_core.services import MemoryStore
+from pimem_core.plugin import MemoryStore, Settings, hookimpl, without_conflicts
 
 TODAY_BUDGET = 3000
 YESTERDAY_BUDGET = 2000

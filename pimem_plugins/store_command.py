@@ -18,9 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Literal
 
-from pimem_core import Settings, SettingSpec, hookimpl
-from pimem_core.errors import ScopeError
-from pimem_core.types import COLLECTION_NAME, Scope
+from pimem_core.plugin import COLLECTION_NAME, Scope, ScopeError, Settings, SettingSpec, hookimpl
 from pimem_plugins.shared.layout import discovered_store, find_repository_dir, index_state_path
 
 Mode = Literal["memory-dir", "collection", "state-dir"]

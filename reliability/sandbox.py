@@ -17,7 +17,7 @@ from pathlib import Path
 
 import attrs
 
-from pimem_core.offline_model import OfflineModel, install_offline_model
+from pimem_plugins.memsearch.offline_model import OfflineModel, install_offline_model
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The fixed local time every scenario writes at: one daily memory file, whatever the clock says.

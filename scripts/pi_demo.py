@@ -38,8 +38,8 @@ from bench.pi_host import (
     pimem_command,
     write_memsearch_config,
 )
-from pimem_core.offline_model import OfflineModel, install_offline_model
 from pimem_core.testing import read_hits
+from pimem_plugins.memsearch.offline_model import OfflineModel, install_offline_model
 
 ROOT = Path(__file__).resolve().parents[1]
 LINE = PI_LINES["1.6"]

@@ -15,7 +15,11 @@ import pytest
 from bench.pi_host import PI_LINES, ModelServer, PiWorld
 from pimem_core import Pimem
 from pimem_core.doors import service_client
-from pimem_core.offline_model import OfflineModel, default_hf_home, install_offline_model
+from pimem_plugins.memsearch.offline_model import (
+    OfflineModel,
+    default_hf_home,
+    install_offline_model,
+)
 
 # Every variable pimem reads; the suite starts each test without any of them.
 PIMEM_VARIABLES = (

@@ -1,6 +1,7 @@
 """The layout holds: the contract, the runtime and the front doors build on each other in that
-order, core never imports a plugin, plugins never import each other, no module imports itself
-back through others, and no process-wide state is kept.
+order, core never imports a plugin nor a backend's libraries, plugins import pimem only through
+the declared plugin API (:mod:`pimem_core.plugin`) and never each other, no module imports
+itself back through others, and no process-wide state is kept.
 
 Read from the source with :mod:`ast`, so the rules hold for every module, imported by a test or
 not. Imports under ``if TYPE_CHECKING:`` are types only and do not count.
@@ -19,6 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("pimem_core", "pimem_plugins")
 #: The package whose modules every plugin may import: helpers, no hook implementations.
 SHARED = "pimem_plugins.shared"
+#: The one module of pimem a plugin may import.
+PLUGIN_API = "pimem_core.plugin"
+#: The default backend's libraries: the memsearch plugin's, never core's.
+BACKEND_LIBRARIES = ("memsearch", "pymilvus", "milvus_lite", "onnxruntime")
 
 
 def module_name(path: Path) -> str:
@@ -57,6 +62,15 @@ def runtime_imports(path: Path) -> Iterator[str]:
 GRAPH = {name: set(runtime_imports(path)) - {name} for name, path in MODULES.items()}
 
 
+def every_import(path: Path) -> Iterator[str]:
+    """Every module *path* imports, anywhere in it (in functions, for types only) or not."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+
+
 def plugin_modules() -> set[str]:
     """The module of every bundled plugin entry point."""
     distribution = importlib.metadata.distribution("pimem")
@@ -84,9 +98,40 @@ def test_core_never_imports_a_plugin() -> None:
     assert wrong == set()
 
 
+def test_core_never_imports_a_backend_library() -> None:
+    wrong = {
+        (name, imported)
+        for name, path in MODULES.items()
+        if name.startswith("pimem_core")
+        for imported in every_import(path)
+        if imported.partition(".")[0] in BACKEND_LIBRARIES
+    }
+    assert wrong == set()
+
+
+def plugin_sources() -> dict[str, Path]:
+    """Every plugin module: pimem's bundled ones and the example third-party distributions'."""
+    bundled = {name: path for name, path in MODULES.items() if name.startswith("pimem_plugins")}
+    examples = {
+        str(path.relative_to(ROOT)): path
+        for path in sorted((ROOT / "examples").glob("*/src/**/*.py"))
+    }
+    return bundled | examples
+
+
+@pytest.mark.parametrize("name", sorted(plugin_sources()))
+def test_a_plugin_imports_pimem_only_through_the_plugin_api(name: str) -> None:
+    # Held exactly as a third party is: what pimem_core.plugin names is the contract.
+    imported = set(every_import(plugin_sources()[name]))
+    wrong = {i for i in imported if i.partition(".")[0] == "pimem_core" and i != PLUGIN_API}
+    assert wrong == set(), f"{name} imports pimem beside its plugin API"
+
+
 def layer(module: str) -> str:
-    """``doors``, ``runtime``, ``plugins`` or ``contract`` (the rest of ``pimem_core``)."""
+    """``api`` (the plugin API), ``doors``, ``runtime``, ``plugins`` or ``contract`` (the rest
+    of ``pimem_core``)."""
     for prefix, name in (
+        (PLUGIN_API, "api"),
         ("pimem_core.doors", "doors"),
         ("pimem_core.runtime", "runtime"),
         ("pimem_plugins", "plugins"),
@@ -97,12 +142,14 @@ def layer(module: str) -> str:
 
 
 #: Which layer may import which: the contract stands alone, the runtime builds on it, the
-#: front doors on both; plugins build on the contract and the runtime's helpers.
+#: front doors on both; the plugin API names what plugins may use of all three, and plugins
+#: build on it alone.
 MAY_IMPORT = {
     "contract": {"contract"},
     "runtime": {"contract", "runtime"},
     "doors": {"contract", "runtime", "doors"},
-    "plugins": {"contract", "runtime", "plugins"},
+    "api": {"contract", "runtime", "doors"},
+    "plugins": {"api", "plugins"},
 }
 
 
@@ -158,7 +205,7 @@ def test_no_import_cycle() -> None:
 def test_no_process_wide_state() -> None:
     """No ``global`` statement, and no cache on a module-level function but the one pure memo
     of the offline model's recipe hash (installed files, unchanged while pimem runs)."""
-    allowed = {("pimem_core.offline_model", "revision")}
+    allowed = {("pimem_plugins.memsearch.offline_model", "revision")}
     found = set()
     for name, path in MODULES.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))

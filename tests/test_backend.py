@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pimem_core.backend import BackendQueue, BackendTimeout
 from pimem_core.runtime.indexer import Indexer
+from pimem_plugins.memsearch.work_queue import BackendQueue, BackendTimeout
 
 
 class Contention(Exception):

@@ -11,8 +11,8 @@ from memsearch.chunker import chunk_markdown
 
 from bench.corpus import LONGEST, generate_corpus, generate_long_corpus
 from bench.latency import _identity, prepare_store, summarize
-from pimem_core.offline_model import OfflineModel
-from pimem_plugins.shared.day_file import list_entries
+from pimem_core.day_file import list_entries
+from pimem_plugins.memsearch.offline_model import OfflineModel
 
 
 def test_the_same_seed_gives_the_same_bytes() -> None:

@@ -18,9 +18,9 @@ from bench.quality.corpus import World, generate_world, scrubber
 from bench.quality.facts import STYLES
 from bench.quality.queries import build_queries
 from bench.quality.run import check_turn
+from pimem_core.day_file import list_entries
 from pimem_core.types import TranscriptRequest
 from pimem_plugins.pi_transcript import read_pi_transcript
-from pimem_plugins.shared.day_file import list_entries
 
 SIZE = 1000
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from test_serve import Bridge
 
-from pimem_core.offline_model import OfflineModel
 from pimem_core.types import Anchor, Entry
+from pimem_plugins.memsearch.offline_model import OfflineModel
 from pimem_plugins.memsearch.recall import cache
 from pimem_plugins.memsearch.recall.service import INLINE_CHUNKS
 from pimem_plugins.shared.layout import derive_collection

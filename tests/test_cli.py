@@ -369,7 +369,9 @@ def _leaf_parsers(
 def test_every_command_takes_the_shared_options_where_it_has_them() -> None:
     """A command added with its own --cwd or --json would take a value given before it back to
     its default: every command declares the shared options through one helper."""
-    leaves = dict(_leaf_parsers(build_parser()))
+    from pimem_plugins.memsearch.tools import COMMANDS as MEMSEARCH_COMMANDS
+
+    leaves = dict(_leaf_parsers(build_parser(added=MEMSEARCH_COMMANDS)))
     assert ("config", "use-offline-model") in leaves
     for path, parser in leaves.items():
         options = {o for action in parser._actions for o in action.option_strings}

@@ -17,7 +17,7 @@ from test_serve import Bridge
 from pimem_core.doors import protocol
 from pimem_core.doors.cli import COMMANDS, build_parser
 from pimem_core.doors.commands import SHARED, served
-from pimem_core.offline_model import OfflineModel
+from pimem_plugins.memsearch.offline_model import OfflineModel
 
 from conftest import run_cli
 from pi_sessions import assistant, session_file, user

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from test_serve import Bridge
 
-from pimem_core.backend import BackendQueue
-from pimem_core.memsearch_config import global_config_path
-from pimem_core.offline_model import OfflineModel
 from pimem_core.types import Anchor, Entry
+from pimem_plugins.memsearch.config import global_config_path
 from pimem_plugins.memsearch.engine import MemsearchEngine
+from pimem_plugins.memsearch.offline_model import OfflineModel
+from pimem_plugins.memsearch.work_queue import BackendQueue
 from pimem_plugins.shared.layout import derive_collection
 
 from conftest import Result, make_pimem, run_cli

@@ -7,8 +7,8 @@ from datetime import datetime
 
 import pytest
 
+from pimem_core.day_file import format_entry
 from pimem_core.types import Anchor, Entry
-from pimem_plugins.shared.day_file import format_entry
 from pimem_plugins.shared.day_merge import merge_day_file, split_blocks
 
 

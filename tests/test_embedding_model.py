@@ -10,8 +10,6 @@ import pytest
 from huggingface_hub import constants
 
 from pimem_core import Pimem
-from pimem_core.backend import BackendQueue
-from pimem_core.offline_model import MODEL_ID, OfflineModel
 from pimem_core.types import Scope
 from pimem_plugins.memsearch import embedding_model
 from pimem_plugins.memsearch.embedding_model import (
@@ -20,6 +18,8 @@ from pimem_plugins.memsearch.embedding_model import (
     load_embedder,
 )
 from pimem_plugins.memsearch.engine import MemsearchEngine
+from pimem_plugins.memsearch.offline_model import MODEL_ID, OfflineModel
+from pimem_plugins.memsearch.work_queue import BackendQueue
 
 from conftest import make_pimem
 

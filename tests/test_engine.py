@@ -20,7 +20,6 @@ import grpc  # type: ignore[import-untyped]
 import pytest
 
 from pimem_core import Pimem
-from pimem_core.backend import BackendQueue
 from pimem_core.errors import NoMemoryYet
 from pimem_core.private_dir import runtime_dir
 from pimem_core.runtime.indexer import Indexer
@@ -34,6 +33,7 @@ from pimem_plugins.memsearch.engine import (
     rebuild_instructions,
 )
 from pimem_plugins.memsearch.index import MemsearchMemoryIndex
+from pimem_plugins.memsearch.work_queue import BackendQueue
 
 from conftest import make_pimem
 from proc_sockets import tcp_listeners

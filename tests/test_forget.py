@@ -11,10 +11,10 @@ from typing import TypeVar
 
 import pytest
 
+from pimem_core.day_file import list_entries, remove_entry
 from pimem_core.errors import StoreError
 from pimem_core.types import Anchor, DayAddress, Entry
 from pimem_plugins import markdown_store
-from pimem_plugins.shared.day_file import list_entries, remove_entry
 
 from conftest import make_pimem, run_cli
 

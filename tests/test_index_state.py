@@ -9,7 +9,11 @@ import pytest
 
 from pimem_core.errors import IndexStateError
 from pimem_core.types import IndexHealth, Scope
-from pimem_plugins.shared.index_state import describe_index_health, parse_index_state
+from pimem_plugins.shared.index_state import (
+    describe_index_health,
+    parse_index_state,
+    read_index_health,
+)
 from pimem_plugins.shared.layout import index_state_path
 
 from conftest import make_pimem, write_script
@@ -186,7 +190,7 @@ def health_lines(repo: Path, content: str | None) -> list[str]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
     pimem = make_pimem()
-    return describe_index_health(pimem.read_index_health(pimem.resolve_scope(repo)))
+    return describe_index_health(read_index_health(pimem.resolve_scope(repo)))
 
 
 def state_json(**fields: object) -> str:
@@ -263,7 +267,7 @@ def test_read_index_health_keeps_the_parsed_state(repo: Path) -> None:
     path.parent.mkdir(parents=True)
     path.write_text(state_json(status="ok", collection="ms_x_12345678"))
     pimem = make_pimem()
-    health = pimem.read_index_health(pimem.resolve_scope(repo))
+    health = read_index_health(pimem.resolve_scope(repo))
     assert health.state_path == path
     assert health.unreadable is None
     assert health.state is not None
@@ -279,7 +283,7 @@ def test_health_without_a_state_path_says_none_will_be_written(tmp_path: Path) -
         index_state_path=None,
         store_command="/bin/true",
     )
-    health = make_pimem().read_index_health(scope)
+    health = read_index_health(scope)
     assert health == IndexHealth(state_path=None)
     lines = describe_index_health(health)
     assert len(lines) == 1

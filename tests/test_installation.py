@@ -34,7 +34,7 @@ def test_a_distribution_installed_removed_or_edited_changes_the_footprint(
     monkeypatch.setattr(sys, "path", [str(tmp_path), str(site)])
 
     def take() -> Footprint:
-        return Footprint.take(code=[code], model=model)
+        return Footprint.take(code=[code], files=[model])
 
     first = take()
     assert take().differs(first) is None

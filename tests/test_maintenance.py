@@ -34,7 +34,7 @@ from pimem_core.runtime.maintenance import (
     project_lock,
 )
 from pimem_core.types import HostModel
-from pimem_plugins.shared.maintenance import SYSTEM_PROMPT
+from pimem_plugins.memsearch.maintenance import SYSTEM_PROMPT
 
 from conftest import CLOCK, make_pimem, run_cli
 

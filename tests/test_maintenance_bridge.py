@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pimem_core.runtime.maintenance import LOCK_FILE, STATE_FILE, TEMP_MARK
-from pimem_plugins.shared.maintenance import SYSTEM_PROMPT
+from pimem_plugins.memsearch.maintenance import SYSTEM_PROMPT
 
 from conftest import CLOCK
 

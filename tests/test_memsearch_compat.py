@@ -1,4 +1,4 @@
-"""Each assumption pimem_core.memsearch_compat makes about memsearch, checked on the installed
+"""Each assumption pimem_plugins.memsearch.compat makes about memsearch, checked on the installed
 release: an upgrade that breaks one fails here, by name."""
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from milvus_lite.adapter.grpc import server as lite_server
 from pymilvus import MilvusClient
 from pymilvus.client.connection_manager import ConnectionManager
 
-from pimem_core import memsearch_compat
-from pimem_core.offline_model import OfflineModel
+from pimem_plugins.memsearch import compat as memsearch_compat
+from pimem_plugins.memsearch.offline_model import OfflineModel
 
 from proc_sockets import tcp_listeners
 

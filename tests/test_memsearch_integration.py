@@ -18,11 +18,11 @@ from typing import ClassVar, cast
 import pytest
 
 from pimem_core import hookimpl
-from pimem_core.offline_model import OfflineModel
 from pimem_core.render import NO_LEGS, SCORE_NOTES
 from pimem_core.services import MemoryIndex
 from pimem_core.testing import InMemoryIndex
 from pimem_core.types import BackendCall, CompactResult, IndexReport, Scope, StoreChange
+from pimem_plugins.memsearch.offline_model import OfflineModel
 from pimem_plugins.shared.layout import derive_collection
 
 from conftest import CLOCK, Result, make_pimem, run_cli

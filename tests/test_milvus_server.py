@@ -24,7 +24,7 @@ from test_memsearch_integration import (
 )
 
 from bench.milvus_server import MilvusServer, memsearch_config, render
-from pimem_core.offline_model import OfflineModel
+from pimem_plugins.memsearch.offline_model import OfflineModel
 from pimem_plugins.shared.layout import derive_collection
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pimem_core import offline_model as om
 from pimem_core.errors import PimemError
-from pimem_core.offline_model import (
+from pimem_plugins.memsearch import offline_model as om
+from pimem_plugins.memsearch.offline_model import (
     MODEL_ID,
     OfflineModel,
     default_hf_home,

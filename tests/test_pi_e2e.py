@@ -48,7 +48,7 @@ from bench.pi_host import (
     wait_for,
 )
 from pimem_core.testing import ShownHit, read_hits
-from pimem_plugins.shared.maintenance import SYSTEM_PROMPT as MAINTENANCE_SYSTEM
+from pimem_plugins.memsearch.maintenance import SYSTEM_PROMPT as MAINTENANCE_SYSTEM
 from pimem_plugins.snapshot import INSTRUCTIONS
 
 from conftest import CLOCK

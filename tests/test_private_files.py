@@ -21,13 +21,13 @@ from test_service_sessions import EXCHANGE, open_session, status_of
 
 from pimem_core import private_files
 from pimem_core.doors import service_client, service_wire
-from pimem_core.offline_model import OfflineModel
 from pimem_core.paths import PimemPaths
 from pimem_core.private_files import open_private, private_dir, write_private
 from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.journal import CaptureJournal, Pending
 from pimem_core.types import Scope
 from pimem_plugins.memsearch.engine import keep_database_private
+from pimem_plugins.memsearch.offline_model import OfflineModel
 
 from conftest import CLOCK, alive, run_cli
 

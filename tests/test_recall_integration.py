@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from pimem_core import Pimem
-from pimem_core.offline_model import OfflineModel
 from pimem_core.types import Anchor, ChunkAddress, Entry, Scope, SearchQuery
 from pimem_plugins.memsearch.index import MemsearchMemoryIndex
+from pimem_plugins.memsearch.offline_model import OfflineModel
 from pimem_plugins.memsearch.recall import cache
 from pimem_plugins.memsearch.recall.service import Recall
 

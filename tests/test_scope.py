@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pimem_plugins.memsearch.config import child_environment
 from pimem_plugins.shared.layout import derive_collection
 
 from conftest import make_pimem
@@ -66,7 +67,7 @@ def test_absolute_memsearch_dir_moves_store_collection_and_state(
 
 def test_memsearch_dir_does_not_touch_the_child_environment(repo: Path, tmp_path: Path) -> None:
     scope = make_pimem({"MEMSEARCH_DIR": str(tmp_path / "d")}).resolve_scope(repo)
-    env = scope.memsearch_environment({"MEMSEARCH_DIR": "inherited"})
+    env = child_environment(scope, {"MEMSEARCH_DIR": "inherited"})
     assert env["MEMSEARCH_DIR"] == "inherited"
 
 

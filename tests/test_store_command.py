@@ -11,6 +11,7 @@ import pytest
 from pimem_core import Pimem
 from pimem_core.errors import ScopeError
 from pimem_plugins import store_command
+from pimem_plugins.memsearch.config import child_environment
 from pimem_plugins.shared.layout import derive_collection
 from pimem_plugins.store_command import Mode, StoreCommand
 
@@ -265,7 +266,7 @@ def test_state_dir_declined_by_succeeding_with_no_output(repo: Path, tmp_path: P
     assert scope.collection == "ms_my_app_62c1f414"
     # Outside a .memsearch tree, no state-dir and no MEMSEARCH_DIR: memsearch writes no state.
     assert scope.index_state_path is None
-    env = scope.memsearch_environment({"MEMSEARCH_DIR": "Y", "OTHER": "1"})
+    env = child_environment(scope, {"MEMSEARCH_DIR": "Y", "OTHER": "1"})
     assert env["MEMSEARCH_DIR"] == "Y"
     assert env["OTHER"] == "1"
 
@@ -275,7 +276,7 @@ def test_declined_state_dir_leaves_an_absent_memsearch_dir_absent(
 ) -> None:
     script = write_script(tmp_path / "central.sh", CENTRAL)
     scope = with_command(script).resolve_scope(repo)
-    assert "MEMSEARCH_DIR" not in scope.memsearch_environment({})
+    assert "MEMSEARCH_DIR" not in child_environment(scope, {})
 
 
 def test_state_dir_answer_is_used_and_exported(repo: Path, tmp_path: Path) -> None:
@@ -289,7 +290,7 @@ def test_state_dir_answer_is_used_and_exported(repo: Path, tmp_path: Path) -> No
     scope = with_command(script).resolve_scope(repo)
     assert scope.state_dir == state
     assert scope.index_state_path == state / ".index-state.json"
-    assert scope.memsearch_environment({"MEMSEARCH_DIR": "Y"})["MEMSEARCH_DIR"] == str(state)
+    assert child_environment(scope, {"MEMSEARCH_DIR": "Y"})["MEMSEARCH_DIR"] == str(state)
 
 
 def test_state_dir_outranks_an_inherited_memsearch_dir(repo: Path, tmp_path: Path) -> None:

@@ -24,8 +24,8 @@ import pytest
 
 from pimem_core import Pimem
 from pimem_core.conflicts import is_conflicted
+from pimem_core.day_file import list_compact_blocks, list_entries
 from pimem_core.types import Anchor, DayAddress, Entry, Scope
-from pimem_plugins.shared.day_file import list_compact_blocks, list_entries
 
 from conftest import make_pimem, run_cli
 

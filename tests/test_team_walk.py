@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pimem_core.offline_model import OfflineModel
 from pimem_core.runtime.session import Session, SessionInfo
 from pimem_core.types import BranchEntry
+from pimem_plugins.memsearch.offline_model import OfflineModel
 
 from conftest import CLOCK, make_pimem
 

@@ -25,11 +25,11 @@ from pimem_core.doors.commands import (
     Args,
     Command,
     Door,
-    FilePath,
     Flag,
     Outcome,
     Param,
     UsageError,
+    plugin_commands,
 )
 from pimem_core.doors.git import COMMANDS as GIT_COMMANDS
 from pimem_core.doors.git import GROUP as GIT_GROUP
@@ -130,20 +130,6 @@ def _serve(door: Door, a: Args) -> Outcome:
 
     serve(door.pimem, announce=not door.ready_written)
     return Outcome(text=None)
-
-
-def _model_install(door: Door, a: Args) -> Outcome:
-    from pimem_core.offline_model import describe_install, install_offline_model
-
-    report = install_offline_model(a["hf_home"], progress=lambda line: door.note(f"pimem: {line}"))
-    return Outcome(text=describe_install(report), data=report.to_json())
-
-
-def _use_offline_model(door: Door, a: Args) -> Outcome:
-    from pimem_core.memsearch_config import use_offline_model
-
-    choice = use_offline_model(door.scope().repository_dir)
-    return Outcome(text=choice.describe(), data=choice.to_json())
 
 
 def _maintenance(door: Door, a: Args) -> Outcome:
@@ -289,9 +275,33 @@ def _plugins(door: Door, a: Args) -> Outcome:
         ]
     lines += ["", "single-answer hooks (the plugin asked first):"]
     lines += [f"  {hook} -> {plugin or '(none)'}" for hook, plugin in answers.items()]
+    added = plugin_commands(door.pimem)
+    if added.added or added.left_out:
+        lines += ["", "commands added by plugins:"]
+        lines += [
+            f"  pimem {command.name}  ({plugin}"
+            + (f"; served as {command.method}" if command.method else "")
+            + f"): {command.help}"
+            for plugin, command in added.added
+        ]
+        lines += [
+            f"  warning: pimem {name} of {plugin} is left out: {why}"
+            for plugin, name, why in added.left_out
+        ]
     return Outcome(
         text="\n".join(line.rstrip() for line in lines),
-        data={"plugins": [record.to_json() for record in records], "single_answer_hooks": answers},
+        data={
+            "plugins": [record.to_json() for record in records],
+            "single_answer_hooks": answers,
+            "commands": [
+                {"command": command.name, "plugin": plugin, "method": command.method}
+                for plugin, command in added.added
+            ],
+            "commands_left_out": [
+                {"command": name, "plugin": plugin, "why": why}
+                for plugin, name, why in added.left_out
+            ],
+        },
     )
 
 
@@ -316,33 +326,11 @@ OWN: tuple[Command, ...] = (
         json_output=False,
     ),
     Command(
-        path=("model", "install-offline"),
-        help="write all-MiniLM-L6-v2 as an ONNX model (about 87 MB) that loads with no network",
-        handler=_model_install,
-        project=False,
-        params=(
-            Param(
-                name="hf_home",
-                kind=FilePath(),
-                flags=("--hf-home",),
-                metavar="DIR",
-                help="where to put the model",
-            ),
-        ),
-    ),
-    Command(
-        path=("config", "use-offline-model"),
-        help="make memsearch embed with the offline model (its global configuration)",
-        description="Set embedding.provider and embedding.model in memsearch's global "
-        "configuration to the offline model, keeping every other setting.",
-        handler=_use_offline_model,
-    ),
-    Command(
         path=("maintenance", "run"),
-        help="run the due maintenance tasks now, with memsearch's [llm] model",
+        help="run the due maintenance tasks now, with the model a plugin provides",
         description="Run the maintenance tasks named in PIMEM_MAINTENANCE that are due, in "
-        "this process, with memsearch's [llm] model; each model call counts against "
-        "PIMEM_DISTILL_BUDGET.",
+        "this process, with the model a plugin provides (the bundled memsearch-llm: "
+        "memsearch's [llm] model); each model call counts against PIMEM_DISTILL_BUDGET.",
         handler=_maintenance,
         params=(
             Param(
@@ -397,7 +385,7 @@ OWN: tuple[Command, ...] = (
 #: The help's order of the commands (a group's commands in the table's order).
 _ORDER = (
     "scope", "write", "forget", "index", "search", "expand", "compact", "status", "transcript",
-    "serve", "service", "model", "config", "skills", "maintenance", "snapshot", "plugins", "git",
+    "serve", "service", "skills", "maintenance", "snapshot", "plugins", "git",
 )  # fmt: skip
 
 #: Every command of the command line, in its help's order.
@@ -407,8 +395,6 @@ COMMANDS: tuple[Command, ...] = tuple(
 
 #: The commands that group others (``pimem skills list``): their help and description.
 GROUPS = {
-    "model": ("manage the offline embedding model", None),
-    "config": ("memsearch's configuration, as pimem uses it", None),
     "skills": (
         "review and install the skill candidates drafted from memory",
         "Skill candidates are drafts: nothing is installed until you ask.",
@@ -471,7 +457,9 @@ def _options(
 
 def build_parser(
     parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser,
+    added: Sequence[Command] = (),
 ) -> argparse.ArgumentParser:
+    """The parser of the command table: pimem's commands, then the *added* ones (plugins')."""
     parser = parser_class(
         prog="pimem",
         description="Persistent, shared, markdown-first memory for coding agents. "
@@ -483,12 +471,12 @@ def build_parser(
     _options(parser, cwd=True, json_output=True, top=True)
     top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     groups: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
-    for command in COMMANDS:
+    for command in (*COMMANDS, *added):
         commands = top
         if len(command.path) == 2:
             group = command.path[0]
             if group not in groups:
-                help, description = GROUPS[group]
+                help, description = GROUPS.get(group, (command.group_help, None))
                 groups[group] = top.add_parser(
                     group, help=help, description=description
                 ).add_subparsers(dest=f"{group}_command", required=True, metavar="COMMAND")
@@ -587,15 +575,37 @@ def run_line(
     return execute(build_parser(parser_class), argv, make_door, out=out, err=err, default_cwd=cwd)
 
 
+def _load() -> tuple[Pimem | PimemError, tuple[Command, ...]]:
+    """pimem as the environment sets it up, and the commands its plugins add; a load that
+    fails is reported by the command (``pimem --help`` still answers, without them)."""
+    try:
+        pimem = Pimem.from_env()
+    except PimemError as error:
+        return error, ()
+    try:
+        added = plugin_commands(pimem)
+    except PimemError as error:
+        print(f"pimem: warning: plugin commands left out: {error}", file=sys.stderr)
+        return pimem, ()
+    return pimem, added.commands
+
+
 def main(argv: Sequence[str] | None = None, *, ready_written: bool = False) -> int:
     """Run one command. *ready_written*: the launcher wrote ``pimem serve``'s ready line."""
     if hasattr(sys.stdout, "reconfigure"):
         # Memory text is UTF-8; a narrower terminal encoding must not crash the command.
         sys.stdout.reconfigure(errors="backslashreplace")
+    pimem, added = _load()
+
+    def make_door(cwd: Path) -> Door:
+        if isinstance(pimem, PimemError):
+            raise pimem
+        return CliDoor(pimem, cwd, ready_written=ready_written)
+
     return execute(
-        build_parser(),
+        build_parser(added=added),
         argv,
-        lambda cwd: CliDoor(Pimem.from_env(), cwd, ready_written=ready_written),
+        make_door,
         out=sys.stdout,
         err=sys.stderr,
         log_to_stderr=True,

@@ -29,7 +29,7 @@ from pimem_core.doors.skills import (
     render_candidates,
     render_installed,
 )
-from pimem_core.errors import NoMemoryYet, PimemError, TranscriptNotHere
+from pimem_core.errors import NoMemoryYet, PimemError, PluginError, TranscriptNotHere
 from pimem_core.render import (
     cross_repo_to_json,
     hit_to_json,
@@ -323,6 +323,9 @@ class Command:
     check: Callable[[Args], None] | None = attrs.field(default=None, eq=False)
     #: Shows a progress bar on a terminal.
     progress: bool = False
+    #: The help of the group a two-word command starts (``pimem model``), where the core's
+    #: table does not already have it: a plugin's command groups say their own.
+    group_help: str | None = None
 
     @property
     def name(self) -> str:
@@ -710,3 +713,68 @@ def served(commands: Sequence[Command] = SHARED) -> dict[str, tuple[Command, ...
         if command.method is not None:
             methods[command.method] = (*methods.get(command.method, ()), command)
     return methods
+
+
+@attrs.frozen(kw_only=True)
+class PluginCommands:
+    """The commands plugins add to a table, and the ones left out, each with why."""
+
+    added: tuple[tuple[str, Command], ...] = ()
+    #: ``(plugin, command name, why)``.
+    left_out: tuple[tuple[str, str, str], ...] = ()
+
+    @property
+    def commands(self) -> tuple[Command, ...]:
+        return tuple(command for _, command in self.added)
+
+
+#: The first word of every command pimem has itself (a test keeps it equal to the command
+#: line's table): a plugin's commands start with a word of their own.
+CORE_WORDS = frozenset(
+    {
+        "compact", "expand", "forget", "git", "index", "maintenance", "plugins", "scope",
+        "search", "serve", "service", "skills", "snapshot", "status", "transcript", "write",
+    }
+)  # fmt: skip
+
+
+def plugin_commands(pimem: Pimem) -> PluginCommands:
+    """The plugins' commands that fit beside pimem's and each other: one whose first word is
+    pimem's, whose words or method another command has, is left out, so a plugin never shadows
+    pimem's commands or another plugin's."""
+    words: set[tuple[str, ...]] = set()
+    groups: set[str] = set()
+    singles: set[str] = set(CORE_WORDS)
+    methods = {*served(SHARED), "ping"}
+    added: list[tuple[str, Command]] = []
+    left_out: list[tuple[str, str, str]] = []
+    for plugin, command in pimem.collect_commands():
+        if not isinstance(command, Command):
+            raise PluginError(
+                f"pimem_collect_commands of {plugin} gave a {type(command).__name__}, "
+                "not a Command"
+            )
+        why = None
+        if not 1 <= len(command.path) <= 2 or not all(command.path):
+            why = "a command is one or two words"
+        elif command.path[0] in CORE_WORDS:
+            why = f"`pimem {command.path[0]}` is pimem's own"
+        elif command.path in words:
+            why = "another plugin has it"
+        elif len(command.path) == 1 and command.path[0] in groups:
+            why = f"`pimem {command.path[0]}` is a group of commands"
+        elif len(command.path) == 2 and command.path[0] in singles:
+            why = f"`pimem {command.path[0]}` is a command of its own"
+        elif command.method is not None and (
+            command.method in methods or command.method.startswith("session.")
+        ):
+            why = f"the method {command.method} is taken"
+        if why is not None:
+            left_out.append((plugin, command.name, why))
+            continue
+        added.append((plugin, command))
+        words.add(command.path)
+        (groups if len(command.path) > 1 else singles).add(command.path[0])
+        if command.method is not None:
+            methods.add(command.method)
+    return PluginCommands(added=tuple(added), left_out=tuple(left_out))

@@ -1,5 +1,6 @@
 """What a long-lived process loaded once and cannot see change: the installed distributions (so
-its plugins and their entry points), pimem's own code, and the offline embedding model.
+its plugins and their entry points), pimem's and its plugins' code, and the files plugins load
+from elsewhere (the offline embedding model).
 
 The memory service takes a :class:`Footprint` when it starts and compares a fresh one before
 each request: a distribution installed or removed, a package edited in place, a model
@@ -30,17 +31,17 @@ class Footprint:
     entries: tuple[tuple[str, int], ...]
 
     @classmethod
-    def take(cls, *, code: Iterable[Path], model: Path | None) -> Footprint:
+    def take(cls, *, code: Iterable[Path], files: Iterable[Path] = ()) -> Footprint:
         """This process's footprint: the distributions on its ``sys.path`` (its first entry, the
         script's or working directory, left out), every source file of *code* (packages and
-        modules) and every file of the model directory *model*."""
+        modules) and every file of *files* (files, or directories walked whole)."""
         found: list[tuple[str, int]] = []
         for directory in dict.fromkeys(sys.path[1:]):
             found.extend(_installed(directory))
         for root in code:
             found.extend(_files(root, suffix=".py"))
-        if model is not None:
-            found.extend(_files(model, suffix=""))
+        for root in files:
+            found.extend(_files(root, suffix=""))
         return cls(tuple(found))
 
     def differs(self, other: Footprint) -> str | None:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from pimem_core.api import Pimem
-from pimem_core.doors.commands import SHARED, Command, Door, UsageError, served
+from pimem_core.doors.commands import SHARED, Command, Door, UsageError, plugin_commands, served
 from pimem_core.errors import PimemError
 from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.host_model import ModelRef, model_ref_from_json, resolve_capture_model
@@ -192,6 +192,10 @@ class Server:
             "session.shutdown": self._shutdown,
             "ping": lambda params: {"pong": True},
             **{method: self._command(commands) for method, commands in served(SHARED).items()},
+            **{
+                method: self._command(commands)
+                for method, commands in served(_plugin_commands(pimem)).items()
+            },
         }
 
     # -- the wire -----------------------------------------------------------------------
@@ -407,6 +411,16 @@ class Server:
             return result
 
         return handle
+
+
+def _plugin_commands(pimem: Pimem) -> tuple[Command, ...]:
+    """The commands plugins add, as the command line has them; a plugin that fails to give
+    its commands costs them, never the session."""
+    try:
+        return plugin_commands(pimem).commands
+    except PimemError as error:
+        log.warning("plugin commands left out: %s", error)
+        return ()
 
 
 class _ServedDoor(Door):

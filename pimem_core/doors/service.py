@@ -34,7 +34,6 @@ from pimem_core.doors.commands import Door, UsageError
 from pimem_core.doors.installation import Footprint
 from pimem_core.doors.serve import Server
 from pimem_core.errors import PimemError
-from pimem_core.offline_model import default_hf_home, repo_dir
 from pimem_core.private_files import open_private, write_private
 from pimem_core.types import Scope
 
@@ -315,11 +314,9 @@ def loaded_code(pimem: Pimem) -> tuple[Path, ...]:
     return tuple(found)
 
 
-def take_footprint(code: tuple[Path, ...]) -> Footprint:
+def take_footprint(code: tuple[Path, ...], loaded: tuple[Path, ...]) -> Footprint:
     """What this process loaded that an install, an edit or a model reinstall changes."""
-    hf_home = os.environ.get("HF_HOME")
-    model = repo_dir(Path(hf_home) if hf_home else default_hf_home())
-    return Footprint.take(code=code, model=model)
+    return Footprint.take(code=code, files=loaded)
 
 
 def declared_of(pimem: Pimem) -> wire.Declared:
@@ -346,8 +343,12 @@ class Service:
     code: tuple[Path, ...] = attrs.field(
         default=attrs.Factory(lambda self: loaded_code(self.pimem), takes_self=True)
     )
+    #: The files plugins load from outside their packages (the offline model).
+    loaded: tuple[Path, ...] = attrs.field(
+        default=attrs.Factory(lambda self: self.pimem.collect_loaded_files(), takes_self=True)
+    )
     footprint: Footprint = attrs.field(
-        default=attrs.Factory(lambda self: take_footprint(self.code), takes_self=True)
+        default=attrs.Factory(lambda self: take_footprint(self.code, self.loaded), takes_self=True)
     )
     _checked: float = attrs.field(factory=time.monotonic, init=False)
     declared: wire.Declared = attrs.field(
@@ -437,7 +438,7 @@ class Service:
             if idle and now - self._checked < _IDLE_CHECK_S:
                 return None
             self._checked = now
-            changed = take_footprint(self.code).differs(self.footprint)
+            changed = take_footprint(self.code, self.loaded).differs(self.footprint)
             if changed is None:
                 return None
             with self._lock:

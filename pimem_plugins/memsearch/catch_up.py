@@ -14,10 +14,7 @@ from collections.abc import Callable
 
 import attrs
 
-from pimem_core import SettingSpec
-from pimem_core.errors import PimemError
-from pimem_core.settings import parse_milliseconds
-from pimem_core.types import FailedFile, IndexReport
+from pimem_core.plugin import FailedFile, IndexReport, PimemError, SettingSpec, parse_milliseconds
 from pimem_plugins.memsearch.ledger import DayFile, IndexLedger
 
 DEFAULT_CATCH_UP_MS = 5_000

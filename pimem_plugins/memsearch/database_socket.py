@@ -15,8 +15,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from pimem_core.memsearch_compat import LiteOnSocket
-from pimem_core.private_dir import NotPrivate, make_private, runtime_dir
+from pimem_core.plugin import NotPrivate, make_private, runtime_dir
+from pimem_plugins.memsearch.compat import LiteOnSocket
 
 #: The longest path a Unix socket can be bound at (``sun_path`` holds 108 bytes, its NUL too).
 MAX_SOCKET_PATH = 107

@@ -20,9 +20,9 @@ from typing import Any
 
 import attrs
 
-from pimem_core.errors import PimemError
-from pimem_core.memsearch_compat import onnx_provider_from_files
-from pimem_core.offline_model import MODEL_ID, PROVIDER, installed_model
+from pimem_core.plugin import PimemError
+from pimem_plugins.memsearch.compat import onnx_provider_from_files
+from pimem_plugins.memsearch.offline_model import MODEL_ID, PROVIDER, installed_model
 
 #: How long the model hub gets to answer a connection before it counts as unreachable.
 HUB_PROBE_SECONDS = 2.0

@@ -31,16 +31,28 @@ from typing import Any
 
 import attrs
 
-from pimem_core.allocator import give_back_memory
-from pimem_core.backend import BackendQueue
-from pimem_core.conflicts import (
+from pimem_core.plugin import (
+    Anchor,
+    CollectionMissing,
+    FailedFile,
+    IndexReport,
+    IndexStateError,
+    NoMemoryYet,
+    PimemError,
+    PimemPaths,
+    Scope,
+    ScoreKind,
+    SearchHit,
+    Section,
     blank_conflicts,
     conflicted_files,
     describe_conflicted,
+    give_back_memory,
+    private_dir,
     without_marker_lines,
 )
-from pimem_core.errors import CollectionMissing, IndexStateError, NoMemoryYet, PimemError
-from pimem_core.memsearch_compat import (
+from pimem_plugins.memsearch import database_socket, lock_knocks
+from pimem_plugins.memsearch.compat import (
     CollectionState,
     LiteOnSocket,
     SocketUnusable,
@@ -54,26 +66,15 @@ from pimem_core.memsearch_compat import (
     read_markdown_through,
     release_onnx_arena,
 )
-from pimem_core.memsearch_config import config_files, global_config_path, project_config_path
-from pimem_core.offline_model import MODEL_ID, PROVIDER, installed_model
-from pimem_core.paths import PimemPaths
-from pimem_core.private_files import private_dir
-from pimem_core.types import (
-    Anchor,
-    FailedFile,
-    IndexReport,
-    Scope,
-    ScoreKind,
-    SearchHit,
-    Section,
-)
-from pimem_plugins.memsearch import database_socket, lock_knocks
+from pimem_plugins.memsearch.config import config_files, global_config_path, project_config_path
 from pimem_plugins.memsearch.embedding_model import (
     EmbeddingModelMissing,
     check_model,
     load_embedder,
 )
 from pimem_plugins.memsearch.ledger import DayFile, IndexLedger
+from pimem_plugins.memsearch.offline_model import MODEL_ID, PROVIDER, installed_model
+from pimem_plugins.memsearch.work_queue import BackendQueue
 from pimem_plugins.shared.index_state import read_index_state
 from pimem_plugins.shared.layout import has_memory_files
 

@@ -19,23 +19,25 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import attrs
 
-from pimem_core import SettingSpec, hookimpl
-from pimem_core.backend import BackendQueue
-from pimem_core.errors import CollectionMissing, NoMemoryYet, PimemError
-from pimem_core.paths import PimemPaths
-from pimem_core.services import MemoryIndex
-from pimem_core.settings import Settings, parse_milliseconds
-from pimem_core.types import (
+from pimem_core.plugin import (
     BackendCall,
+    CollectionMissing,
     CompactResult,
-    IndexHealth,
     IndexReport,
+    MemoryIndex,
+    NoMemoryYet,
+    PimemError,
+    PimemPaths,
     Scope,
     SearchHit,
     SearchQuery,
     Section,
+    Settings,
+    SettingSpec,
     StatusSection,
     StoreChange,
+    hookimpl,
+    parse_milliseconds,
 )
 from pimem_plugins.memsearch.catch_up import CATCH_UP_MS, CatchUp, catch_up
 from pimem_plugins.memsearch.engine import (
@@ -51,11 +53,12 @@ from pimem_plugins.memsearch.engine import (
     section_of,
 )
 from pimem_plugins.memsearch.ledger import DayFile
-from pimem_plugins.shared.index_state import index_status_section, read_index_health
+from pimem_plugins.memsearch.work_queue import BackendQueue
+from pimem_plugins.shared.index_state import index_status_section
 from pimem_plugins.shared.layout import has_memory_files
 
 if TYPE_CHECKING:
-    from pimem_core.api import Pimem
+    from pimem_core.plugin import Pimem
     from pimem_plugins.memsearch.recall.service import Recall
 
 # The read model (numpy, faiss, bm25s and scipy: a quarter of a second) is imported when a
@@ -389,9 +392,6 @@ class MemsearchMemoryIndex:
         if recall is not None and recall.loaded:
             return 0  # searches run on the read model: they wait behind nothing in the queue
         return self.queue.pending
-
-    def health(self) -> IndexHealth:
-        return read_index_health(self.scope)
 
     def status(self) -> Iterator[StatusSection]:
         scope, engine = self.scope, self.engine

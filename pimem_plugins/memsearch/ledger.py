@@ -29,7 +29,7 @@ from pathlib import Path
 
 import attrs
 
-from pimem_core.private_files import write_private
+from pimem_core.plugin import write_private
 
 log = logging.getLogger(__name__)
 

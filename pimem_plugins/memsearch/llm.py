@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import asyncio
 
-from pimem_core import hookimpl
-from pimem_core.errors import PimemError
-from pimem_core.settings import Settings
-from pimem_core.types import HostModel, Scope
-from pimem_plugins.shared.maintenance import memsearch_config
+from pimem_core.plugin import HostModel, PimemError, Scope, Settings, hookimpl
+from pimem_plugins.memsearch.maintenance import memsearch_config
 
 
 @hookimpl(trylast=True)

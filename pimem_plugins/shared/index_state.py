@@ -9,8 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pimem_core.errors import IndexStateError
-from pimem_core.types import FailedFile, IndexHealth, IndexState, Scope, StatusSection
+from pimem_core.plugin import (
+    FailedFile,
+    IndexHealth,
+    IndexState,
+    IndexStateError,
+    Scope,
+    StatusSection,
+)
 from pimem_plugins.shared.layout import has_memory_files
 
 SCHEMA_VERSION = 1

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 # Public since third-party resolvers need them; imported here for the bundled plugins.
-from pimem_core.scopes import STATE_FILE, TREE, derive_collection, find_repository_dir
+from pimem_core.plugin import STATE_FILE, TREE, derive_collection, find_repository_dir
 
 __all__ = [
     "STATE_FILE",

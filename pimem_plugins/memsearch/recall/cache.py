@@ -24,7 +24,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from pimem_core.private_files import private_dir, replacing, tighten
+from pimem_core.plugin import private_dir, replacing, tighten
 from pimem_plugins.memsearch.recall.dense import FactIndex
 from pimem_plugins.memsearch.recall.lexical import LexicalIndex
 from pimem_plugins.memsearch.recall.read_model import ChunkRecord, Generation

@@ -16,7 +16,7 @@ import faiss
 import numpy as np
 import numpy.typing as npt
 
-from pimem_core.private_files import private_dir
+from pimem_core.plugin import private_dir
 
 #: Vectors encoded per step: a float32 copy of every vector at once would double the peak.
 _SLICE = 16_384

@@ -16,7 +16,7 @@ import bm25s
 import numpy as np
 import numpy.typing as npt
 
-from pimem_core.private_files import private_dir
+from pimem_core.plugin import private_dir
 
 K1 = 0.9
 B = 0.25

@@ -20,7 +20,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from pimem_core.types import LegScore, SearchHit
+from pimem_core.plugin import LegScore, SearchHit
 from pimem_plugins.memsearch.recall.read_model import Candidate
 from pimem_plugins.memsearch.recall.text import clean_text, tokens
 

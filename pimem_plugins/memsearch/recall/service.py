@@ -31,8 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from pimem_core.conflicts import blank_conflicts, without_marker_lines
-from pimem_core.types import Scope, SearchHit
+from pimem_core.plugin import Scope, SearchHit, blank_conflicts, without_marker_lines
 from pimem_plugins.memsearch.ledger import FULL_CHECK_SECONDS, recent_files
 from pimem_plugins.memsearch.recall import cache
 from pimem_plugins.memsearch.recall.cache import Stamp

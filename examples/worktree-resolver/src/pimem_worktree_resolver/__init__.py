@@ -19,9 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pimem_core import Settings, hookimpl
-from pimem_core.scopes import find_repository_dir, project_scope
-from pimem_core.types import Scope
+from pimem_core.plugin import Scope, Settings, find_repository_dir, hookimpl, project_scope
 
 __all__ = ["pimem_resolve_scope", "primary_checkout"]
 

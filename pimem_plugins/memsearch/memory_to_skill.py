@@ -24,22 +24,25 @@ from typing import Any
 
 import attrs
 
-from pimem_core import hookimpl
-from pimem_core.errors import PimemError, StoreError
-from pimem_core.memsearch_compat import distill_steps
-from pimem_core.runtime.budget import DistillBudget
-from pimem_core.runtime.maintenance import maintenance_root, task_status, temp_path
-from pimem_core.services import SkillCatalog
-from pimem_core.settings import Settings
-from pimem_core.types import (
+from pimem_core.plugin import (
+    DistillBudget,
     MaintenanceOutcome,
     MaintenanceRun,
     MaintenanceTask,
+    PimemError,
     Scope,
+    Settings,
     SkillCandidate,
+    SkillCatalog,
     StatusSection,
+    StoreError,
+    hookimpl,
+    maintenance_root,
+    task_status,
+    temp_path,
 )
-from pimem_plugins.shared.maintenance import (
+from pimem_plugins.memsearch.compat import distill_steps
+from pimem_plugins.memsearch.maintenance import (
     SYSTEM_PROMPT,
     describe_task,
     memsearch_config,

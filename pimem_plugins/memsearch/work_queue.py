@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from pimem_core.errors import PimemError
+from pimem_core.plugin import PimemError
 
 T = TypeVar("T")
 
