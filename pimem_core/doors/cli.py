@@ -587,15 +587,27 @@ def run_line(
     return execute(build_parser(parser_class), argv, make_door, out=out, err=err, default_cwd=cwd)
 
 
-def main(argv: Sequence[str] | None = None, *, ready_written: bool = False) -> int:
-    """Run one command. *ready_written*: the launcher wrote ``pimem serve``'s ready line."""
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    ready_written: bool = False,
+    open_pimem: Callable[[], Pimem] | None = None,
+) -> int:
+    """Run one command. *ready_written*: the launcher wrote ``pimem serve``'s ready line.
+
+    *open_pimem* builds the facade (default :meth:`Pimem.from_env`: the process environment and
+    the installed plugins); the test kit's ``run_pimem`` chooses its plugins here. It is called
+    once the command line is parsed, as the default is, so a plugin that fails to load or a bad
+    setting is an error exit, not an exception.
+    """
     if hasattr(sys.stdout, "reconfigure"):
         # Memory text is UTF-8; a narrower terminal encoding must not crash the command.
         sys.stdout.reconfigure(errors="backslashreplace")
+    opened = Pimem.from_env if open_pimem is None else open_pimem
     return execute(
         build_parser(),
         argv,
-        lambda cwd: CliDoor(Pimem.from_env(), cwd, ready_written=ready_written),
+        lambda cwd: CliDoor(opened(), cwd, ready_written=ready_written),
         out=sys.stdout,
         err=sys.stderr,
         log_to_stderr=True,
