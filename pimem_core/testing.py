@@ -491,14 +491,18 @@ def _build_pimem(
     plugins: Sequence[PluginSpec], env: Mapping[str, str], *, installed: bool
 ) -> Pimem:
     """The facade over *plugins* (and the installed ones, with *installed*), settings from *env*."""
-    given = [spec if isinstance(spec, tuple) else (plugin_name(spec), spec) for spec in plugins]
+    # (name, plugin, whether the test named it)
+    given = [
+        (*spec, True) if isinstance(spec, tuple) else (plugin_name(spec), spec, False)
+        for spec in plugins
+    ]
     chosen: list[importlib.metadata.EntryPoint] = []
     if installed:
         for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             match = next(
                 (
-                    (index, name, plugin)
-                    for index, (name, plugin) in enumerate(given)
+                    (index, name, plugin, named)
+                    for index, (name, plugin, named) in enumerate(given)
                     if _is_installed_as(plugin, entry_point)
                 ),
                 None,
@@ -506,8 +510,8 @@ def _build_pimem(
             if match is None:
                 chosen.append(entry_point)
                 continue
-            index, name, plugin = match
-            if isinstance(plugins[index], tuple) and name != entry_point.name:
+            index, name, plugin, named = match
+            if named and name != entry_point.name:
                 raise ValueError(
                     f"{plugin!r} is installed as {entry_point.name!r} and is registered under "
                     f"that name: give it without the name {name!r}, or without installed=True"
@@ -515,7 +519,7 @@ def _build_pimem(
             chosen.append(_GivenEntryPoint(entry_point, plugin))
             del given[index]
     pm = build_plugin_manager(Settings.from_env(env), entry_points=chosen)
-    for name, plugin in given:
+    for name, plugin, _ in given:
         if pm.is_registered(plugin):
             continue  # given twice: pluggy registers an object once
         # The manager's settings, not the ones parsed before: they carry the settings every

@@ -210,8 +210,14 @@ def test_an_installed_plugin_given_as_an_object_is_that_object_in_its_place(
 
 
 def test_an_installed_plugin_given_under_another_name_is_refused(make_pimem: MakePimem) -> None:
+    from pimem_plugins import secret_patterns
+
     with pytest.raises(ValueError, match="installed as 'scope-default'"):
         make_pimem(("my-scope", DefaultScope), installed=True)
+    with pytest.raises(ValueError, match="installed as 'scope-default'"):  # after another match
+        make_pimem(secret_patterns, ("my-scope", DefaultScope), installed=True)
+    named = make_pimem(secret_patterns, ("scope-default", DefaultScope), installed=True)
+    assert [record.name for record in named.pm.records].count("scope-default") == 1
     pimem = make_pimem(("my-scope", DefaultScope))  # not installed here: the name is kept
     assert [record.name for record in pimem.pm.records] == ["my-scope"]
 
