@@ -7,9 +7,16 @@ there in any test suite, with no import and no ``conftest.py`` line:
     Builds an isolated :class:`~pimem_core.Pimem` from the plugins you give it: modules,
     classes (instantiated once, as pimem does), objects, or ``(name, plugin)`` pairs. ``HOME``
     is a temporary directory; the settings come only from ``env`` (nothing of the test
-    process's ``PIMEM_*`` variables leaks in); plugins load strictly (``PIMEM_STRICT_PLUGINS=1``,
-    so a plugin that does not fit fails the test). Installed plugins (pimem's bundled ones
-    included) load only with ``installed=True``.
+    process's ``PIMEM_*`` variables leaks in), parsed with every setting the plugins declare;
+    plugins load strictly (``PIMEM_STRICT_PLUGINS=1``, so a plugin that does not fit fails the
+    test). Installed plugins (pimem's bundled ones included) load only with ``installed=True``;
+    a plugin given that is installed too is registered once, under its entry-point name.
+``run_pimem``
+    Runs one ``pimem`` command in this process, through the command line's own entry function,
+    with the plugins chosen as for ``make_pimem`` and an environment of its own (the temporary
+    ``HOME``, ``env``, and nothing else of the test process's but ``PATH`` and the locale);
+    returns a :class:`CliResult`: ``exit_code``, ``stdout``, ``stderr``, and ``json``, the
+    parsed output of a ``--json`` command.
 ``pimem_project``
     A temporary project whose root is a git root (its ``.git`` is a directory), with the scope
     memsearch gives it (:func:`pimem_core.scopes.project_scope`).
@@ -19,23 +26,62 @@ there in any test suite, with no import and no ``conftest.py`` line:
 :class:`InMemoryIndex` and :class:`InMemoryIndexPlugin`
     A whole :class:`~pimem_core.services.MemoryIndex` with no database and no model: word
     overlap over the store's day files, recording every operation. Give the plugin to
-    ``make_pimem`` to test a plugin that searches, or subclass the index to script one answer.
+    ``make_pimem`` or ``run_pimem`` to test a plugin that searches, or subclass the index to
+    script one answer.
 :func:`read_hits`
     A search's text (``memory_search``, ``pimem search``) read back hit by hit, as
     :class:`ShownHit`: for tests of what an agent is shown (a host adapter, an end-to-end run).
 
-Example, for a plugin module ``my_plugin`` with a ``pimem_resolve_scope`` hook::
+Example, for a plugin module ``my_plugin`` installed under the entry-point name ``my-plugin``
+(``my-plugin = "my_plugin"`` in the ``pimem`` group of its ``pyproject.toml``), whose
+``pimem_resolve_scope`` (``tryfirst``) keeps every project under ``~/notes`` in one store::
+
+    from pathlib import Path
 
     import my_plugin
+    from pimem_core.testing import (
+        FakeHostModel,
+        InMemoryIndexPlugin,
+        MakePimem,
+        RunPimem,
+        TempProject,
+        read_hits,
+    )
 
-    def test_my_resolver_answers(make_pimem, pimem_project):
+
+    def test_my_resolver_answers_first(make_pimem: MakePimem, pimem_project: TempProject) -> None:
+        # Given and installed: loaded once, through its entry point, under that name.
         pimem = make_pimem(my_plugin, installed=True, env={"PIMEM_NOW": "2026-08-13T22:41"})
-        assert pimem.pm.answering_plugins()["pimem_resolve_scope"] == "my_plugin"
-        scope = pimem.resolve_scope(pimem_project.directory)
+        assert pimem.pm.answering_plugins()["pimem_resolve_scope"] == "my-plugin"
+        notes = Path.home() / "notes"  # HOME is the test's own
+        assert pimem.resolve_scope(notes / "todo").memory_dir == notes / ".memsearch" / "memory"
+        assert pimem.resolve_scope(pimem_project.directory) == pimem_project.scope
 
-    def test_my_distiller_uses_the_host_model(fake_host_model):
+
+    def test_the_command_line_writes_and_finds(run_pimem: RunPimem) -> None:
+        notes = Path.home() / "notes"
+        notes.mkdir()
+        index = InMemoryIndexPlugin()  # no database, no model
+        anchor = ["--session", "s1", "--turn", "t1", "--transcript", "/t/s1.jsonl"]
+        written = run_pimem(
+            "write", "- the build needs node 22", *anchor, "--json",
+            plugins=[index], installed=True, cwd=notes,
+        )
+        assert written.exit_code == 0, written.stderr
+        assert Path(written.json["file"]).parent == notes / ".memsearch" / "memory"
+        # The in-memory index reads the day files when told to, as `pimem index` does.
+        assert run_pimem("index", plugins=[index], installed=True, cwd=notes).exit_code == 0
+        found = run_pimem("search", "node", plugins=[index], installed=True, cwd=notes)
+        assert [hit.content for hit in read_hits(found.stdout)] == ["- the build needs node 22"]
+
+
+    def test_my_distiller_asks_the_host_model(fake_host_model: FakeHostModel) -> None:
         model = fake_host_model.script("- the user prefers tabs").host_model
-        ...
+        assert model.complete("distil this", "use tabs", 5.0) == "- the user prefers tabs"
+        assert fake_host_model.calls == [("distil this", "use tabs")]
+
+pimem's own suite runs every example of this module's documentation (a block after ``::``)
+against such a plugin, so an example here that breaks fails a test.
 
 pytest stays out of pimem's runtime: only this module imports it, and importing it without
 pytest fails with an :class:`ImportError` saying what to install (``pip install
@@ -44,13 +90,19 @@ pytest fails with an :class:`ImportError` saying what to install (``pip install
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
+import io
+import json
+import logging
+import os
 import re
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 
@@ -65,7 +117,7 @@ except ImportError as missing:  # pragma: no cover - exercised in a child proces
 from pimem_core.api import Pimem
 from pimem_core.errors import NoMemoryYet, PimemError
 from pimem_core.hookspecs import hookimpl
-from pimem_core.manager import build_plugin_manager
+from pimem_core.manager import ENTRY_POINT_GROUP, build_plugin_manager
 from pimem_core.scopes import project_scope
 from pimem_core.services import MemoryIndex, MemoryStore
 from pimem_core.settings import Settings
@@ -84,10 +136,12 @@ from pimem_core.types import (
 )
 
 __all__ = [
+    "CliResult",
     "FakeHostModel",
     "InMemoryIndex",
     "InMemoryIndexPlugin",
     "MakePimem",
+    "RunPimem",
     "ShownHit",
     "TempProject",
     "fake_host_model",
@@ -95,6 +149,7 @@ __all__ = [
     "pimem_project",
     "plugin_name",
     "read_hits",
+    "run_pimem",
 ]
 
 #: What a plugin given to ``make_pimem`` may be: the plugin, or a ``(name, plugin)`` pair.
@@ -124,9 +179,64 @@ class MakePimem(Protocol):
             after the installed plugins (so a ``tryfirst`` answer of theirs is asked first); a
             module already loaded through its entry point is not loaded twice.
         :param env: the environment pimem's settings are read from (nothing else is read).
-        :param installed: also load every installed plugin of the ``pimem`` entry-point group.
+        :param installed: also load every installed plugin of the ``pimem`` entry-point group;
+            a plugin given that one of them loads (its module, its class, or an instance of its
+            class) takes that entry point's place, under its name, instead of loading twice.
         """
         ...
+
+
+class RunPimem(Protocol):
+    """The ``run_pimem`` fixture: runs one ``pimem`` command in this process."""
+
+    def __call__(
+        self,
+        *args: str | os.PathLike[str],
+        plugins: Sequence[PluginSpec] = (),
+        installed: bool = False,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        stdin: str | bytes | None = None,
+    ) -> CliResult:
+        """:param args: the command line after ``pimem`` (``"search", "node", "--json"``).
+        :param plugins: as ``make_pimem``'s: objects given are the same in every run (state
+            kept), classes are instantiated afresh for each run, as a new process would.
+        :param installed: also load the installed plugins, as ``make_pimem``'s.
+        :param env: the command's environment on top of a temporary ``HOME`` and
+            ``XDG_RUNTIME_DIR``, ``PIMEM_STRICT_PLUGINS=1`` and ``PIMEM_SERVICE=off``; of the
+            test process's only ``PATH``, the temporary directory and the locale are kept.
+        :param cwd: the directory the command runs in (default: the test's temporary directory,
+            never the directory pytest was started in, a real checkout).
+        :param stdin: what the command reads from stdin (``pimem write -``); default nothing.
+
+        An exception the command line does not turn into an exit code (a plugin's bug) is
+        raised, with its traceback, rather than hidden in the result.
+        """
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class CliResult:
+    """What one ``run_pimem`` run gave."""
+
+    #: The command line after ``pimem``, as run.
+    args: tuple[str, ...]
+    #: 0 success, 1 a user-facing error (one line on stderr), 2 a usage error.
+    exit_code: int
+    stdout: str
+    stderr: str
+    #: ``stdout`` parsed when it is JSON (a ``--json`` command), else ``None``. Typed ``Any``
+    #: because a test indexes into it directly (``result.json["plugins"]``).
+    json: Any = attrs.field(
+        init=False, default=attrs.Factory(lambda self: _json_or_none(self.stdout), takes_self=True)
+    )
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 @attrs.frozen(kw_only=True)
@@ -314,7 +424,9 @@ def read_hits(text: str) -> tuple[ShownHit, ...]:
     the lines under it, up to the next hit, as its content."""
     found = list(_HIT_LINE.finditer(text))
     hits = []
-    for match, after in zip(found, [*found[1:], None], strict=True):
+    # Each hit's block ends where the next starts; the last one's at the end of the text.
+    ends: list[re.Match[str] | None] = [*found[1:], None] if found else []
+    for match, after in zip(found, ends, strict=True):
         block = text[match.end() : after.start() if after else len(text)]
         account = _ACCOUNT.search(block)
         lines = block[: account.start() if account else len(block)].strip("\n").split("\n")
@@ -352,32 +464,226 @@ class InMemoryIndexPlugin:
         return self.indexes.setdefault(scope.collection, InMemoryIndex(scope))
 
 
+class _GivenEntryPoint(importlib.metadata.EntryPoint):
+    """An installed plugin's entry point that loads the object the test gave instead, so the
+    plugin is registered once, under the entry point's name, in its place among the installed
+    ones (the order pluggy asks them in), exactly as pimem would load it."""
+
+    def __init__(self, entry_point: importlib.metadata.EntryPoint, plugin: object) -> None:
+        super().__init__(entry_point.name, entry_point.value, entry_point.group)
+        # EntryPoint refuses attribute assignment; its own code sets `dist` this way too.
+        vars(self).update(dist=entry_point.dist, _plugin=plugin)
+
+    def load(self) -> object:
+        return vars(self)["_plugin"]
+
+
+def _is_installed_as(plugin: object, entry_point: importlib.metadata.EntryPoint) -> bool:
+    """Whether *entry_point* loads *plugin*: its module, its class, or the class of an object."""
+    try:
+        loaded = entry_point.load()
+    except Exception:  # noqa: BLE001 - a broken entry point is the manager's to report
+        return False
+    return loaded is plugin or (isinstance(loaded, type) and type(plugin) is loaded)
+
+
+def _build_pimem(
+    plugins: Sequence[PluginSpec], env: Mapping[str, str], *, installed: bool
+) -> Pimem:
+    """The facade over *plugins* (and the installed ones, with *installed*), settings from *env*."""
+    # (name, plugin, whether the test named it)
+    given = [
+        (*spec, True) if isinstance(spec, tuple) else (plugin_name(spec), spec, False)
+        for spec in plugins
+    ]
+    chosen: list[importlib.metadata.EntryPoint] = []
+    if installed:
+        for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            match = next(
+                (
+                    (index, name, plugin, named)
+                    for index, (name, plugin, named) in enumerate(given)
+                    if _is_installed_as(plugin, entry_point)
+                ),
+                None,
+            )
+            if match is None:
+                chosen.append(entry_point)
+                continue
+            index, name, plugin, named = match
+            if named and name != entry_point.name:
+                raise ValueError(
+                    f"{plugin!r} is installed as {entry_point.name!r} and is registered under "
+                    f"that name: give it without the name {name!r}, or without installed=True"
+                )
+            chosen.append(_GivenEntryPoint(entry_point, plugin))
+            del given[index]
+    pm = build_plugin_manager(Settings.from_env(env), entry_points=chosen)
+    for name, plugin, _ in given:
+        if pm.is_registered(plugin):
+            continue  # given twice: pluggy registers an object once
+        # The manager's settings, not the ones parsed before: they carry the settings every
+        # plugin loaded so far declared, as build_plugin_manager passes them.
+        pm.load_plugin(plugin, name, pm.settings)
+    # pm.settings, as Pimem.from_env uses: the settings parsed before any plugin declared its
+    # own would leave a plugin's setting unvalidated and out of the facade's settings.
+    return Pimem(pm.settings, pm)
+
+
+#: Where pimem's files (data, cache, state, sockets) go when these are set: from the test
+#: process's environment they would lead to the user's own, so the kit unsets them.
+_USER_DIRS = ("PIMEM_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME")
+
+
+@attrs.frozen
+class _User:
+    """The test's own user: its ``HOME``, and its runtime directory (pimem's sockets)."""
+
+    home: Path
+    runtime: Path
+
+
 @pytest.fixture
-def make_pimem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MakePimem:
+def _pimem_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> _User:
+    """One user per test, shared by ``make_pimem`` and ``run_pimem``, and the test process's
+    ``HOME`` for the test (``Path.home()`` in the test is the commands' home)."""
+    user = _User(home=tmp_path / "pimem-home", runtime=tmp_path / "pimem-run")
+    user.home.mkdir(exist_ok=True)
+    user.runtime.mkdir(mode=0o700, exist_ok=True)
+    # memsearch, platformdirs, pimem's own paths and child processes read these from the
+    # process environment, not from the settings.
+    monkeypatch.setenv("HOME", str(user.home))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(user.runtime))
+    for name in _USER_DIRS:
+        monkeypatch.delenv(name, raising=False)
+    return user
+
+
+@pytest.fixture
+def make_pimem(_pimem_user: _User) -> MakePimem:
     """A factory of isolated pimems; see the module's documentation."""
-    home = tmp_path / "pimem-home"
-    home.mkdir(exist_ok=True)
-    # memsearch, platformdirs and child processes read HOME from the process environment.
-    monkeypatch.setenv("HOME", str(home))
 
     def make(
         *plugins: PluginSpec,
         env: Mapping[str, str] | None = None,
         installed: bool = False,
     ) -> Pimem:
-        settings = Settings.from_env(
-            {"HOME": str(home), "PIMEM_STRICT_PLUGINS": "1", **(env or {})}
+        return _build_pimem(
+            plugins,
+            {"HOME": str(_pimem_user.home), "PIMEM_STRICT_PLUGINS": "1", **(env or {})},
+            installed=installed,
         )
-        chosen: tuple[importlib.metadata.EntryPoint, ...] | None = None if installed else ()
-        pm = build_plugin_manager(settings, entry_points=chosen)
-        for spec in plugins:
-            name, plugin = spec if isinstance(spec, tuple) else (plugin_name(spec), spec)
-            if pm.is_registered(plugin):
-                continue  # an installed module plugin, already loaded through its entry point
-            pm.load_plugin(plugin, name, settings)
-        return Pimem(settings, pm)
 
     return make
+
+
+#: What a command needs of the test process's environment: finding programs (git, a store
+#: command), a temporary directory and the locale. Nothing else passes, pimem's own least.
+_PASSED = ("PATH", "TMPDIR", "TEMP", "TMP", "LANG", "LC_ALL", "LC_CTYPE", "SYSTEMROOT")
+#: The loggers ``pimem -v`` adds a handler to.
+_LOGGERS = ("pimem_core", "pimem_plugins")
+
+
+@contextlib.contextmanager
+def _process_environment(env: Mapping[str, str]) -> Iterator[None]:
+    """``os.environ`` is *env* for the block, and what it was after (not only at teardown,
+    so the test between two runs sees its own environment)."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def _logging_kept() -> Iterator[None]:
+    """``-v`` adds a handler writing to this run's stderr; the next run must not write there."""
+    loggers = [logging.getLogger(name) for name in _LOGGERS]
+    saved = [(logger.level, list(logger.handlers)) for logger in loggers]
+    try:
+        yield
+    finally:
+        for logger, (level, handlers) in zip(loggers, saved, strict=True):
+            logger.setLevel(level)
+            logger.handlers[:] = handlers
+
+
+def _exit_code(code: object) -> int:
+    """A ``SystemExit``'s code as the process's exit status (``None`` is 0, a message 1)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _stream(data: bytes = b"") -> io.TextIOWrapper:
+    # A real text stream over bytes, as a process's standard streams are: the CLI reconfigures
+    # stdout's errors and reads stdin's `buffer`.
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", newline="")
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    stream.flush()
+    buffer = stream.buffer
+    assert isinstance(buffer, io.BytesIO)
+    return buffer.getvalue().decode("utf-8", errors="replace")
+
+
+@pytest.fixture
+def run_pimem(tmp_path: Path, _pimem_user: _User) -> RunPimem:
+    """Runs ``pimem`` commands in this process; see the module's documentation."""
+    # Here, not at the top: pytest loads this module in every run where pimem is installed,
+    # and most suites never run the command line.
+    from pimem_core.doors import cli
+
+    def run(
+        *args: str | os.PathLike[str],
+        plugins: Sequence[PluginSpec] = (),
+        installed: bool = False,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        stdin: str | bytes | None = None,
+    ) -> CliResult:
+        argv = tuple(os.fspath(arg) for arg in args)
+        command_env = {
+            **{name: os.environ[name] for name in _PASSED if name in os.environ},
+            "HOME": str(_pimem_user.home),
+            "XDG_RUNTIME_DIR": str(_pimem_user.runtime),
+            "PIMEM_STRICT_PLUGINS": "1",
+            # The in-process run never goes through the memory service; off says so to the
+            # commands that report on it (`pimem status`), and starts none.
+            "PIMEM_SERVICE": "off",
+            **(env or {}),
+        }
+
+        def open_pimem() -> Pimem:
+            return _build_pimem(plugins, command_env, installed=installed)
+
+        data = stdin.encode("utf-8") if isinstance(stdin, str) else (stdin or b"")
+        out, err, given = _stream(), _stream(), _stream(data)
+        saved_stdin = sys.stdin
+        with (
+            _process_environment(command_env),
+            contextlib.chdir(tmp_path if cwd is None else cwd),
+            _logging_kept(),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            sys.stdin = given
+            try:
+                code = cli.main(list(argv), open_pimem=open_pimem)
+            except SystemExit as stop:  # argparse's usage errors, --help, --version
+                code = _exit_code(stop.code)
+            finally:
+                sys.stdin = saved_stdin
+        return CliResult(args=argv, exit_code=code, stdout=_text(out), stderr=_text(err))
+
+    return run
 
 
 @pytest.fixture

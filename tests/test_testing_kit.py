@@ -3,19 +3,42 @@ public scope helpers of pimem_core.scopes."""
 
 from __future__ import annotations
 
+import inspect
+import logging
+import os
+import re
 import subprocess
 import sys
+import textwrap
 import types
 from pathlib import Path
 
 import pytest
 
-from pimem_core import Settings, hookimpl
-from pimem_core.errors import PluginLoadError
+from pimem_core import Settings, SettingSpec, hookimpl, testing
+from pimem_core.errors import PluginLoadError, SettingsError
 from pimem_core.scopes import derive_collection, find_repository_dir, project_scope
-from pimem_core.testing import FakeHostModel, MakePimem, TempProject, plugin_name
-from pimem_core.types import Anchor, Distillation, DistillRequest, Exchange, ExchangeMessage
+from pimem_core.testing import (
+    CliResult,
+    FakeHostModel,
+    InMemoryIndexPlugin,
+    MakePimem,
+    RunPimem,
+    TempProject,
+    plugin_name,
+    read_hits,
+)
+from pimem_core.types import (
+    Anchor,
+    Distillation,
+    DistillRequest,
+    Exchange,
+    ExchangeMessage,
+    Scope,
+)
 from pimem_plugins.scope_default import DefaultScope
+
+from conftest import make_distribution
 
 
 class ModelDistiller:
@@ -156,3 +179,272 @@ def test_the_fixtures_reach_a_suite_with_no_conftest(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+# -- a plugin given that is installed too: registered once, under its entry-point name --------
+
+
+def test_an_installed_class_given_is_registered_once_under_its_entry_point_name(
+    make_pimem: MakePimem,
+) -> None:
+    pimem = make_pimem(DefaultScope, installed=True)
+    names = [record.name for record in pimem.pm.records]
+    assert names.count("scope-default") == 1
+    assert "DefaultScope" not in names
+    assert pimem.pm.implementing_plugins("pimem_resolve_scope").count("scope-default") == 1
+    assert sum(isinstance(plugin, DefaultScope) for plugin in pimem.pm.get_plugins()) == 1
+
+
+def test_an_installed_plugin_given_as_an_object_is_that_object_in_its_place(
+    make_pimem: MakePimem,
+) -> None:
+    given = DefaultScope()
+    pimem = make_pimem(given, installed=True)
+    assert pimem.pm.get_plugin("scope-default") is given
+    assert sum(isinstance(plugin, DefaultScope) for plugin in pimem.pm.get_plugins()) == 1
+    record = next(record for record in pimem.pm.records if record.name == "scope-default")
+    assert record.distribution == "pimem"  # loaded as the entry point, with its distribution
+    # In the installed plugins' order, not last: the resolvers are asked as pimem asks them.
+    installed = make_pimem(installed=True).pm.implementing_plugins("pimem_resolve_scope")
+    assert pimem.pm.implementing_plugins("pimem_resolve_scope") == installed
+
+
+def test_an_installed_plugin_given_under_another_name_is_refused(make_pimem: MakePimem) -> None:
+    from pimem_plugins import secret_patterns
+
+    with pytest.raises(ValueError, match="installed as 'scope-default'"):
+        make_pimem(("my-scope", DefaultScope), installed=True)
+    with pytest.raises(ValueError, match="installed as 'scope-default'"):  # after another match
+        make_pimem(secret_patterns, ("my-scope", DefaultScope), installed=True)
+    named = make_pimem(secret_patterns, ("scope-default", DefaultScope), installed=True)
+    assert [record.name for record in named.pm.records].count("scope-default") == 1
+    pimem = make_pimem(("my-scope", DefaultScope))  # not installed here: the name is kept
+    assert [record.name for record in pimem.pm.records] == ["my-scope"]
+
+
+# -- the facade carries the settings the plugins declare -----------------------------------------
+
+VOLUME = SettingSpec(
+    plugin="greeter",
+    name="volume",
+    env="PIMEM_GREETER_VOLUME",
+    parse=int,
+    default=3,
+    help="how loud the greeting is",
+)
+
+
+class Greeter:
+    # Static, as pimem asks a class plugin for its settings before instantiating it.
+    @staticmethod
+    @hookimpl
+    def pimem_declare_settings() -> tuple[SettingSpec[int]]:
+        return (VOLUME,)
+
+
+def test_the_facade_has_the_settings_the_plugins_declare(make_pimem: MakePimem) -> None:
+    pimem = make_pimem(Greeter, env={"PIMEM_GREETER_VOLUME": "7"})
+    assert pimem.settings.plugin_values == {"PIMEM_GREETER_VOLUME": 7}
+    assert pimem.settings is pimem.pm.settings
+    assert VOLUME.read(pimem.settings) == 7
+    assert pimem.declared_settings() == (VOLUME,)
+    assert make_pimem(Greeter).settings.plugin_values == {"PIMEM_GREETER_VOLUME": 3}
+    with pytest.raises(SettingsError, match="PIMEM_GREETER_VOLUME"):
+        make_pimem(Greeter, env={"PIMEM_GREETER_VOLUME": "loud"})
+
+
+# -- run_pimem: the command line, in process ------------------------------------------------------
+
+
+class Recorder:
+    """A resolver that records the environment and directory the command ran with."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[dict[str, str], Path]] = []
+
+    @hookimpl(tryfirst=True)
+    def pimem_resolve_scope(self, cwd: Path) -> Scope:
+        self.seen.append((dict(os.environ), Path.cwd()))
+        return project_scope(cwd)
+
+
+def test_run_pimem_lists_the_plugins_chosen(run_pimem: RunPimem) -> None:
+    only = run_pimem("plugins", "--json", plugins=[Recorder])
+    assert only.exit_code == 0, only.stderr
+    assert [row["name"] for row in only.json["plugins"]] == ["Recorder"]
+    assert only.json["single_answer_hooks"]["pimem_resolve_scope"] == "Recorder"
+
+    every = run_pimem("plugins", "--json", plugins=[DefaultScope], installed=True)
+    names = [row["name"] for row in every.json["plugins"]]
+    assert names.count("scope-default") == 1
+    assert "DefaultScope" not in names
+    assert "markdown-store" in names
+
+    text = run_pimem("plugins", plugins=[Recorder])
+    assert text.json is None
+    assert "Recorder" in text.stdout
+    assert text.args == ("plugins",)
+
+
+def test_run_pimem_writes_and_searches_with_the_in_memory_index(
+    run_pimem: RunPimem, pimem_project: TempProject
+) -> None:
+    index = InMemoryIndexPlugin()
+    anchor = ("--session", "s1", "--turn", "t1", "--transcript", "/t/s1.jsonl")
+
+    def run(*args: str, stdin: str | None = None) -> CliResult:
+        return run_pimem(
+            *args,
+            plugins=[index],
+            installed=True,
+            env={"PIMEM_NOW": "2026-08-13T22:41"},
+            cwd=pimem_project.directory,
+            stdin=stdin,
+        )
+
+    written = run("write", "-", *anchor, "--json", stdin="- the build needs node 22\n")
+    assert written.exit_code == 0, written.stderr
+    assert Path(written.json["file"]) == pimem_project.scope.memory_dir / "2026-08-13.md"
+
+    assert run("index").exit_code == 0  # the in-memory index reads the day files when told to
+    found = run("search", "which node")
+    assert found.exit_code == 0, found.stderr
+    (hit,) = read_hits(found.stdout)
+    assert hit.content == "- the build needs node 22"
+    assert hit.day == "2026-08-13"
+    # The object given is the same in every run: its index is the one the search used.
+    assert index.indexes[pimem_project.scope.collection].operations[-1] == "search"
+
+
+def test_run_pimem_reports_error_exits(run_pimem: RunPimem, pimem_project: TempProject) -> None:
+    nothing = run_pimem("scope", "--json", cwd=pimem_project.directory)  # no plugin at all
+    assert nothing.exit_code == 1
+    assert nothing.stdout == ""
+    assert nothing.stderr.startswith("pimem: error: no plugin answered pimem_resolve_scope")
+    assert nothing.json is None
+
+    assert read_hits(nothing.stderr) == ()
+
+    unknown = run_pimem("no-such-command")
+    assert unknown.exit_code == 2
+    assert "invalid choice: 'no-such-command'" in unknown.stderr
+
+    version = run_pimem("--version")
+    assert version.exit_code == 0
+    assert version.stdout.startswith("pimem ")
+
+    strict = run_pimem("plugins", plugins=[("greeter", Greeter)], env={"PIMEM_GREETER_VOLUME": "x"})
+    assert strict.exit_code == 1
+    assert "PIMEM_GREETER_VOLUME" in strict.stderr
+
+
+def test_run_pimem_runs_in_an_environment_of_its_own(
+    run_pimem: RunPimem,
+    pimem_project: TempProject,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("PIMEM_DISABLE_PLUGINS", "Recorder")  # the test process's: not seen
+    monkeypatch.setenv("PI_MEMSEARCH_SNAPSHOT", "off")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "the-users-data"))
+    before = dict(os.environ)
+    recorder = Recorder()
+    result = run_pimem("scope", "--json", plugins=[recorder], env={"PIMEM_NOW": "2026-08-13T22:41"})
+    assert result.exit_code == 0, result.stderr
+    env, cwd = recorder.seen[0]
+    assert env["HOME"] == str(tmp_path / "pimem-home")
+    assert env["PIMEM_NOW"] == "2026-08-13T22:41"
+    assert env["PIMEM_SERVICE"] == "off"
+    assert env["PIMEM_STRICT_PLUGINS"] == "1"
+    assert not {"PIMEM_DISABLE_PLUGINS", "PI_MEMSEARCH_SNAPSHOT", "XDG_DATA_HOME"} & set(env)
+    assert Path(env["XDG_RUNTIME_DIR"]).stat().st_mode & 0o077 == 0
+    assert cwd == tmp_path  # not where pytest was started
+    assert os.environ == before  # restored after the run
+
+    run_pimem(
+        "scope", "--cwd", pimem_project.directory, plugins=[recorder], cwd=pimem_project.directory
+    )
+    assert recorder.seen[1][1] == pimem_project.directory
+    assert Path.cwd() != pimem_project.directory
+
+
+def test_run_pimem_leaves_no_log_handler_behind(run_pimem: RunPimem) -> None:
+    logger = logging.getLogger("pimem_core")
+    handlers, level = list(logger.handlers), logger.level
+    assert run_pimem("plugins", "-vv", plugins=[Recorder]).exit_code == 0
+    assert (logger.handlers, logger.level) == (handlers, level)
+
+
+# -- every example of the kit's documentation runs -----------------------------------------------
+
+# The plugin the module's example tests: installed under the entry-point name `my-plugin`.
+MY_PLUGIN = '''
+"""Keeps every project under ~/notes in one store."""
+from pathlib import Path
+
+from pimem_core import hookimpl
+from pimem_core.scopes import project_scope
+
+
+@hookimpl(tryfirst=True)
+def pimem_resolve_scope(cwd):
+    notes = Path.home() / "notes"
+    if cwd != notes and notes not in cwd.parents:
+        return None
+    return project_scope(notes)
+'''
+
+
+def literal_blocks(doc: str) -> list[str]:
+    """The blocks after a line ending in ``::``: the lines indented under it, dedented."""
+    blocks: list[str] = []
+    lines = doc.splitlines()
+    for number, line in enumerate(lines):
+        if not line.rstrip().endswith("::"):
+            continue
+        margin = len(line) - len(line.lstrip())
+        block: list[str] = []
+        for following in lines[number + 1 :]:
+            if following.strip() and len(following) - len(following.lstrip()) <= margin:
+                break
+            block.append(following)
+        blocks.append(textwrap.dedent("\n".join(block)).strip("\n") + "\n")
+    return blocks
+
+
+def kit_docstrings() -> list[tuple[str, str]]:
+    """Each documented thing of ``pimem_core.testing`` (module, classes, their methods,
+    functions, fixtures) and its docstring."""
+    found = [("pimem_core.testing", inspect.getdoc(testing) or "")]
+    for name in testing.__all__:
+        value = getattr(testing, name)
+        found.append((name, inspect.getdoc(value) or ""))
+        if isinstance(value, type):
+            for attr, member in vars(value).items():
+                if callable(member) or isinstance(member, property):
+                    found.append((f"{name}.{attr}", inspect.getdoc(member) or ""))
+    return found
+
+
+def test_every_example_in_the_kits_docstrings_runs(tmp_path: Path) -> None:
+    examples = [(where, block) for where, doc in kit_docstrings() for block in literal_blocks(doc)]
+    assert examples, "the kit's documentation shows an example"
+    tests = 0
+    for number, (where, block) in enumerate(examples):
+        defined = len(re.findall(r"^def test_", block, re.MULTILINE))
+        assert defined, f"the example in {where}'s docstring defines no test, so none runs it"
+        tests += defined
+        (tmp_path / f"test_example_{number}.py").write_text(block)
+    site = make_distribution(
+        tmp_path / "site", "my-plugin", {"my-plugin": "my_plugin"}, {"my_plugin": MY_PLUGIN}
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error", "."],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{tests} passed" in done.stdout, done.stdout

@@ -1,13 +1,21 @@
-"""A third-party scope resolver, installed as a real distribution, seen through the real CLI."""
+"""A third-party scope resolver, installed as a real distribution, seen through the real CLI.
+
+The distribution is laid out with its ``dist-info`` in a directory put on ``sys.path``, where
+``importlib.metadata`` finds it as it finds a pip-installed plugin, and the CLI runs in process
+through the test kit's ``run_pimem``, loading the installed plugins.
+"""
 
 from __future__ import annotations
 
-import json
-import os
+import sys
 from pathlib import Path
 from typing import TypedDict
 
-from conftest import make_distribution, run_cli
+import pytest
+
+from pimem_core.testing import CliResult, RunPimem
+
+from conftest import make_distribution
 
 RESOLVER = '''
 """Keeps every project's memory in one central folder, keyed by the project's name."""
@@ -32,7 +40,15 @@ def pimem_resolve_scope(cwd):
 '''
 
 
-def install(tmp_path: Path) -> dict[str, str]:
+def put_on_path(site: Path, module: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Install the distribution laid out in *site* for this test: on ``sys.path``, and its
+    *module* imported afresh (a module another test imported from its own directory would
+    otherwise answer) and forgotten after the test."""
+    monkeypatch.syspath_prepend(site)
+    monkeypatch.delitem(sys.modules, module, raising=False)
+
+
+def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     site = make_distribution(
         tmp_path / "site",
         "pimem-central",
@@ -40,7 +56,12 @@ def install(tmp_path: Path) -> dict[str, str]:
         {"pimem_central": RESOLVER},
         version="2.3.1",
     )
-    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    put_on_path(site, "pimem_central", monkeypatch)
+
+
+def run(run_pimem: RunPimem, *args: str | Path, env: dict[str, str] | None = None) -> CliResult:
+    """``pimem ARGS`` with the installed plugins, the one installed here included."""
+    return run_pimem(*args, installed=True, env=env)
 
 
 class PluginRow(TypedDict):
@@ -63,16 +84,18 @@ class PluginListing(TypedDict):
     single_answer_hooks: dict[str, str | None]
 
 
-def plugins_json(env: dict[str, str]) -> PluginListing:
-    result = run_cli("plugins", "--json", env=env)
-    assert result.code == 0, result.stderr
-    data: PluginListing = json.loads(result.stdout)
+def plugins_json(run_pimem: RunPimem, env: dict[str, str] | None = None) -> PluginListing:
+    result = run(run_pimem, "plugins", "--json", env=env)
+    assert result.exit_code == 0, result.stderr
+    data: PluginListing = result.json
     return data
 
 
-def test_an_installed_resolver_replaces_the_default(tmp_path: Path, repo: Path) -> None:
-    env = install(tmp_path)
-    data = plugins_json(env)
+def test_an_installed_resolver_replaces_the_default(
+    tmp_path: Path, repo: Path, run_pimem: RunPimem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install(tmp_path, monkeypatch)
+    data = plugins_json(run_pimem)
     central = next(p for p in data["plugins"] if p["name"] == "central")
     expected: PluginRow = {
         "name": "central",
@@ -87,15 +110,16 @@ def test_an_installed_resolver_replaces_the_default(tmp_path: Path, repo: Path) 
     assert central == expected
     assert data["single_answer_hooks"]["pimem_resolve_scope"] == "central"
 
-    scope = json.loads(run_cli("scope", "--json", "--cwd", str(repo), env=env).stdout)
+    scope = run(run_pimem, "scope", "--json", "--cwd", repo).json
     assert scope["collection"] == "ms_central_repo"
     assert scope["memory_dir"] == str(tmp_path / "site" / "central" / "repo" / "memory")
 
-    written = run_cli(
+    written = run(
+        run_pimem,
         "write",
         "- kept centrally",
         "--cwd",
-        str(repo),
+        repo,
         "--session",
         "s1",
         "--turn",
@@ -103,27 +127,32 @@ def test_an_installed_resolver_replaces_the_default(tmp_path: Path, repo: Path) 
         "--transcript",
         "/t.jsonl",
         "--json",
-        env=env,
     )
-    assert written.code == 0, written.stderr
-    assert Path(json.loads(written.stdout)["file"]).parent == tmp_path / "site/central/repo/memory"
+    assert written.exit_code == 0, written.stderr
+    assert Path(written.json["file"]).parent == tmp_path / "site/central/repo/memory"
 
 
-def test_blocking_the_resolver_by_name_restores_the_default(tmp_path: Path, repo: Path) -> None:
-    env = install(tmp_path) | {"PIMEM_DISABLE_PLUGINS": "central"}
-    data = plugins_json(env)
+def test_blocking_the_resolver_by_name_restores_the_default(
+    tmp_path: Path, repo: Path, run_pimem: RunPimem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install(tmp_path, monkeypatch)
+    env = {"PIMEM_DISABLE_PLUGINS": "central"}
+    data = plugins_json(run_pimem, env)
     statuses = {p["name"]: p["status"] for p in data["plugins"]}
     assert statuses["central"] == "blocked"
     assert statuses["scope-default"] == "active"
     assert data["single_answer_hooks"]["pimem_resolve_scope"] == "scope-default"
 
-    scope = json.loads(run_cli("scope", "--json", "--cwd", str(repo), env=env).stdout)
+    scope = run(run_pimem, "scope", "--json", "--cwd", repo, env=env).json
     assert scope["memory_dir"] == str(repo / ".memsearch" / "memory")
 
 
-def test_the_text_listing_names_status_and_answers(tmp_path: Path) -> None:
-    result = run_cli("plugins", env=install(tmp_path))
-    assert result.code == 0
+def test_the_text_listing_names_status_and_answers(
+    tmp_path: Path, run_pimem: RunPimem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install(tmp_path, monkeypatch)
+    result = run(run_pimem, "plugins")
+    assert result.exit_code == 0, result.stderr
     line = next(line for line in result.stdout.splitlines() if line.startswith("central "))
     assert line.split()[:4] == ["central", "pimem-central", "2.3.1", "active"]
     assert "pimem_resolve_scope -> central" in result.stdout
@@ -178,28 +207,28 @@ def pimem_collect_status(scope, settings):
 '''
 
 
-def install_greeter(tmp_path: Path) -> dict[str, str]:
+def install_greeter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     site = make_distribution(
         tmp_path / "greeter-site",
         "pimem-greeter",
         {"greeter": "pimem_greeter"},
         {"pimem_greeter": GREETER},
     )
-    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    put_on_path(site, "pimem_greeter", monkeypatch)
 
 
 def test_a_third_party_plugin_declares_validates_and_reads_its_setting(
-    tmp_path: Path, repo: Path
+    tmp_path: Path, repo: Path, run_pimem: RunPimem, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    env = install_greeter(tmp_path)
-    loud = {**env, "PIMEM_GREETER_VOLUME": "5", "PIMEM_GREETER_TOKEN": "sk-secret-value"}
+    install_greeter(tmp_path, monkeypatch)
+    loud = {"PIMEM_GREETER_VOLUME": "5", "PIMEM_GREETER_TOKEN": "sk-secret-value"}
 
-    status = run_cli("status", "--cwd", str(repo), env=loud)
-    assert status.code == 0, status.stderr
+    status = run(run_pimem, "status", "--cwd", repo, env=loud)
+    assert status.exit_code == 0, status.stderr
     assert "hello!!!!!" in status.stdout.splitlines()
     assert "  greeter: PIMEM_GREETER_VOLUME=5, PIMEM_GREETER_TOKEN=****" in status.stdout
     assert "sk-secret-value" not in status.stdout
-    data = json.loads(run_cli("status", "--json", "--cwd", str(repo), env=loud).stdout)
+    data = run(run_pimem, "status", "--json", "--cwd", repo, env=loud).json
     assert data["greeter"] == {"volume": 5}
     assert data["plugin_settings"]["greeter"][0] == {
         "name": "volume",
@@ -209,7 +238,7 @@ def test_a_third_party_plugin_declares_validates_and_reads_its_setting(
         "help": "how loud the greeting is",
     }
 
-    greeter = next(p for p in plugins_json(loud)["plugins"] if p["name"] == "greeter")
+    greeter = next(p for p in plugins_json(run_pimem, loud)["plugins"] if p["name"] == "greeter")
     assert greeter["settings"] == [
         {
             "name": "volume",
@@ -226,19 +255,22 @@ def test_a_third_party_plugin_declares_validates_and_reads_its_setting(
             "help": "the greeting service's key",
         },
     ]
-    listing = run_cli("plugins", env=loud)
+    listing = run(run_pimem, "plugins", env=loud)
     assert "    PIMEM_GREETER_VOLUME=5  (how loud the greeting is; default 3)" in listing.stdout
     assert "sk-secret-value" not in listing.stdout
 
-    quiet = run_cli("status", "--cwd", str(repo), env=env)
+    quiet = run(run_pimem, "status", "--cwd", repo)
     assert "hello!!!" in quiet.stdout.splitlines()
 
 
-def test_a_bad_value_of_a_declared_setting_fails_loudly(tmp_path: Path, repo: Path) -> None:
-    env = {**install_greeter(tmp_path), "PIMEM_GREETER_VOLUME": "12"}
+def test_a_bad_value_of_a_declared_setting_fails_loudly(
+    tmp_path: Path, repo: Path, run_pimem: RunPimem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_greeter(tmp_path, monkeypatch)
+    env = {"PIMEM_GREETER_VOLUME": "12"}
     for args in (("status", "--cwd", str(repo)), ("plugins",)):
-        result = run_cli(*args, env=env)
-        assert result.code != 0
+        result = run(run_pimem, *args, env=env)
+        assert result.exit_code == 1
         assert result.stdout == ""
         assert (
             "PIMEM_GREETER_VOLUME must be a whole number from 1 to 11, got '12'; "

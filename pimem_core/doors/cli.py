@@ -513,7 +513,6 @@ def execute(
     out: TextIO,
     err: TextIO,
     default_cwd: Path | None = None,
-    log_to_stderr: bool = False,
 ) -> int:
     """Parse *argv*, run its command with the door *make_door* gives for its directory, and
     write the answer to *out* (errors to *err*); the exit code. The CLI and the memory service
@@ -528,8 +527,6 @@ def execute(
             parser.error(f"pimem {command.name} does not take {option}")
     if args.cwd is None:
         args.cwd = default_cwd if default_cwd is not None else Path.cwd()
-    if log_to_stderr:
-        _log_to_stderr(args.verbose)
     values = vars(args)
     try:
         if command.check is not None:
@@ -575,11 +572,11 @@ def run_line(
     return execute(build_parser(parser_class), argv, make_door, out=out, err=err, default_cwd=cwd)
 
 
-def _load() -> tuple[Pimem | PimemError, tuple[Command, ...]]:
-    """pimem as the environment sets it up, and the commands its plugins add; a load that
-    fails is reported by the command (``pimem --help`` still answers, without them)."""
+def _load(open_pimem: Callable[[], Pimem]) -> tuple[Pimem | PimemError, tuple[Command, ...]]:
+    """pimem as *open_pimem* sets it up, and the commands its plugins add; a load that fails is
+    reported by the command (``pimem --help`` still answers, without them)."""
     try:
-        pimem = Pimem.from_env()
+        pimem = open_pimem()
     except PimemError as error:
         return error, ()
     try:
@@ -590,12 +587,33 @@ def _load() -> tuple[Pimem | PimemError, tuple[Command, ...]]:
     return pimem, added.commands
 
 
-def main(argv: Sequence[str] | None = None, *, ready_written: bool = False) -> int:
-    """Run one command. *ready_written*: the launcher wrote ``pimem serve``'s ready line."""
+def _verbosity(argv: Sequence[str]) -> int:
+    """``-v``'s count, read before the parser exists: loading the plugins it needs logs too."""
+    return sum(
+        len(word) - 1 if word.startswith("-v") and set(word[1:]) == {"v"} else word == "--verbose"
+        for word in argv
+    )
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    ready_written: bool = False,
+    open_pimem: Callable[[], Pimem] | None = None,
+) -> int:
+    """Run one command. *ready_written*: the launcher wrote ``pimem serve``'s ready line.
+
+    *open_pimem* builds the facade (default :meth:`Pimem.from_env`: the process environment and
+    the installed plugins); the test kit's ``run_pimem`` chooses its plugins here. It is called
+    before the command line is parsed, since plugins add commands to it; a plugin that fails to
+    load or a bad setting is still an error exit of the command, not an exception.
+    """
     if hasattr(sys.stdout, "reconfigure"):
         # Memory text is UTF-8; a narrower terminal encoding must not crash the command.
         sys.stdout.reconfigure(errors="backslashreplace")
-    pimem, added = _load()
+    words = sys.argv[1:] if argv is None else list(argv)
+    _log_to_stderr(_verbosity(words))
+    pimem, added = _load(Pimem.from_env if open_pimem is None else open_pimem)
 
     def make_door(cwd: Path) -> Door:
         if isinstance(pimem, PimemError):
@@ -608,7 +626,6 @@ def main(argv: Sequence[str] | None = None, *, ready_written: bool = False) -> i
         make_door,
         out=sys.stdout,
         err=sys.stderr,
-        log_to_stderr=True,
     )
 
 

@@ -751,8 +751,7 @@ def plugin_commands(pimem: Pimem) -> PluginCommands:
     for plugin, command in pimem.collect_commands():
         if not isinstance(command, Command):
             raise PluginError(
-                f"pimem_collect_commands of {plugin} gave a {type(command).__name__}, "
-                "not a Command"
+                f"pimem_collect_commands of {plugin} gave a {type(command).__name__}, not a Command"
             )
         why = None
         if not 1 <= len(command.path) <= 2 or not all(command.path):

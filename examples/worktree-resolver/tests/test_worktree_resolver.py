@@ -1,24 +1,23 @@
 """The worktree resolver, installed from its directory: real git worktrees, the real CLI.
 
-The fixtures ``make_pimem`` and ``pimem_project`` come from pimem's test kit (the pytest plugin
-``pimem_core.testing``), loaded because pimem is installed: no conftest needed.
+The fixtures ``make_pimem``, ``run_pimem`` and ``pimem_project`` come from pimem's test kit (the
+pytest plugin ``pimem_core.testing``), loaded because pimem is installed: no conftest needed.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
 from pimem_worktree_resolver import primary_checkout
 
 from pimem_core.scopes import project_scope
-from pimem_core.testing import MakePimem, TempProject
+from pimem_core.testing import MakePimem, RunPimem, TempProject
 
 GIT = {
     "GIT_CONFIG_GLOBAL": os.devnull,
@@ -57,33 +56,12 @@ def repository(tmp_path: Path) -> Repository:
     return Repository(primary, (tmp_path / "app-feature", tmp_path / "app-fix"))
 
 
-def pimem_cli(*args: str, home: Path, env: dict[str, str] | None = None) -> dict[str, object]:
-    """Run the installed ``pimem`` command; its ``--json`` answer."""
-    clean = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("PIMEM_", "PI_MEMSEARCH_", "MEMSEARCH_"))
-    }
-    script = Path(sys.executable).with_name("pimem")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "pimem_core"]
-    done = subprocess.run(
-        [*command, *args, "--json"],
-        # In process: pimem's memory service, on by default, would outlive the test.
-        env={
-            **clean,
-            "HOME": str(home),
-            "PIMEM_STRICT_PLUGINS": "1",
-            "PIMEM_SERVICE": "off",
-            **(env or {}),
-        },
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    answer: dict[str, object] = json.loads(done.stdout)
-    return answer
+def pimem_json(run_pimem: RunPimem, *args: str | Path) -> Any:
+    """``pimem ARGS --json`` with the installed plugins (this one among them, through its entry
+    point, as pip installed it); its answer."""
+    result = run_pimem(*args, "--json", installed=True)
+    assert result.exit_code == 0, result.stderr
+    return result.json
 
 
 def test_a_linked_worktree_names_its_primary_checkout(
@@ -124,42 +102,37 @@ def test_a_store_chosen_by_setting_wins(make_pimem: MakePimem, repository: Repos
     assert pimem.resolve_scope(feature).scope_dir == feature.resolve() / ".shared"
 
 
-def test_pimem_plugins_lists_the_installed_plugin(tmp_path: Path) -> None:
-    listing = pimem_cli("plugins", home=tmp_path / "home")
-    plugins = listing["plugins"]
-    assert isinstance(plugins, list)
-    row = next(row for row in plugins if row["name"] == "worktree-resolver")
+def test_pimem_plugins_lists_the_installed_plugin(run_pimem: RunPimem) -> None:
+    listing = pimem_json(run_pimem, "plugins")
+    row = next(row for row in listing["plugins"] if row["name"] == "worktree-resolver")
     assert row["distribution"] == "pimem-worktree-resolver"
     assert row["status"] == "active"
     assert row["hooks"] == ["pimem_resolve_scope"]
-    answers = listing["single_answer_hooks"]
-    assert isinstance(answers, dict)
-    assert answers["pimem_resolve_scope"] == "worktree-resolver"
+    assert listing["single_answer_hooks"]["pimem_resolve_scope"] == "worktree-resolver"
 
 
 def test_two_worktrees_resolve_to_one_store_and_collection(
-    tmp_path: Path, repository: Repository
+    run_pimem: RunPimem, repository: Repository
 ) -> None:
-    home = tmp_path / "home"
     feature, fix = (
-        pimem_cli("scope", "--cwd", str(worktree), home=home) for worktree in repository.worktrees
+        pimem_json(run_pimem, "scope", "--cwd", worktree) for worktree in repository.worktrees
     )
-    primary = pimem_cli("scope", "--cwd", str(repository.primary), home=home)
+    primary = pimem_json(run_pimem, "scope", "--cwd", repository.primary)
     assert feature["memory_dir"] == fix["memory_dir"] == primary["memory_dir"]
     assert feature["collection"] == fix["collection"] == primary["collection"]
     assert primary["memory_dir"] == str(repository.primary.resolve() / ".memsearch" / "memory")
 
-    written = pimem_cli(
+    written = pimem_json(
+        run_pimem,
         "write",
         "- written in the feature worktree",
         "--cwd",
-        str(repository.worktrees[0]),
+        repository.worktrees[0],
         "--session",
         "s1",
         "--turn",
         "t1",
         "--transcript",
         "/t.jsonl",
-        home=home,
     )
-    assert Path(str(written["file"])).parent == Path(str(primary["memory_dir"]))
+    assert Path(written["file"]).parent == Path(primary["memory_dir"])
