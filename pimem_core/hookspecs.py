@@ -361,3 +361,16 @@ class PimemSpecs:
         Stops at the first non-``None`` result. Candidates are drafts: they are installed only
         when someone asks (``pimem skills install``).
         """
+
+
+def _is_single_answer(value: object) -> bool:
+    opts = getattr(value, f"{PROJECT}_spec", None)
+    return isinstance(opts, dict) and bool(opts.get("firstresult"))
+
+
+#: Every hook's name.
+HOOK_NAMES = tuple(sorted(name for name in vars(PimemSpecs) if name.startswith("pimem_")))
+#: The single-answer hooks (``firstresult``): the ones a plugin can be chosen by name to answer.
+SINGLE_ANSWER_HOOKS = tuple(
+    name for name in HOOK_NAMES if _is_single_answer(vars(PimemSpecs)[name])
+)

@@ -287,11 +287,30 @@ def _plugins(door: Door, a: Args) -> Outcome:
             f"{shown_setting(value.default)})"
             for value in record.settings
         ]
+    settings = door.pimem.pm.settings
+    statuses = {record.name: record.status_text for record in records}
     lines += ["", "single-answer hooks (the plugin asked first):"]
-    lines += [f"  {hook} -> {plugin or '(none)'}" for hook, plugin in answers.items()]
+    for hook, plugin in answers.items():
+        choice = settings.choice(hook)
+        if choice is None:
+            why = ""
+        elif choice.plugin == plugin:
+            why = f"  (chosen: {choice.setting})"
+        else:  # chosen but not active: the default answers (docs/plugin-hooks.md)
+            why = f"  ({choice.setting} chose {choice.plugin}: {statuses[choice.plugin]})"
+        lines.append(f"  {hook} -> {plugin or '(none)'}{why}")
+    contested = door.pimem.pm.contested_hooks()
+    if contested:
+        lines.append("")
+    lines += [f"warning: {hook.text}" for hook in contested]
     return Outcome(
         text="\n".join(line.rstrip() for line in lines),
-        data={"plugins": [record.to_json() for record in records], "single_answer_hooks": answers},
+        data={
+            "plugins": [record.to_json() for record in records],
+            "single_answer_hooks": answers,
+            "chosen": [choice.to_json() for choice in settings.chosen_plugins],
+            "warnings": [hook.to_json() for hook in contested],
+        },
     )
 
 
