@@ -297,7 +297,7 @@ def _plugins(door: Door, a: Args) -> Outcome:
         elif choice.plugin == plugin:
             why = f"  (chosen: {choice.setting})"
         else:  # chosen but not active: the default answers (docs/plugin-hooks.md)
-            why = f"  ({choice.setting} chose {choice.plugin}: {statuses[choice.plugin]})"
+            why = f"  ({choice.setting}: {choice.plugin} is {statuses[choice.plugin]})"
         lines.append(f"  {hook} -> {plugin or '(none)'}{why}")
     contested = door.pimem.pm.contested_hooks()
     if contested:
