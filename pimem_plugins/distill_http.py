@@ -3,8 +3,8 @@
 Active when ``PIMEM_DISTILL_URL`` is set (for example ``http://127.0.0.1:8000/v1``, a local
 llama.cpp, vLLM or Ollama server). It answers when ``PIMEM_DISTILL_MODEL`` is set too, models are
 allowed, and it is chosen by name (``PIMEM_DISTILLER=http``), or nothing is chosen and the host
-lends no model (the host's model wins). Standard library only. The API key (``PIMEM_DISTILL_API_KEY``) is sent as a
-bearer token and never appears in an error message.
+lends no model (the host's model wins). Standard library only. The API key
+(``PIMEM_DISTILL_API_KEY``) is sent as a bearer token and never appears in an error message.
 """
 
 from __future__ import annotations

@@ -297,7 +297,8 @@ def _plugins(door: Door, a: Args) -> Outcome:
         elif choice.plugin == plugin:
             why = f"  (chosen: {choice.setting})"
         else:  # chosen but not active: the default answers (docs/plugin-hooks.md)
-            why = f"  ({choice.setting}: {choice.plugin} is {statuses[choice.plugin]})"
+            status = statuses.get(choice.plugin, "not loaded")
+            why = f"  ({choice.setting}: {choice.plugin} is {status})"
         lines.append(f"  {hook} -> {plugin or '(none)'}{why}")
     contested = door.pimem.pm.contested_hooks()
     if contested:
