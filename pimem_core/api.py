@@ -80,6 +80,11 @@ class Pimem:
     _stores: dict[Scope, MemoryStore] = attrs.field(factory=dict, init=False, repr=False)
     _indexes: dict[Scope, MemoryIndex] = attrs.field(factory=dict, init=False, repr=False)
 
+    def __attrs_post_init__(self) -> None:
+        # Every plugin has loaded before a facade is built (here, in the test kit, in a host):
+        # the one point, still at the edge, where a plugin chosen by name can be checked.
+        self.pm.check_choices()
+
     @classmethod
     def from_env(
         cls,
@@ -105,6 +110,11 @@ class Pimem:
         if answer is None:
             blocked = sorted(self.settings.disabled_plugins)
             hint = f" (blocked by PIMEM_DISABLE_PLUGINS: {', '.join(blocked)})" if blocked else ""
+            choice = self.settings.choice(hook)
+            if choice is not None:
+                hint += (
+                    f" ({choice.setting} chose {choice.plugin!r}, which passed or is not active)"
+                )
             raise NoProviderError(
                 f"no plugin answered {hook}{hint}; run `pimem plugins` to see which plugins "
                 "are loaded and which are blocked or failed"

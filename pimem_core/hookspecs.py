@@ -404,3 +404,16 @@ class PimemSpecs:
         them with pimem's own code and steps down for a successor when one changes, so it
         never answers with what a fresh process would no longer load.
         """
+
+
+def _is_single_answer(value: object) -> bool:
+    opts = getattr(value, f"{PROJECT}_spec", None)
+    return isinstance(opts, dict) and bool(opts.get("firstresult"))
+
+
+#: Every hook's name.
+HOOK_NAMES = tuple(sorted(name for name in vars(PimemSpecs) if name.startswith("pimem_")))
+#: The single-answer hooks (``firstresult``): the ones a plugin can be chosen by name to answer.
+SINGLE_ANSWER_HOOKS = tuple(
+    name for name in HOOK_NAMES if _is_single_answer(vars(PimemSpecs)[name])
+)

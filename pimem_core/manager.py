@@ -10,6 +10,9 @@ A plugin that does not fit the hook specifications is skipped with a warning, as
 to import is (``PIMEM_STRICT_PLUGINS=1`` makes both errors). An exception a plugin's hook
 implementation raises that is not a :class:`~pimem_core.errors.PimemError` (a bug) gets a note
 naming the plugin and the hook, shown with its traceback.
+
+``PIMEM_USE`` (and ``PIMEM_DISTILLER``, for distillers) choose by name which plugin answers a
+single-answer hook; otherwise the order of the plugins' names and markers decides (ADR 0019).
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ import attrs
 import pluggy
 
 from pimem_core.errors import PimemError, PluginLoadError, SettingsError
-from pimem_core.hookspecs import PROJECT, PimemSpecs
-from pimem_core.settings import Settings, SettingSpec
+from pimem_core.hookspecs import PROJECT, SINGLE_ANSWER_HOOKS, PimemSpecs
+from pimem_core.settings import PluginChoice, Settings, SettingSpec
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +39,8 @@ HOOK_PREFIX = "pimem_"
 ACTIVATION_SETTING = "ACTIVATION_SETTING"
 #: How the note naming the plugin that raised an exception starts.
 NOTE_PREFIX = "pimem plugin "
+#: The package of pimem's own (bundled) plugins: the defaults a choice falls back to.
+BUNDLED_PACKAGE = "pimem_plugins"
 
 Status = Literal["active", "inactive-by-setting", "blocked", "failed"]
 
@@ -94,6 +99,33 @@ class SettingValue:
         return attrs.asdict(self)
 
 
+@attrs.frozen(kw_only=True)
+class ContestedHook:
+    """A single-answer hook that two or more alternative plugins (not pimem's bundled ones)
+    implement, with no choice made: the order of their names decides which answers."""
+
+    hook: str
+    #: The alternative plugins, in the order they are asked.
+    plugins: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        short = self.hook.removeprefix(HOOK_PREFIX)
+        return (
+            f"{self.hook} is implemented by {len(self.plugins)} alternative plugins "
+            f"({', '.join(self.plugins)}): {self.plugins[0]} is asked first and answers unless "
+            f"it passes; choose one with PIMEM_USE={short}:<name>"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "hook": self.hook,
+            "plugins": list(self.plugins),
+            "asked_first": self.plugins[0],
+            "text": self.text,
+        }
+
+
 def shown_setting(value: object) -> str:
     """A setting's value as ``pimem status`` prints it (``on``/``off`` for switches)."""
     if isinstance(value, bool):
@@ -116,6 +148,8 @@ class PimemPluginManager(pluggy.PluginManager):
         #: The settings with every loaded plugin's declared settings validated in.
         self.settings = settings if settings is not None else Settings()
         self._specs: dict[str, SettingSpec[Any]] = {}
+        #: The hooks each plugin implements, inactive ones too (a choice of one is checked).
+        self._implements: dict[str, frozenset[str]] = {}
 
     @property
     def records(self) -> tuple[PluginRecord, ...]:
@@ -149,6 +183,7 @@ class PimemPluginManager(pluggy.PluginManager):
                 f"plugin {name!r} does not fit the pimem hooks: {error}"
             ) from error
         hooks = tuple(sorted(caller.name for caller in self.get_hookcallers(plugin) or ()))
+        self._implements[name] = frozenset(hooks)
         self._record(name, distribution, version, "active", hooks=hooks, specs=specs)
 
     def _declare_settings(self, plugin: object, name: str) -> tuple[SettingSpec[Any], ...]:
@@ -221,6 +256,7 @@ class PimemPluginManager(pluggy.PluginManager):
             self._skip(name, distribution, version, settings, error)
             return
         if not active:
+            self._implements[name] = _marked_hooks(plugin)
             setting = getattr(plugin, ACTIVATION_SETTING, None)
             self._record(
                 name,
@@ -257,6 +293,106 @@ class PimemPluginManager(pluggy.PluginManager):
         log.warning("%s; skipped (set PIMEM_STRICT_PLUGINS=1 to make this an error)", message)
         self._record(name, distribution, version, "failed", error=detail)
 
+    # -- choosing a plugin by name (PIMEM_USE, PIMEM_DISTILLER; ADR 0019) ---------------------
+
+    def _hookexec(
+        self,
+        hook_name: str,
+        methods: Sequence[pluggy.HookImpl],
+        kwargs: Mapping[str, object],
+        firstresult: bool,
+    ) -> object | list[object]:
+        # Every call of every hook (pm.hook.<name>(), call_extra, a subset caller) reaches pluggy
+        # through this one method, with the implementations in call order: narrowing them here
+        # honours a choice for every caller and for plugins registered later. A
+        # subset_hook_caller would have to be asked for by each caller, and putting one in
+        # pm.hook breaks registration (pluggy adds implementations to what it finds there);
+        # reordering pluggy's list of implementations alone would still ask the others. The
+        # method is pluggy's, unchanged since 1.0; its tracing and monitoring wrap the
+        # _inner_hookexec this calls, so they see the narrowed list.
+        return super()._hookexec(hook_name, self._narrow(hook_name, methods), kwargs, firstresult)
+
+    def _narrow(
+        self, hook_name: str, methods: Sequence[pluggy.HookImpl]
+    ) -> Sequence[pluggy.HookImpl]:
+        """*methods* (pluggy's call order: the last is asked first) with the choice for
+        *hook_name* applied: the chosen plugin is asked first, then the hook's default plugins
+        (pimem's bundled ``trylast`` implementations, which a plugin that passes leaves the
+        answer to); no other alternative is asked. Wrappers are kept."""
+        chosen = self.settings.chosen(hook_name)
+        if chosen is None:
+            return methods
+        answering = [impl for impl in methods if not (impl.hookwrapper or impl.wrapper)]
+        defaults = [
+            impl
+            for impl in answering
+            if impl.trylast and _is_bundled(impl.plugin) and impl.plugin_name != chosen
+        ]
+        picked = [impl for impl in answering if impl.plugin_name == chosen]
+        wrappers = [impl for impl in methods if impl.hookwrapper or impl.wrapper]
+        return [*defaults, *picked, *wrappers]
+
+    def _asked(self, hook_name: str) -> list[pluggy.HookImpl]:
+        """The implementations of *hook_name* that may answer, in the order they are asked."""
+        impls = self._narrow(hook_name, getattr(self.hook, hook_name).get_hookimpls())
+        # pluggy calls implementations from the end of this list to its start.
+        return [impl for impl in reversed(impls) if not (impl.hookwrapper or impl.wrapper)]
+
+    def _implementers(self, hook_name: str) -> list[str]:
+        """Every loaded plugin that implements *hook_name*, active or not, by name."""
+        return sorted(name for name, hooks in self._implements.items() if hook_name in hooks)
+
+    def check_choices(self) -> None:
+        """Raise :class:`SettingsError` unless every plugin chosen by name is installed, not
+        blocked, and implements its hook (when it could be loaded): call it once every plugin
+        is loaded. A chosen plugin that is inactive by its setting, or failed to load, is not
+        asked: the hook's default answers, as when the chosen plugin passes."""
+        for choice in self.settings.chosen_plugins:
+            record = self._records.get(choice.plugin)
+            if record is None:
+                raise SettingsError(
+                    self._cannot_answer(choice, "no plugin of that name is installed")
+                )
+            if record.status == "blocked":
+                raise SettingsError(
+                    f"{choice.setting} chooses {choice.plugin!r}, but PIMEM_DISABLE_PLUGINS "
+                    "blocks it; unblock it, or choose another plugin."
+                )
+            hooks = self._implements.get(choice.plugin)
+            if hooks is not None and choice.hook not in hooks:
+                raise SettingsError(
+                    self._cannot_answer(choice, f"it does not implement {choice.hook}")
+                )
+
+    def _cannot_answer(self, choice: PluginChoice, why: str) -> str:
+        names = ", ".join(self._implementers(choice.hook)) or "none"
+        if choice.variable == "PIMEM_DISTILLER":
+            return (
+                "PIMEM_DISTILLER must be auto, host, http, extractive or the name of an "
+                f"installed distiller ({names}), got {choice.setting.partition('=')[2]!r}: {why}; "
+                "unset it for auto."
+            )
+        short = choice.hook.removeprefix(HOOK_PREFIX)
+        return (
+            f"{choice.setting} names a plugin that cannot answer {short}: {why}; the plugins "
+            f"implementing it are {names} (see `pimem plugins`): choose one of them, or unset "
+            "PIMEM_USE to let the plugins' order decide."
+        )
+
+    def contested_hooks(self) -> tuple[ContestedHook, ...]:
+        """The single-answer hooks that two or more alternative plugins implement, with no
+        choice made (``pimem plugins`` warns about them)."""
+        contested = []
+        for hook_name in SINGLE_ANSWER_HOOKS:
+            if self.settings.chosen(hook_name) is not None:
+                continue
+            plugins = tuple(
+                impl.plugin_name for impl in self._asked(hook_name) if not _is_bundled(impl.plugin)
+            )
+            if len(plugins) > 1:
+                contested.append(ContestedHook(hook=hook_name, plugins=plugins))
+        return tuple(contested)
+
     def name_the_plugin(self, error: BaseException, where: str) -> None:
         """Note on *error*, raised by a service a plugin opened (a store, an index...), which
         plugin's code raised it: the outermost traceback frame in a registered plugin's module.
@@ -267,8 +403,7 @@ class PimemPluginManager(pluggy.PluginManager):
             return
         modules: dict[str, str] = {}
         for name, plugin in self.list_name_plugin():
-            module = plugin.__name__ if inspect.ismodule(plugin) else type(plugin).__module__
-            modules.setdefault(module, name)
+            modules.setdefault(_module_of(plugin), name)
         frame = error.__traceback__
         while frame is not None:
             plugin_name = modules.get(frame.tb_frame.f_globals.get("__name__", ""))
@@ -278,25 +413,16 @@ class PimemPluginManager(pluggy.PluginManager):
             frame = frame.tb_next
 
     def implementing_plugins(self, hook_name: str) -> tuple[str, ...]:
-        """The plugins that implement *hook_name*, in the order pluggy asks them."""
-        caller = getattr(self.hook, hook_name)
-        # pluggy calls implementations from the end of this list to its start.
-        return tuple(impl.plugin_name for impl in reversed(caller.get_hookimpls()))
+        """The plugins that implement *hook_name*, in the order they are asked (a choice
+        applied: only the chosen plugin and the defaults)."""
+        return tuple(impl.plugin_name for impl in self._asked(hook_name))
 
     def answering_plugins(self) -> dict[str, str | None]:
         """For each single-answer hook, the plugin asked first (``None`` when none implements it)."""
         answers: dict[str, str | None] = {}
-        for hook_name in sorted(self.hook.__dict__):
-            caller = getattr(self.hook, hook_name)
-            if not hook_name.startswith(HOOK_PREFIX) or caller.spec is None:
-                continue
-            if not caller.spec.opts.get("firstresult"):
-                continue
-            # pluggy calls implementations from the end of this list to its start.
-            impls = [
-                impl for impl in caller.get_hookimpls() if not impl.hookwrapper and not impl.wrapper
-            ]
-            answers[hook_name] = impls[-1].plugin_name if impls else None
+        for hook_name in SINGLE_ANSWER_HOOKS:
+            asked = self._asked(hook_name)
+            answers[hook_name] = asked[0].plugin_name if asked else None
         return answers
 
     def _record(
@@ -327,6 +453,25 @@ def _nothing_before(
     hook_name: str, hook_impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, object]
 ) -> None:
     return None
+
+
+def _module_of(plugin: object) -> str:
+    return plugin.__name__ if inspect.ismodule(plugin) else type(plugin).__module__
+
+
+def _is_bundled(plugin: object) -> bool:
+    """Whether *plugin* is one of pimem's own, wherever it was registered from."""
+    module = _module_of(plugin)
+    return module == BUNDLED_PACKAGE or module.startswith(f"{BUNDLED_PACKAGE}.")
+
+
+def _marked_hooks(plugin: object) -> frozenset[str]:
+    """The hooks *plugin* (a module, a class or an object) marks implementations of."""
+    return frozenset(
+        attr
+        for attr in dir(plugin)
+        if attr.startswith(HOOK_PREFIX) and hasattr(getattr(plugin, attr, None), f"{PROJECT}_impl")
+    )
 
 
 def _code(function: object) -> CodeType | None:

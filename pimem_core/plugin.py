@@ -106,6 +106,7 @@ from pimem_core.services import (
     Warming,
 )
 from pimem_core.settings import (
+    DISTILL_HOOK,
     Settings,
     SettingSpec,
     parse_fraction,
@@ -155,6 +156,7 @@ from pimem_core.types import (
 __all__ = [
     "ATTRIBUTES",
     "COLLECTION_NAME",
+    "DISTILL_HOOK",
     "DRIVER",
     "HOW_TO_RESOLVE",
     "PLATFORM",

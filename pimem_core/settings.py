@@ -12,23 +12,54 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 import attrs
 
 from pimem_core.errors import SettingsError
+from pimem_core.hookspecs import HOOK_NAMES, SINGLE_ANSWER_HOOKS
 
 DEFAULT_SEARCH_TIMEOUT_MS = 30_000
 DEFAULT_COMPACT_TIMEOUT_MS = 300_000
 DEFAULT_DISTILL_TIMEOUT_MS = 30_000
 DEFAULT_DISTILL_BUDGET = 500
-DISTILLERS = ("auto", "host", "http", "extractive")
+#: ``PIMEM_DISTILLER``'s short names for the bundled distillers (any distiller's plugin name works).
+DISTILLER_NAMES = {
+    "host": "distill-host",
+    "http": "distill-http",
+    "extractive": "distill-extractive",
+}
+DISTILL_HOOK = "pimem_distill_exchange"
+#: How hook names are written in ``PIMEM_USE`` and messages: without it.
+_HOOK_PREFIX = "pimem_"
 DEFAULT_MAINTENANCE_INTERVAL_HOURS = 24
 DEFAULT_SERVICE_IDLE_S = 600
 #: The maintenance tasks pimem bundles (plugins may add others under their own names).
 BUNDLED_MAINTENANCE_TASKS = ("project_review", "user_profile", "memory_to_skill")
 _TASK_NAME = re.compile(r"[a-z][a-z0-9_]*")
 T = TypeVar("T")
+
+
+@attrs.frozen(kw_only=True)
+class PluginChoice:
+    """One plugin chosen by name to answer one single-answer hook (``PIMEM_USE``,
+    ``PIMEM_DISTILLER``). Its name is checked against the loaded plugins once they have all
+    loaded (:meth:`pimem_core.manager.PimemPluginManager.check_choices`)."""
+
+    #: The hook's full name, ``pimem_open_index``.
+    hook: str
+    #: The plugin's name as ``pimem plugins`` shows it (its entry-point name).
+    plugin: str
+    #: The setting as the user wrote it, for messages: ``PIMEM_USE=open_index:grep-index``.
+    setting: str
+
+    @property
+    def variable(self) -> str:
+        """The environment variable that made the choice."""
+        return self.setting.partition("=")[0]
+
+    def to_json(self) -> dict[str, str]:
+        return attrs.asdict(self)
 
 
 @attrs.frozen(kw_only=True)
@@ -52,9 +83,10 @@ class Settings:
     strict_plugins: bool = False
     #: Scrub secrets before distilling or writing (``PIMEM_SCRUB_SECRETS=off`` turns it off).
     scrub_secrets: bool = True
-    #: Which distiller capture uses (``PIMEM_DISTILLER``): ``auto`` picks the host's model, else
-    #: the HTTP endpoint when configured, else the extractive distiller.
-    distiller: Literal["auto", "host", "http", "extractive"] = "auto"
+    #: ``PIMEM_DISTILLER`` as written: ``auto`` (the distillers' order decides: the host's model,
+    #: else the HTTP endpoint when configured, else the extractive distiller), or a distiller's
+    #: name, which :attr:`chosen_plugins` holds as the choice for ``pimem_distill_exchange``.
+    distiller: str = "auto"
     #: How long one distillation may take (``PIMEM_DISTILL_TIMEOUT_MS``).
     distill_timeout_ms: int = DEFAULT_DISTILL_TIMEOUT_MS
     #: Model distillations per day before capture falls back to the extractive distiller
@@ -75,6 +107,9 @@ class Settings:
     service_idle_s: int = DEFAULT_SERVICE_IDLE_S
     #: ``PIMEM_NOW``: a fixed local time, so behaviour around midnight can be tested.
     fixed_now: datetime | None = None
+    #: The plugins chosen by name to answer single-answer hooks (``PIMEM_USE``, and
+    #: ``PIMEM_DISTILLER`` naming a distiller), at most one per hook.
+    chosen_plugins: tuple[PluginChoice, ...] = ()
     #: The environment as given: plugins' declared settings (:class:`SettingSpec`) are parsed
     #: from it when the plugin manager loads them.
     environ: Mapping[str, str] = attrs.field(factory=dict, repr=False, eq=False)
@@ -104,6 +139,15 @@ class Settings:
         env = {name: value for name, value in self.environ.items() if name not in names}
         env.update((name, value) for name, value in session_env.items() if name in names)
         return Settings.from_env(env).declare(specs)
+
+    def chosen(self, hook: str) -> str | None:
+        """The plugin chosen to answer *hook* (``pimem_open_index``), or ``None``: the plugins'
+        order decides."""
+        return next((choice.plugin for choice in self.chosen_plugins if choice.hook == hook), None)
+
+    def choice(self, hook: str) -> PluginChoice | None:
+        """The choice made for *hook*, with the setting that made it."""
+        return next((choice for choice in self.chosen_plugins if choice.hook == hook), None)
 
     def now(self) -> datetime:
         """The current local time (naive), or the fixed time of ``PIMEM_NOW``."""
@@ -136,7 +180,7 @@ class Settings:
             ),
             strict_plugins=_switch(env, "PIMEM_STRICT_PLUGINS", default=False),
             scrub_secrets=_switch(env, "PIMEM_SCRUB_SECRETS", default=True),
-            distiller=_distiller(env.get("PIMEM_DISTILLER", "")),
+            distiller=env.get("PIMEM_DISTILLER", "") or "auto",
             distill_timeout_ms=_milliseconds(
                 env, "PIMEM_DISTILL_TIMEOUT_MS", DEFAULT_DISTILL_TIMEOUT_MS
             ),
@@ -153,6 +197,7 @@ class Settings:
                 env, "PIMEM_SERVICE_IDLE_S", DEFAULT_SERVICE_IDLE_S, unit="seconds"
             ),
             fixed_now=_local_time(env, "PIMEM_NOW"),
+            chosen_plugins=_chosen_plugins(env),
             environ=dict(env),
         )
 
@@ -279,19 +324,64 @@ def _milliseconds(
     )
 
 
-def _distiller(raw: str) -> Literal["auto", "host", "http", "extractive"]:
-    value = raw or "auto"
-    if value == "auto":
-        return "auto"
-    if value == "host":
-        return "host"
-    if value == "http":
-        return "http"
-    if value == "extractive":
-        return "extractive"
-    raise SettingsError(
-        f"PIMEM_DISTILLER must be one of {', '.join(DISTILLERS)}, got {raw!r}; unset it for auto."
-    )
+def _chosen_plugins(env: Mapping[str, str]) -> tuple[PluginChoice, ...]:
+    """``PIMEM_USE``'s choices, and ``PIMEM_DISTILLER``'s as the choice of a distiller.
+
+    Only the form and the hooks are checked here: which plugins are installed is known once they
+    have loaded (:meth:`pimem_core.manager.PimemPluginManager.check_choices`).
+    """
+    raw = env.get("PIMEM_USE", "")
+    choices: dict[str, PluginChoice] = {}
+    for item in raw.split(","):
+        if not item.strip():
+            continue  # as in PIMEM_DISABLE_PLUGINS, an empty item (a trailing comma) is nothing
+        written, colon, plugin = (part.strip() for part in item.partition(":"))
+        if not (written and colon and plugin):
+            raise SettingsError(
+                "PIMEM_USE must list hook:plugin pairs separated by commas, such as "
+                f"open_index:grep-index, got {raw!r}; unset it to let the plugins' order decide."
+            )
+        hook = _HOOK_PREFIX + written.removeprefix(_HOOK_PREFIX)  # either spelling is meant
+        _check_single_answer(hook, written)
+        short = hook.removeprefix(_HOOK_PREFIX)
+        if hook in choices and choices[hook].plugin != plugin:
+            raise SettingsError(
+                f"PIMEM_USE chooses two plugins for {short} ({choices[hook].plugin}, {plugin}); "
+                "name one."
+            )
+        choices[hook] = PluginChoice(
+            hook=hook, plugin=plugin, setting=f"PIMEM_USE={short}:{plugin}"
+        )
+    distiller = env.get("PIMEM_DISTILLER", "")
+    if distiller and distiller != "auto":
+        # A thin alias: PIMEM_DISTILLER=<name> is PIMEM_USE=distill_exchange:<name>.
+        plugin = DISTILLER_NAMES.get(distiller, distiller)
+        earlier = choices.get(DISTILL_HOOK)
+        if earlier is not None and earlier.plugin != plugin:
+            raise SettingsError(
+                f"PIMEM_DISTILLER={distiller} and {earlier.setting} choose different "
+                "distillers; set only one of them."
+            )
+        if earlier is None:
+            choices[DISTILL_HOOK] = PluginChoice(
+                hook=DISTILL_HOOK, plugin=plugin, setting=f"PIMEM_DISTILLER={distiller}"
+            )
+    return tuple(choices.values())
+
+
+def _check_single_answer(hook: str, written: str) -> None:
+    hooks = ", ".join(name.removeprefix(_HOOK_PREFIX) for name in SINGLE_ANSWER_HOOKS)
+    if hook not in HOOK_NAMES:
+        raise SettingsError(
+            f"PIMEM_USE names {written!r}, which is not a pimem hook; choose a plugin for one of "
+            f"the single-answer hooks ({hooks}), or unset it."
+        )
+    if hook not in SINGLE_ANSWER_HOOKS:
+        raise SettingsError(
+            f"PIMEM_USE names {written!r}, a collecting hook: every plugin implementing it is "
+            f"called, so there is none to choose; choose for a single-answer hook ({hooks}), "
+            "or unset it."
+        )
 
 
 def _fraction(env: Mapping[str, str], name: str, default: float) -> float:

@@ -1,8 +1,8 @@
 """The ``distill-host`` distiller: the model the host lends (pi: the cheapest model of the session).
 
 Which of the host's models distils is decided in :mod:`pimem_core.runtime.host_model`; this distiller
-answers when a host model is present, models are allowed and ``PIMEM_DISTILLER`` is ``auto`` or
-``host``.
+answers when a host model is present and models are allowed. It is not asked when another
+distiller is chosen by name (``PIMEM_DISTILLER``, ``PIMEM_USE``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from pimem_plugins.shared.distill_prompt import NO_TEXT, SYSTEM_PROMPT, clean_bu
 def pimem_distill_exchange(request: DistillRequest) -> Distillation | None:
     model = request.host_model
     if model is None or not request.models_allowed:
-        return None
-    if request.settings.distiller not in ("auto", "host"):
         return None
     timeout_ms = request.settings.distill_timeout_ms
     try:

@@ -2,9 +2,9 @@
 
 Active when ``PIMEM_DISTILL_URL`` is set (for example ``http://127.0.0.1:8000/v1``, a local
 llama.cpp, vLLM or Ollama server). It answers when ``PIMEM_DISTILL_MODEL`` is set too, models are
-allowed, and ``PIMEM_DISTILLER`` is ``http``, or ``auto`` with no model lent by the host (the
-host's model wins). Standard library only. The API key (``PIMEM_DISTILL_API_KEY``) is sent as a
-bearer token and never appears in an error message.
+allowed, and it is chosen by name (``PIMEM_DISTILLER=http``), or nothing is chosen and the host
+lends no model (the host's model wins). Standard library only. The API key
+(``PIMEM_DISTILL_API_KEY``) is sent as a bearer token and never appears in an error message.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import urllib.request
 from typing import Any
 
 from pimem_core.plugin import (
+    DISTILL_HOOK,
     Distillation,
     DistillRequest,
     PimemError,
@@ -34,10 +35,12 @@ EXCERPT = 200
 _CHUNK = 64 * 1024
 
 
+#: This plugin's entry-point name: ``PIMEM_DISTILLER=http`` chooses it.
+PLUGIN = "distill-http"
 #: The setting that turns this distiller on (shown by `pimem plugins`).
 ACTIVATION_SETTING = "PIMEM_DISTILL_URL"
 URL: SettingSpec[str | None] = SettingSpec(
-    plugin="distill-http",
+    plugin=PLUGIN,
     name="url",
     env="PIMEM_DISTILL_URL",
     parse=parse_text,
@@ -45,7 +48,7 @@ URL: SettingSpec[str | None] = SettingSpec(
     help="base URL of an OpenAI-compatible API (activates this distiller)",
 )
 MODEL: SettingSpec[str | None] = SettingSpec(
-    plugin="distill-http",
+    plugin=PLUGIN,
     name="model",
     env="PIMEM_DISTILL_MODEL",
     parse=parse_text,
@@ -53,7 +56,7 @@ MODEL: SettingSpec[str | None] = SettingSpec(
     help="the model sent to the endpoint (without it the endpoint is not used)",
 )
 API_KEY: SettingSpec[str | None] = SettingSpec(
-    plugin="distill-http",
+    plugin=PLUGIN,
     name="api_key",
     env="PIMEM_DISTILL_API_KEY",
     parse=parse_text,
@@ -88,12 +91,12 @@ def pimem_distill_exchange(request: DistillRequest) -> Distillation | None:
     model = MODEL.read(settings)
     if not (URL.read(settings) and model and request.models_allowed):
         return None
-    if settings.distiller == "http" or (
-        settings.distiller == "auto" and request.host_model is None
-    ):
-        text = complete(settings, SYSTEM_PROMPT, request.exchange.transcript)
-        return Distillation(text=text, distiller=f"http:{model}", used_model=True)
-    return None
+    # Asked before distill-host (its name sorts later): unless chosen, it leaves a lent model
+    # the answer. When another distiller is chosen, it is not asked at all.
+    if request.host_model is not None and settings.chosen(DISTILL_HOOK) != PLUGIN:
+        return None
+    text = complete(settings, SYSTEM_PROMPT, request.exchange.transcript)
+    return Distillation(text=text, distiller=f"http:{model}", used_model=True)
 
 
 def complete(settings: Settings, system: str, prompt: str) -> str:

@@ -273,8 +273,23 @@ def _plugins(door: Door, a: Args) -> Outcome:
             f"{shown_setting(value.default)})"
             for value in record.settings
         ]
+    settings = door.pimem.pm.settings
+    statuses = {record.name: record.status_text for record in records}
     lines += ["", "single-answer hooks (the plugin asked first):"]
-    lines += [f"  {hook} -> {plugin or '(none)'}" for hook, plugin in answers.items()]
+    for hook, plugin in answers.items():
+        choice = settings.choice(hook)
+        if choice is None:
+            why = ""
+        elif choice.plugin == plugin:
+            why = f"  (chosen: {choice.setting})"
+        else:  # chosen but not active: the default answers (docs/plugin-hooks.md)
+            status = statuses.get(choice.plugin, "not loaded")
+            why = f"  ({choice.setting}: {choice.plugin} is {status})"
+        lines.append(f"  {hook} -> {plugin or '(none)'}{why}")
+    contested = door.pimem.pm.contested_hooks()
+    if contested:
+        lines.append("")
+    lines += [f"warning: {hook.text}" for hook in contested]
     added = plugin_commands(door.pimem)
     if added.added or added.left_out:
         lines += ["", "commands added by plugins:"]
@@ -301,6 +316,8 @@ def _plugins(door: Door, a: Args) -> Outcome:
                 {"command": name, "plugin": plugin, "why": why}
                 for plugin, name, why in added.left_out
             ],
+            "chosen": [choice.to_json() for choice in settings.chosen_plugins],
+            "warnings": [hook.to_json() for hook in contested],
         },
     )
 

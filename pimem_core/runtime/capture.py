@@ -28,6 +28,7 @@ from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.journal import CaptureJournal, Pending
 from pimem_core.runtime.repeats import recent_facts, repeats
 from pimem_core.runtime.scheduler import Scheduler
+from pimem_core.settings import DISTILL_HOOK, DISTILLER_NAMES
 from pimem_core.types import (
     Anchor,
     BranchEntry,
@@ -326,7 +327,9 @@ class Capture:
             exchange=Exchange(anchor=anchor, messages=messages),
             settings=settings,
             host_model=self._host_model,
-            models_allowed=settings.distiller != "extractive" and self._budget.available(),
+            # The extractive distiller chosen by name: no model may be used.
+            models_allowed=settings.chosen(DISTILL_HOOK) != DISTILLER_NAMES["extractive"]
+            and self._budget.available(),
         )
         timeout = settings.distill_timeout_ms / 1000
         try:
