@@ -28,7 +28,7 @@ import attrs
 import pluggy
 
 from pimem_core.errors import PimemError, PluginLoadError, SettingsError
-from pimem_core.hookspecs import PROJECT, SINGLE_ANSWER_HOOKS, PimemSpecs
+from pimem_core.hookspecs import HOOK_NAMES, PROJECT, SINGLE_ANSWER_HOOKS, PimemSpecs
 from pimem_core.settings import PluginChoice, Settings, SettingSpec
 
 log = logging.getLogger(__name__)
@@ -348,6 +348,7 @@ class PimemPluginManager(pluggy.PluginManager):
         is loaded. A chosen plugin that is inactive by its setting, or failed to load, is not
         asked: the hook's default answers, as when the chosen plugin passes."""
         for choice in self.settings.chosen_plugins:
+            _check_single_answer(choice)
             record = self._records.get(choice.plugin)
             if record is None:
                 raise SettingsError(
@@ -554,3 +555,19 @@ def build_plugin_manager(
     for record in pm.records:
         log.debug("plugin %s: %s", record.name, record.status)
     return pm
+
+
+def _check_single_answer(choice: PluginChoice) -> None:
+    hook, written = choice.hook, choice.hook.removeprefix(HOOK_PREFIX)
+    hooks = ", ".join(name.removeprefix(HOOK_PREFIX) for name in SINGLE_ANSWER_HOOKS)
+    if hook not in HOOK_NAMES:
+        raise SettingsError(
+            f"PIMEM_USE names {written!r}, which is not a pimem hook; choose a plugin for one of "
+            f"the single-answer hooks ({hooks}), or unset it."
+        )
+    if hook not in SINGLE_ANSWER_HOOKS:
+        raise SettingsError(
+            f"PIMEM_USE names {written!r}, a collecting hook: every plugin implementing it is "
+            f"called, so there is none to choose; choose for a single-answer hook ({hooks}), "
+            "or unset it."
+        )

@@ -17,7 +17,6 @@ from typing import Any, Generic, TypeVar, cast
 import attrs
 
 from pimem_core.errors import SettingsError
-from pimem_core.hookspecs import HOOK_NAMES, SINGLE_ANSWER_HOOKS
 
 DEFAULT_SEARCH_TIMEOUT_MS = 30_000
 DEFAULT_COMPACT_TIMEOUT_MS = 300_000
@@ -327,8 +326,9 @@ def _milliseconds(
 def _chosen_plugins(env: Mapping[str, str]) -> tuple[PluginChoice, ...]:
     """``PIMEM_USE``'s choices, and ``PIMEM_DISTILLER``'s as the choice of a distiller.
 
-    Only the form and the hooks are checked here: which plugins are installed is known once they
-    have loaded (:meth:`pimem_core.manager.PimemPluginManager.check_choices`).
+    Only the form is checked here: the hooks and which plugins are installed are the plugin
+    manager's to check, once the plugins have loaded
+    (:meth:`pimem_core.manager.PimemPluginManager.check_choices`).
     """
     raw = env.get("PIMEM_USE", "")
     choices: dict[str, PluginChoice] = {}
@@ -342,7 +342,6 @@ def _chosen_plugins(env: Mapping[str, str]) -> tuple[PluginChoice, ...]:
                 f"open_index:grep-index, got {raw!r}; unset it to let the plugins' order decide."
             )
         hook = _HOOK_PREFIX + written.removeprefix(_HOOK_PREFIX)  # either spelling is meant
-        _check_single_answer(hook, written)
         short = hook.removeprefix(_HOOK_PREFIX)
         if hook in choices and choices[hook].plugin != plugin:
             raise SettingsError(
@@ -367,21 +366,6 @@ def _chosen_plugins(env: Mapping[str, str]) -> tuple[PluginChoice, ...]:
                 hook=DISTILL_HOOK, plugin=plugin, setting=f"PIMEM_DISTILLER={distiller}"
             )
     return tuple(choices.values())
-
-
-def _check_single_answer(hook: str, written: str) -> None:
-    hooks = ", ".join(name.removeprefix(_HOOK_PREFIX) for name in SINGLE_ANSWER_HOOKS)
-    if hook not in HOOK_NAMES:
-        raise SettingsError(
-            f"PIMEM_USE names {written!r}, which is not a pimem hook; choose a plugin for one of "
-            f"the single-answer hooks ({hooks}), or unset it."
-        )
-    if hook not in SINGLE_ANSWER_HOOKS:
-        raise SettingsError(
-            f"PIMEM_USE names {written!r}, a collecting hook: every plugin implementing it is "
-            f"called, so there is none to choose; choose for a single-answer hook ({hooks}), "
-            "or unset it."
-        )
 
 
 def _fraction(env: Mapping[str, str], name: str, default: float) -> float:

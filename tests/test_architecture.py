@@ -128,10 +128,11 @@ def test_a_plugin_imports_pimem_only_through_the_plugin_api(name: str) -> None:
 
 
 def layer(module: str) -> str:
-    """``api`` (the plugin API), ``doors``, ``runtime``, ``plugins`` or ``contract`` (the rest
-    of ``pimem_core``)."""
+    """``api`` (the plugin API), ``kit`` (its test kit), ``doors``, ``runtime``, ``plugins`` or
+    ``contract`` (the rest of ``pimem_core``)."""
     for prefix, name in (
         (PLUGIN_API, "api"),
+        ("pimem_core.testing", "kit"),
         ("pimem_core.doors", "doors"),
         ("pimem_core.runtime", "runtime"),
         ("pimem_plugins", "plugins"),
@@ -149,6 +150,7 @@ MAY_IMPORT = {
     "runtime": {"contract", "runtime"},
     "doors": {"contract", "runtime", "doors"},
     "api": {"contract", "runtime", "doors"},
+    "kit": {"contract", "runtime", "doors", "api"},
     "plugins": {"api", "plugins"},
 }
 

@@ -216,6 +216,22 @@ SINGLE_ANSWER = (
             "open_index:grep-index, got 'open_index:'; unset it to let the plugins' order decide.",
         ),
         (
+            "open_index:aaa-index, open_index:zzz-index",
+            "PIMEM_USE chooses two plugins for open_index (aaa-index, zzz-index); name one.",
+        ),
+    ],
+    ids=["no-colon", "no-plugin", "twice"],
+)
+def test_a_malformed_choice_is_refused_when_settings_are_read(raw: str, message: str) -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({"PIMEM_USE": raw})
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (
             "open_idx:aaa-index",
             "PIMEM_USE names 'open_idx', which is not a pimem hook; choose a plugin for one of the "
             f"single-answer hooks ({SINGLE_ANSWER}), or unset it.",
@@ -226,16 +242,14 @@ SINGLE_ANSWER = (
             "called, so there is none to choose; choose for a single-answer hook "
             f"({SINGLE_ANSWER}), or unset it.",
         ),
-        (
-            "open_index:aaa-index, open_index:zzz-index",
-            "PIMEM_USE chooses two plugins for open_index (aaa-index, zzz-index); name one.",
-        ),
     ],
-    ids=["no-colon", "no-plugin", "unknown-hook", "collecting-hook", "twice"],
+    ids=["unknown-hook", "collecting-hook"],
 )
-def test_a_malformed_choice_is_refused_when_settings_are_read(raw: str, message: str) -> None:
+def test_a_choice_of_no_single_answer_hook_is_refused_when_pimem_starts(
+    raw: str, message: str
+) -> None:
     with pytest.raises(SettingsError) as raised:
-        Settings.from_env({"PIMEM_USE": raw})
+        Pimem.from_env({"PIMEM_USE": raw}, entry_points=())
     assert str(raised.value) == message
 
 

@@ -51,6 +51,7 @@ BUNDLED = {
     "user-profile",
     "memory-to-skill",
     "memsearch-llm",
+    "memsearch-tools",
     "git-merge",
 }
 INACTIVE = {"store-command", "distill-http"}  # on only when their setting is given
@@ -539,6 +540,5 @@ def test_a_service_that_is_not_whole_is_refused_with_what_it_lacks(repo: Path) -
         pimem.index(pimem.resolve_scope(repo))
     assert str(refused.value) == (
         "pimem_open_index answered with a SearchOnly, which is not a whole MemoryIndex: it lacks "
-        "compact, expand, health, index, pending_operations, similar, status, warm; the plugin "
-        "that answers it (see `pimem plugins`) is broken"
+        "expand, index, status; the plugin that answers it (see `pimem plugins`) is broken"
     )
