@@ -460,18 +460,29 @@ class Pimem:
 
     def collect_status(self, scope: Scope) -> tuple[StatusSection, ...]:
         """The index's and every plugin's status sections, in rank order."""
-        contributions = self.pm.hook.pimem_collect_status(scope=scope, settings=self.settings)
-        sections = [section for part in contributions if part for section in part]
+        index: MemoryIndex | None = None
+        unavailable: PimemError | None = None
         try:
-            with self._service("MemoryIndex.status"):
-                sections += self.index(scope).status()
+            index = self.index(scope)
         except PimemError as error:  # status answers whatever is broken
+            unavailable = error
+        contributions = self.pm.hook.pimem_collect_status(
+            scope=scope, settings=self.settings, index=index
+        )
+        sections = [section for part in contributions if part for section in part]
+        if index is not None:
+            try:
+                with self._service("MemoryIndex.status"):
+                    sections += index.status()
+            except PimemError as error:
+                unavailable = error
+        if unavailable is not None:
             sections.append(
                 StatusSection(
                     name="backend",
                     rank=10,
-                    lines=(f"backend: unavailable ({error})",),
-                    data={"available": False, "reason": str(error)},
+                    lines=(f"backend: unavailable ({unavailable})",),
+                    data={"available": False, "reason": str(unavailable)},
                 )
             )
         return tuple(sorted(sections, key=lambda section: (section.rank, section.name)))

@@ -273,12 +273,15 @@ class PimemSpecs:
 
     @_hookspec
     def pimem_collect_status(
-        self, scope: Scope, settings: Settings
+        self, scope: Scope, settings: Settings, index: MemoryIndex | None
     ) -> Iterable[StatusSection] | None:
         """Contribute sections to ``pimem status`` (backend, index health, counters...).
 
         Every implementation is called. Report problems as lines rather than raising: status
         is what a user reads when something is wrong.
+
+        :param index: *scope*'s opened index, to report what it can and cannot do; ``None``
+            when none could be opened (the backend's section says why).
         """
 
     # -- injection -----------------------------------------------------------------------------

@@ -23,11 +23,12 @@ there in any test suite, with no import and no ``conftest.py`` line:
 ``fake_host_model``
     A host model that answers with scripted text and records what it was asked.
 
-:class:`InMemoryIndex` and :class:`InMemoryIndexPlugin`
-    A whole :class:`~pimem_core.services.MemoryIndex` with no database and no model: word
-    overlap over the store's day files, recording every operation. Give the plugin to
-    ``make_pimem`` or ``run_pimem`` to test a plugin that searches, or subclass the index to
-    script one answer.
+:class:`InMemoryIndex`, :class:`SimilarInMemoryIndex` and :class:`InMemoryIndexPlugin`
+    A whole :class:`~pimem_core.services.MemoryIndex` in its four methods, with no database and
+    no model: word overlap over the store's day files, recording every operation;
+    ``SimilarInMemoryIndex`` adds the similarity search auto-context uses
+    (``InMemoryIndexPlugin(similar=True)``). Give the plugin to ``make_pimem`` or
+    ``run_pimem`` to test a plugin that searches, or subclass the index to script one answer.
 :func:`read_hits`
     A search's text (``memory_search``, ``pimem search``) read back hit by hit, as
     :class:`ShownHit`: for tests of what an agent is shown (a host adapter, an end-to-end run).
@@ -115,6 +116,7 @@ except ImportError as missing:  # pragma: no cover - exercised in a child proces
     ) from missing
 
 from pimem_core.api import Pimem
+from pimem_core.day_file import list_compact_blocks, list_entries
 from pimem_core.errors import NoMemoryYet, PimemError
 from pimem_core.hookspecs import hookimpl
 from pimem_core.manager import ENTRY_POINT_GROUP, build_plugin_manager
@@ -124,9 +126,7 @@ from pimem_core.settings import Settings
 from pimem_core.types import (
     Anchor,
     BackendCall,
-    CompactResult,
     HostModel,
-    IndexHealth,
     IndexReport,
     Scope,
     SearchHit,
@@ -143,6 +143,7 @@ __all__ = [
     "MakePimem",
     "RunPimem",
     "ShownHit",
+    "SimilarInMemoryIndex",
     "TempProject",
     "fake_host_model",
     "make_pimem",
@@ -277,16 +278,17 @@ class FakeHostModel:
 
 
 _WORD = re.compile(r"\w+")
-_HEADING = re.compile(r"^#{1,6} ")
 _ANCHOR = re.compile(r"<!-- session:(\S+) turn:(\S+) transcript:(\S+) -->")
 
 
 class InMemoryIndex:
-    """A :class:`~pimem_core.services.MemoryIndex` over one scope, held in memory.
+    """A whole :class:`~pimem_core.services.MemoryIndex` over one scope, held in memory: the
+    four methods every index has, and nothing else (no model, no similarity search).
 
-    Each section of a day file (from a heading to the next) is a chunk; a hit's score is the
-    share of the query's words the chunk holds. ``operations`` records each call by name.
-    It does not compact: :meth:`compact` refuses, as an index without a model would.
+    Each entry of a day file (and each compaction block) is a chunk, read with pimem's one
+    day-file reader; a hit's score is the share of the query's words the chunk holds
+    (``score_kind="similarity"``). ``operations`` records each call by name.
+    :class:`SimilarInMemoryIndex` adds the optional capabilities auto-context uses.
     """
 
     def __init__(self, scope: Scope) -> None:
@@ -297,7 +299,7 @@ class InMemoryIndex:
     def index(self, reason: str, files: tuple[Path, ...], call: BackendCall) -> IndexReport:
         self.operations.append("index")
         days = sorted(self.scope.memory_dir.glob("*.md")) if self.scope.memory_dir.is_dir() else []
-        self.chunks = {hit.chunk_hash: hit for day in days for hit in self._chunk(day)}
+        self.chunks = {hit.chunk_hash: hit for day in days for hit in _chunks(day)}
         return IndexReport(indexed_chunks=len(self.chunks), total_files=len(days))
 
     def search(self, query: SearchQuery, call: BackendCall) -> tuple[SearchHit, ...]:
@@ -326,23 +328,6 @@ class InMemoryIndex:
             anchor=anchor,
         )
 
-    def compact(self, call: BackendCall) -> CompactResult:
-        self.operations.append("compact")
-        raise PimemError("the in-memory index has no model to compact with")
-
-    def similar(self, text: str, top_k: int) -> Sequence[tuple[SearchHit, float]]:
-        self.operations.append("similar")
-        return self._ranked(text, top_k)
-
-    def warm(self) -> None:
-        self.operations.append("warm")
-
-    def pending_operations(self) -> int:
-        return 0
-
-    def health(self) -> IndexHealth:
-        return IndexHealth(state_path=None)
-
     def status(self) -> tuple[StatusSection, ...]:
         self.operations.append("status")
         return (
@@ -364,28 +349,39 @@ class InMemoryIndex:
         scored.sort(key=lambda pair: (-pair[1], pair[0].source, pair[0].start_line))
         return tuple(scored[:top_k])
 
-    def _chunk(self, day: Path) -> list[SearchHit]:
-        lines = day.read_text(encoding="utf-8").splitlines()
-        starts = [number for number, line in enumerate(lines) if _HEADING.match(line)]
-        hits = []
-        for first, end in zip(starts, [*starts[1:], len(lines)], strict=True):
-            body = "\n".join(lines[first:end]).strip()
-            if "\n" not in body:
-                continue  # a heading alone (the day's title, a session heading)
-            hits.append(
-                SearchHit(
-                    chunk_hash=hashlib.sha256(body.encode()).hexdigest()[:16],
-                    content=body,
-                    source=str(day),
-                    heading=lines[first].lstrip("#").strip(),
-                    heading_level=len(lines[first]) - len(lines[first].lstrip("#")),
-                    start_line=first + 1,
-                    end_line=first + body.count("\n") + 1,
-                    score=0.0,
-                    score_kind="similarity",
-                )
-            )
-        return hits
+
+class SimilarInMemoryIndex(InMemoryIndex):
+    """:class:`InMemoryIndex` with the capabilities per-prompt recall uses
+    (:class:`~pimem_core.services.SimilaritySearch`, :class:`~pimem_core.services.Warming`):
+    the same word-overlap score, recorded as ``"similar"`` and ``"warm"``."""
+
+    def similar(self, text: str, top_k: int) -> Sequence[tuple[SearchHit, float]]:
+        self.operations.append("similar")
+        return self._ranked(text, top_k)
+
+    def warm(self) -> None:
+        self.operations.append("warm")
+
+
+def _chunks(day: Path) -> list[SearchHit]:
+    """The chunks of one day file: its entries and compaction blocks."""
+    text = day.read_text(encoding="utf-8")
+    places = [(entry.start, entry.text, entry.time) for entry in list_entries(text)]
+    places += [(block.start, block.text, block.headings[0]) for block in list_compact_blocks(text)]
+    return [
+        SearchHit(
+            chunk_hash=hashlib.sha256(body.encode()).hexdigest()[:16],
+            content=body,
+            source=str(day),
+            heading=heading,
+            heading_level=len(body) - len(body.lstrip("#")),
+            start_line=start + 1,
+            end_line=start + body.count("\n") + 1,
+            score=0.0,
+            score_kind="similarity",
+        )
+        for start, body, heading in sorted(places)
+    ]
 
 
 @attrs.frozen(kw_only=True)
@@ -453,15 +449,17 @@ def read_hits(text: str) -> tuple[ShownHit, ...]:
 
 
 class InMemoryIndexPlugin:
-    """Opens an :class:`InMemoryIndex` per scope, before any installed index; ``indexes``
-    keeps each one, by collection, for the test to look into."""
+    """Opens an :class:`InMemoryIndex` per scope (a :class:`SimilarInMemoryIndex` with
+    ``similar=True``), before any installed index; ``indexes`` keeps each one, by collection,
+    for the test to look into."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, similar: bool = False) -> None:
         self.indexes: dict[str, InMemoryIndex] = {}
+        self._kind = SimilarInMemoryIndex if similar else InMemoryIndex
 
     @hookimpl(tryfirst=True)
     def pimem_open_index(self, scope: Scope, store: MemoryStore) -> MemoryIndex:
-        return self.indexes.setdefault(scope.collection, InMemoryIndex(scope))
+        return self.indexes.setdefault(scope.collection, self._kind(scope))
 
 
 class _GivenEntryPoint(importlib.metadata.EntryPoint):

@@ -180,8 +180,12 @@ class AutoContext:
         return self.recall_for(context.scope).inject(context, index)
 
     @hookimpl
-    def pimem_collect_status(self, scope: Scope, settings: Settings) -> Iterator[StatusSection]:
-        return self.recall_for(scope).status(settings)
+    def pimem_collect_status(
+        self, scope: Scope, settings: Settings, index: MemoryIndex | None
+    ) -> Iterator[StatusSection]:
+        recall = self.recall_for(scope)
+        recall.see(index)
+        return recall.status(settings)
 
 
 class PromptRecall:
@@ -209,12 +213,16 @@ class PromptRecall:
         if not ENABLED.read(settings):
             return
         self.session_settings = settings
-        if index is not None and self._searchable(index) is not None and self.state == "idle":
+        if index is not None and self.see(index) is not None and self.state == "idle":
             self._start_warming(index)
 
-    def _searchable(self, index: MemoryIndex | None) -> SimilaritySearch | None:
-        """*index* as auto-context searches it, or ``None`` (and why, for status)."""
-        if index is None or isinstance(index, SimilaritySearch):
+    def see(self, index: MemoryIndex | None) -> SimilaritySearch | None:
+        """*index* as auto-context searches it, or ``None``; an index that offers no
+        similarity search is remembered, for status to say why auto-context is off."""
+        if index is None:
+            return None
+        if isinstance(index, SimilaritySearch):
+            self.unsupported = None
             return index
         self.unsupported = type(index).__name__
         return None
@@ -241,7 +249,7 @@ class PromptRecall:
 
     def inject(self, context: PromptContext, index: MemoryIndex | None) -> Iterator[Injection]:
         settings = context.settings
-        searchable = self._searchable(index)
+        searchable = self.see(index)
         if not ENABLED.read(settings) or index is None or searchable is None:
             return  # off, or no index to search by similarity
         started = time.monotonic()

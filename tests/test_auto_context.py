@@ -328,6 +328,6 @@ def test_each_scope_has_its_own_state_and_counters(scope: Scope, tmp_path: Path)
     list(plugin.pimem_collect_injections(context=context(scope), index=index))
     assert plugin.recall_for(scope).counters.seen == 1
     assert plugin.recall_for(other).state == "idle"
-    (status,) = plugin.pimem_collect_status(scope=other, settings=ON)
+    (status,) = plugin.pimem_collect_status(scope=other, settings=ON, index=None)
     assert status.data["seen"] == 0
     assert status.data["state"] == "idle"

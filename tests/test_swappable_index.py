@@ -34,7 +34,7 @@ SCRIPT = textwrap.dedent(
         "PI_MEMSEARCH_AUTO_CONTEXT": "on",
         "PIMEM_NOW": "2026-08-13T22:41",
     })
-    plugin = InMemoryIndexPlugin()
+    plugin = InMemoryIndexPlugin(similar=True)
     pimem.pm.add_plugin(plugin, "in-memory-index")
     scope = pimem.resolve_scope(repo)
     entry = Entry(
@@ -86,8 +86,11 @@ def test_a_replaced_index_serves_every_search_and_memsearch_never_runs(
     assert "chose Redis for the hot cache" in out["search"]
     assert out["expand"] == "t1"
     assert out["injected"] == ["auto-context"]
-    assert out["compact"] == "the in-memory index has no model to compact with"
+    assert out["compact"] == (
+        "the index (SimilarInMemoryIndex, see `pimem plugins`) cannot compact memory: "
+        "it offers no compact()"
+    )
     assert "backend: in-memory index (1 chunks)" in out["status"]
     assert out["operations"][:4] == ["index", "search", "expand", "warm"]
-    assert {"similar", "compact", "status"} <= set(out["operations"])
+    assert {"similar", "status"} <= set(out["operations"])
     assert out["memsearch_imported"] == []
