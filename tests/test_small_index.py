@@ -149,7 +149,7 @@ def test_pimem_serve(tmp_path: Path, repo: Path) -> None:
     )
     assert bridge.stdin is not None
     assert bridge.stdout is not None
-    answers: dict[int, Any] = {}
+    answers: dict[object, Any] = {}
     with bridge:
         for request in requests:  # one at a time, as a host asks
             bridge.stdin.write(json.dumps(request) + "\n")
