@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CODE := pimem_core pimem_plugins tests bench reliability examples
 # Example plugins: real third-party-style distributions, each with its own tests.
-EXAMPLES := examples/worktree-resolver
+EXAMPLES := examples/worktree-resolver examples/hello-command
 # The offline embedding model lives in pimem's per-user data directory, shared with every
 # pimem installed for this user; `make ... PIMEM_HOME=DIR` keeps it (and pimem's state) in DIR.
 PIMEM_HOME ?=

@@ -16,7 +16,7 @@ import attrs
 import pytest
 from pimem_worktree_resolver import primary_checkout
 
-from pimem_core.scopes import project_scope
+from pimem_core.plugin import project_scope
 from pimem_core.testing import MakePimem, RunPimem, TempProject
 
 GIT = {
