@@ -72,6 +72,7 @@ from bench.pi_host import (
     wait_for,
     write_memsearch_config,
 )
+from pimem_core.day_file import list_entries
 from pimem_core.testing import read_hits
 from pimem_plugins.memsearch.offline_model import OfflineModel
 
@@ -487,25 +488,16 @@ def rules(script: Script) -> list[Rule]:
 
 # -- measuring -------------------------------------------------------------------------------
 
-_ENTRY = re.compile(r"^###\s+\d{2}:\d{2}\s*$")
-_BOUNDARY = re.compile(r"^#{1,3}\s")
 _BULLET = re.compile(r"^\s{0,3}[-*+]\s+")
 _SNAPSHOT_START = "## Project memory\n"
 
 
 def entries(day_text: str) -> list[list[str]]:
     """The bullets of each ``### HH:MM`` entry of a daily memory file, in file order."""
-    found: list[list[str]] = []
-    inside = False
-    for line in day_text.splitlines():
-        if _ENTRY.match(line):
-            found.append([])
-            inside = True
-        elif _BOUNDARY.match(line):
-            inside = False
-        elif inside and _BULLET.match(line):
-            found[-1].append(fact(line))
-    return found
+    return [
+        [fact(line) for line in entry.text.split("\n")[1:] if _BULLET.match(line)]
+        for entry in list_entries(day_text)
+    ]
 
 
 def fact(bullet: str) -> str:

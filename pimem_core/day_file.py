@@ -16,12 +16,19 @@ import attrs
 from pimem_core.conflicts import marker_lines
 from pimem_core.types import Entry
 
-_ENTRY_HEADING = re.compile(r"^###\s+(\d{2}:\d{2})\s*$")
-_ENTRY_BOUNDARY = re.compile(r"^#{1,3}\s")
-_GROUP_HEADING = re.compile(r"^#{1,2}\s")
+#: The day file's grammar, line by line. An entry's heading (its time the one group).
+ENTRY_HEADING = re.compile(r"^###\s+(\d{2}:\d{2})\s*$")
+#: A line that ends an entry: any heading of level 1 to 3.
+ENTRY_BOUNDARY = re.compile(r"^#{1,3}\s")
+#: A heading that groups entries (a title, ``## Session HH:MM``, a compaction).
+GROUP_HEADING = re.compile(r"^#{1,2}\s")
+#: The heading a session's first entry of the day opens.
+SESSION_HEADING = re.compile(r"^##\s+Session\b")
+#: memsearch >= 0.4.23 writes ``## Memory Compact HH:MM``; older versions ``## Memory Compact``.
+COMPACT_HEADING = re.compile(r"^##\s+Memory Compact(?:\s+\d{2}:\d{2})?\s*$")
+#: A level-1 heading (the title memsearch's compaction writes into a new file).
+TITLE = re.compile(r"^#\s")
 _SECTION_HEADING = re.compile(r"^##\s")
-# memsearch >= 0.4.23 writes ``## Memory Compact HH:MM``; older versions ``## Memory Compact``.
-_COMPACT_HEADING = re.compile(r"^##\s+Memory Compact(?:\s+\d{2}:\d{2})?\s*$")
 _SUB_HEADING = re.compile(r"^#{2,}\s+(.+?)\s*$")
 _DATE_TITLE = re.compile(r"^#\s+\d{4}-\d{2}-\d{2}\s*$")
 
@@ -55,14 +62,14 @@ def list_entries(text: str) -> list[DayEntry]:
     markers = set(marker_lines(text))
     entries = []
     for start, line in enumerate(lines):
-        match = _ENTRY_HEADING.match(line)
+        match = ENTRY_HEADING.match(line)
         if match is None or start in markers:
             continue
         end = next(
             (
                 i
                 for i in range(start + 1, len(lines))
-                if _ENTRY_BOUNDARY.match(lines[i]) or i in markers
+                if ENTRY_BOUNDARY.match(lines[i]) or i in markers
             ),
             len(lines),
         )
@@ -80,15 +87,13 @@ def remove_entry(text: str, entry: DayEntry) -> str:
     notes and every other entry are left byte for byte.
     """
     lines = text.split("\n")
-    owner = next(
-        (i for i in range(entry.start - 1, -1, -1) if _GROUP_HEADING.match(lines[i])), None
-    )
+    owner = next((i for i in range(entry.start - 1, -1, -1) if GROUP_HEADING.match(lines[i])), None)
     del lines[entry.start : entry.end]
     if owner is not None and _SECTION_HEADING.match(lines[owner]):
         after = owner + 1
         while after < len(lines) and not lines[after].strip():
             after += 1
-        if after == len(lines) or _GROUP_HEADING.match(lines[after]):
+        if after == len(lines) or GROUP_HEADING.match(lines[after]):
             del lines[owner:after]
     if not any(line.strip() for line in lines):
         return ""
@@ -126,13 +131,13 @@ def list_compact_blocks(text: str) -> list[CompactBlock]:
     markers = set(marker_lines(text))
     blocks = []
     for start, line in enumerate(lines):
-        if _COMPACT_HEADING.match(line) is None or start in markers:
+        if COMPACT_HEADING.match(line) is None or start in markers:
             continue
         end = next(
             (
                 i
                 for i in range(start + 1, len(lines))
-                if _GROUP_HEADING.match(lines[i]) or _ENTRY_HEADING.match(lines[i]) or i in markers
+                if GROUP_HEADING.match(lines[i]) or ENTRY_HEADING.match(lines[i]) or i in markers
             ),
             len(lines),
         )

@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from pimem_core.day_file import list_entries
+
 #: Entries of other sessions compared against, the newest of today's and yesterday's.
 RECENT_ENTRIES = 20
 
-_HEADING = re.compile(r"^#{1,3} ")
 _ANCHOR = re.compile(r"^<!--\s*session:(\S+)\s")
 _BULLET = re.compile(r"^\s{0,3}[-*+]\s+")
 
@@ -35,20 +36,16 @@ def facts(content: str) -> frozenset[str]:
     )
 
 
-def _entries(day_text: str) -> list[tuple[str | None, list[str]]]:
-    """The entries of a daily file, oldest first: the session of each and its body lines."""
-    entries: list[tuple[str | None, list[str]]] = []
-    for line in day_text.splitlines():
-        if _HEADING.match(line):
-            entries.append((None, []))
-        elif entries:
-            session, body = entries[-1]
-            anchor = _ANCHOR.match(line)
-            if anchor is not None and session is None and not body:
-                entries[-1] = (anchor.group(1), body)
-            else:
-                body.append(line)
-    return [(session, body) for session, body in entries if session is not None]
+def _entries(day_text: str) -> list[tuple[str, list[str]]]:
+    """The anchored entries of a daily file, oldest first: the session of each and its body
+    lines (after the anchor)."""
+    found: list[tuple[str, list[str]]] = []
+    for entry in list_entries(day_text):
+        body = entry.text.split("\n")[1:]
+        anchor = _ANCHOR.match(body[0]) if body else None
+        if anchor is not None:
+            found.append((anchor.group(1), body[1:]))
+    return found
 
 
 def recent_facts(day_texts: Iterable[str], session: str) -> frozenset[str]:

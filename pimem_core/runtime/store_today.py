@@ -25,15 +25,13 @@ import attrs
 
 from pimem_core.api import Pimem
 from pimem_core.conflicts import without_conflicts
+from pimem_core.day_file import COMPACT_HEADING, ENTRY_HEADING, GROUP_HEADING
 from pimem_core.errors import PimemError
 from pimem_core.runtime.capture import MARKER_PREFIX
 from pimem_core.types import Scope, StatusSection
 
 LABEL = "today in this store (all sessions)"
 
-_ENTRY_HEADING = re.compile(r"^###\s+\d{2}:\d{2}\s*$")
-_GROUP_HEADING = re.compile(r"^#{1,2}\s")
-_COMPACT_HEADING = re.compile(r"^##\s+Memory Compact(?:\s+\d{2}:\d{2})?\s*$")
 _SESSION = re.compile(r"^<!--\s*session:(\S+)\s")
 
 
@@ -54,10 +52,11 @@ def count_entries(text: str) -> DayCount:
     in_compact = False
     lines = text.split("\n")
     for number, line in enumerate(lines):
-        if _GROUP_HEADING.match(line):
-            in_compact = _COMPACT_HEADING.match(line) is not None
+        if GROUP_HEADING.match(line):
+            # A compaction's summary runs to the next group heading, its ### headings included.
+            in_compact = COMPACT_HEADING.match(line) is not None
             continue
-        if in_compact or not _ENTRY_HEADING.match(line):
+        if in_compact or not ENTRY_HEADING.match(line):
             continue
         entries += 1
         body = lines[number + 1 : number + 3]

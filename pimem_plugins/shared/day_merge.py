@@ -14,17 +14,18 @@ side's append is undone; and the blank line that closes an entry goes missing (A
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 import attrs
 
-_BLOCK_HEADING = re.compile(r"^#{1,3}\s")
-_GROUP_HEADING = re.compile(r"^#{1,2}\s")
-_ENTRY_HEADING = re.compile(r"^###\s+\d{2}:\d{2}\s*$")
-_SESSION_HEADING = re.compile(r"^##\s+Session\b")
-_COMPACT_HEADING = re.compile(r"^##\s+Memory Compact(?:\s+\d{2}:\d{2})?\s*$")
-_TITLE = re.compile(r"^#\s")
+from pimem_core.plugin import (
+    COMPACT_HEADING,
+    ENTRY_BOUNDARY,
+    ENTRY_HEADING,
+    GROUP_HEADING,
+    SESSION_HEADING,
+    TITLE,
+)
 
 
 @attrs.frozen
@@ -36,11 +37,11 @@ class Block:
 
     @property
     def session_heading(self) -> bool:
-        return _SESSION_HEADING.match(self.body) is not None and self.body.count("\n") <= 1
+        return SESSION_HEADING.match(self.body) is not None and self.body.count("\n") <= 1
 
     @property
     def group_heading(self) -> bool:
-        return _GROUP_HEADING.match(self.body) is not None
+        return GROUP_HEADING.match(self.body) is not None
 
 
 @attrs.frozen
@@ -59,15 +60,15 @@ def split_blocks(text: str) -> DayFile:
         if not line.strip():
             blank += line
             continue
-        starts = _BLOCK_HEADING.match(line) is not None and (
-            not in_compact or _GROUP_HEADING.match(line) or _ENTRY_HEADING.match(line)
+        starts = ENTRY_BOUNDARY.match(line) is not None and (
+            not in_compact or GROUP_HEADING.match(line) or ENTRY_HEADING.match(line)
         )
         if starts or not body:
             if body:
                 blocks.append(Block(lead=lead, body=body))
             lead, body, blank = blank, line, ""
             if starts:
-                in_compact = _COMPACT_HEADING.match(line) is not None
+                in_compact = COMPACT_HEADING.match(line) is not None
         else:
             body, blank = body + blank + line, ""
     if body:
@@ -102,7 +103,7 @@ def merge_day_file(base: str, ours: str, theirs: str) -> str:
     for position, block in enumerate(other.blocks):
         if added[block.body] > 0:
             added[block.body] -= 1
-            if position == 0 and _TITLE.match(block.body) and not _starts_with_title(kept):
+            if position == 0 and TITLE.match(block.body) and not _starts_with_title(kept):
                 kept.insert(0, attrs.evolve(block, lead=""))
                 orphans = {index + 1 for index in orphans}
             elif position == 0:
@@ -121,7 +122,7 @@ def merge_day_file(base: str, ours: str, theirs: str) -> str:
 
 
 def _starts_with_title(blocks: list[Block]) -> bool:
-    return bool(blocks) and _TITLE.match(blocks[0].body) is not None
+    return bool(blocks) and TITLE.match(blocks[0].body) is not None
 
 
 def _holds_nothing(blocks: list[Block], index: int) -> bool:
