@@ -29,6 +29,9 @@ there in any test suite, with no import and no ``conftest.py`` line:
     ``SimilarInMemoryIndex`` adds the similarity search auto-context uses
     (``InMemoryIndexPlugin(similar=True)``). Give the plugin to ``make_pimem`` or
     ``run_pimem`` to test a plugin that searches, or subclass the index to script one answer.
+:func:`ask_pimem_serve`
+    Requests sent to a real ``pimem serve`` child one at a time, as an agent's bridge sends
+    them, and the answers by id: for a plugin's served method (``hello.greet``).
 :func:`read_hits`
     A search's text (``memory_search``, ``pimem search``) read back hit by hit, as
     :class:`ShownHit`: for tests of what an agent is shown (a host adapter, an end-to-end run).
@@ -145,6 +148,7 @@ __all__ = [
     "ShownHit",
     "SimilarInMemoryIndex",
     "TempProject",
+    "ask_pimem_serve",
     "fake_host_model",
     "make_pimem",
     "pimem_project",
@@ -413,6 +417,44 @@ _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _LEG_LINE = re.compile(r"   \S[^\n]*: (?:rank \d+|not among its candidates)[^\n]*")
 # What cross-repo recall says after its last hit is an account of the search, not content.
 _ACCOUNT = re.compile(r"\n\n(?:skipped, never indexed|collapsed, sharing the collection)")
+
+
+def ask_pimem_serve(
+    requests: Sequence[Mapping[str, Any]],
+    *,
+    env: Mapping[str, str],
+    cwd: str | os.PathLike[str] | None = None,
+) -> dict[object, dict[str, Any]]:
+    """Send *requests* to a ``pimem serve`` child, one at a time as a host does (each waits for
+    its answer), and return every answer by its request's ``id``; progress lines are skipped.
+    The child's environment is *env* alone; it gets end of input after the last request.
+    """
+    import subprocess
+
+    bridge = subprocess.Popen(
+        [sys.executable, "-m", "pimem_core", "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(env),
+        cwd=cwd,
+    )
+    assert bridge.stdin is not None
+    assert bridge.stdout is not None
+    answers: dict[object, dict[str, Any]] = {}
+    with bridge:
+        for request in requests:
+            bridge.stdin.write(json.dumps(request) + "\n")
+            bridge.stdin.flush()
+            while request["id"] not in answers:
+                line = bridge.stdout.readline()
+                if not line:
+                    raise AssertionError(f"pimem serve ended before answering {request}")
+                message = json.loads(line)
+                if message.get("id") == request["id"] and "progress" not in message:
+                    answers[request["id"]] = message
+        bridge.stdin.close()
+    return answers
 
 
 def read_hits(text: str) -> tuple[ShownHit, ...]:

@@ -10,10 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
+
+from pimem_core.testing import ask_pimem_serve
 
 from conftest import CLOCK, Result, make_distribution, run_cli
 
@@ -140,25 +139,7 @@ def test_pimem_serve(tmp_path: Path, repo: Path) -> None:
         {"id": 4, "method": "memory.status", "params": {}},
         {"id": 5, "method": "session.shutdown", "params": {}},
     ]  # fmt: skip
-    bridge = subprocess.Popen(
-        [sys.executable, "-m", "pimem_core", "serve"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PIMEM_NOW": CLOCK, **env},
-    )
-    assert bridge.stdin is not None
-    assert bridge.stdout is not None
-    answers: dict[object, Any] = {}
-    with bridge:
-        for request in requests:  # one at a time, as a host asks
-            bridge.stdin.write(json.dumps(request) + "\n")
-            bridge.stdin.flush()
-            while request["id"] not in answers:
-                message = json.loads(bridge.stdout.readline())
-                if message.get("id") == request["id"] and "progress" not in message:
-                    answers[request["id"]] = message
-        bridge.stdin.close()
+    answers = ask_pimem_serve(requests, env={**os.environ, "PIMEM_NOW": CLOCK, **env})
     assert all("result" in answers[n] for n in range(1, 6)), answers
     assert ENTRY in answers[2]["result"]["text"]
     assert ENTRY in answers[3]["result"]["text"]

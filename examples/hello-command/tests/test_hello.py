@@ -6,14 +6,10 @@ The fixtures ``run_pimem`` and ``pimem_project`` come from pimem's test kit (the
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
-from pimem_core.testing import RunPimem, TempProject
+from pimem_core.testing import RunPimem, TempProject, ask_pimem_serve
 
 NOW = {"PIMEM_NOW": "2026-08-13T22:41"}
 
@@ -58,24 +54,6 @@ def test_an_agent_reaches_it_through_pimem_serve(
         {"id": 2, "method": "hello.greet", "params": {"name": "Grace"}},
         {"id": 3, "method": "session.shutdown", "params": {}},
     ]  # fmt: skip
-    bridge = subprocess.Popen(
-        [sys.executable, "-m", "pimem_core", "serve"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert bridge.stdin is not None
-    assert bridge.stdout is not None
-    answers: dict[object, Any] = {}
-    with bridge:
-        for request in requests:  # one at a time, as a host asks
-            bridge.stdin.write(json.dumps(request) + "\n")
-            bridge.stdin.flush()
-            while request["id"] not in answers:
-                message = json.loads(bridge.stdout.readline())
-                if message.get("id") == request["id"] and "progress" not in message:
-                    answers[request["id"]] = message
-        bridge.stdin.close()
+    answers = ask_pimem_serve(requests, env=env)
     assert answers[2]["result"]["text"].startswith("hello, Grace: 0 memory entries today")
     assert answers[2]["result"]["greeted"] == "Grace"
