@@ -142,7 +142,7 @@ class Pimem:
     # -- scope resolution ----------------------------------------------------------------------
 
     def resolve_scope(self, cwd: Path) -> Scope:
-        answer = self.pm.hook.pimem_resolve_scope(cwd=cwd.absolute(), settings=self.settings)
+        answer = self.pm.caller("pimem_resolve_scope")(cwd=cwd.absolute(), settings=self.settings)
         scope = self._require("pimem_resolve_scope", answer, Scope)
         log.info(
             "scope of %s: memory directory %s, collection %s",
@@ -153,7 +153,7 @@ class Pimem:
         return scope
 
     def resolve_project(self, project_dir: Path) -> Scope:
-        scope = self.pm.hook.pimem_resolve_project(
+        scope = self.pm.caller("pimem_resolve_project")(
             project_dir=project_dir.absolute(), settings=self.settings
         )
         return self._require("pimem_resolve_project", scope, Scope)
@@ -161,12 +161,14 @@ class Pimem:
     # -- distillation --------------------------------------------------------------------------
 
     def distill_exchange(self, request: DistillRequest) -> Distillation:
-        answer = self.pm.hook.pimem_distill_exchange(request=request)
+        answer = self.pm.caller("pimem_distill_exchange")(request=request)
         return self._require("pimem_distill_exchange", answer, Distillation)
 
     def gate_exchange(self, window: Iterable[BranchEntry]) -> str | None:
         """The first reason a capture gate gives for not capturing *window*, or ``None``."""
-        reasons = self.pm.hook.pimem_gate_exchange(window=tuple(window), settings=self.settings)
+        reasons = self.pm.caller("pimem_gate_exchange")(
+            window=tuple(window), settings=self.settings
+        )
         return next((str(reason) for reason in reasons if reason), None)
 
     @functools.cached_property
@@ -174,7 +176,7 @@ class Pimem:
         """Every plugin's secret patterns (none when ``PIMEM_SCRUB_SECRETS=off``)."""
         if not self.settings.scrub_secrets:
             return Scrubber(())
-        contributions = self.pm.hook.pimem_collect_secret_patterns()
+        contributions = self.pm.caller("pimem_collect_secret_patterns")()
         return Scrubber(tuple(pattern for part in contributions if part for pattern in part))
 
     # -- services ------------------------------------------------------------------------------
@@ -191,14 +193,14 @@ class Pimem:
     def store(self, scope: Scope) -> MemoryStore:
         """*scope*'s memory store, opened once (``pimem_open_store``)."""
         if scope not in self._stores:
-            answer = self.pm.hook.pimem_open_store(scope=scope, settings=self.settings)
+            answer = self.pm.caller("pimem_open_store")(scope=scope, settings=self.settings)
             self._stores[scope] = self._open("pimem_open_store", answer, MemoryStore)
         return self._stores[scope]
 
     def index(self, scope: Scope) -> MemoryIndex:
         """*scope*'s search index, opened once (``pimem_open_index``)."""
         if scope not in self._indexes:
-            answer = self.pm.hook.pimem_open_index(
+            answer = self.pm.caller("pimem_open_index")(
                 scope=scope, settings=self.settings, store=self.store(scope)
             )
             self._indexes[scope] = self._open("pimem_open_index", answer, MemoryIndex)
@@ -213,13 +215,13 @@ class Pimem:
 
     def transcript(self, path: Path) -> TranscriptReader:
         """A reader of the agent transcript *path* (``pimem_open_transcript``)."""
-        answer = self.pm.hook.pimem_open_transcript(path=path, settings=self.settings)
+        answer = self.pm.caller("pimem_open_transcript")(path=path, settings=self.settings)
         reader: TranscriptReader = self._open("pimem_open_transcript", answer, TranscriptReader)
         return reader
 
     def skills(self, scope: Scope) -> SkillCatalog:
         """*scope*'s skill candidates (``pimem_open_skills``)."""
-        answer = self.pm.hook.pimem_open_skills(
+        answer = self.pm.caller("pimem_open_skills")(
             scope=scope, settings=self.settings, store=self.store(scope)
         )
         catalog: SkillCatalog = self._open("pimem_open_skills", answer, SkillCatalog)
@@ -249,14 +251,14 @@ class Pimem:
 
     def merge_day_file(self, base: str, ours: str, theirs: str) -> str:
         """Two sides' versions of one daily memory file merged (git's merge driver)."""
-        answer = self.pm.hook.pimem_merge_day_file(base=base, ours=ours, theirs=theirs)
+        answer = self.pm.caller("pimem_merge_day_file")(base=base, ours=ours, theirs=theirs)
         return self._require("pimem_merge_day_file", answer, str)
 
     def start_session(self, scope: Scope) -> None:
         """Tell plugins a host session started; like a change, a failure is logged, never
         raised: the session goes on without what that plugin would have started."""
         try:
-            self.pm.hook.pimem_start_session(
+            self.pm.caller("pimem_start_session")(
                 scope=scope, settings=self.settings, index=self._index_if_any(scope)
             )
         except Exception:
@@ -266,7 +268,9 @@ class Pimem:
         """Announce *change*. The change is already on disk, so an observer's failure is logged
         rather than raised: it must not make a successful write look failed."""
         try:
-            self.pm.hook.pimem_observe_change(scope=scope, change=change, settings=self.settings)
+            self.pm.caller("pimem_observe_change")(
+                scope=scope, change=change, settings=self.settings
+            )
         except Exception:
             log.exception("a plugin failed while observing a %s of %s", change.kind, change.file)
 
@@ -329,7 +333,7 @@ class Pimem:
         has an opinion. A reranker's bug carries a note naming it (the manager's monitoring)."""
         if not hits:
             return hits  # nothing to reorder: a cross-encoder need not even load
-        answer = self.pm.hook.pimem_rerank_hits(query=query, hits=hits, settings=self.settings)
+        answer = self.pm.caller("pimem_rerank_hits")(query=query, hits=hits, settings=self.settings)
         if answer is None:
             return hits[: query.top_k]
         given = {hit.chunk_hash for hit in hits}
@@ -380,7 +384,7 @@ class Pimem:
                 on_notice=on_notice if own else None,
             )
 
-        answer = self.pm.hook.pimem_search_projects(
+        answer = self.pm.caller("pimem_search_projects")(
             scope=scope,
             query=query,
             call=self._call(on_wait, progress),
@@ -433,7 +437,7 @@ class Pimem:
 
     def declared_settings(self) -> tuple[SettingSpec[Any], ...]:
         """The settings the registered plugins declare, by plugin, each in its declared order."""
-        contributions = self.pm.hook.pimem_declare_settings()
+        contributions = self.pm.caller("pimem_declare_settings")()
         specs = [spec for part in contributions if part for spec in part]
         return tuple(sorted(specs, key=lambda spec: spec.plugin))
 
@@ -466,7 +470,7 @@ class Pimem:
             index = self.index(scope)
         except PimemError as error:  # status answers whatever is broken
             unavailable = error
-        contributions = self.pm.hook.pimem_collect_status(
+        contributions = self.pm.caller("pimem_collect_status")(
             scope=scope, settings=self.settings, index=index
         )
         sections = [section for part in contributions if part for section in part]
@@ -491,7 +495,7 @@ class Pimem:
 
     def build_snapshot(self, scope: Scope, now: datetime | None = None) -> str | None:
         """The stable snapshot for *now*, or ``None`` when the snapshot is off."""
-        snapshot: str | None = self.pm.hook.pimem_build_snapshot(
+        snapshot: str | None = self.pm.caller("pimem_build_snapshot")(
             scope=scope,
             settings=self.settings,
             now=now or self.settings.now(),
@@ -500,7 +504,7 @@ class Pimem:
         return snapshot
 
     def collect_injections(self, context: PromptContext) -> tuple[Injection, ...]:
-        contributions = self.pm.hook.pimem_collect_injections(
+        contributions = self.pm.caller("pimem_collect_injections")(
             context=context, index=self._index_if_any(context.scope)
         )
         return tuple(
@@ -526,7 +530,7 @@ class Pimem:
 
     def collect_maintenance_tasks(self, scope: Scope) -> tuple[MaintenanceTask, ...]:
         """Every plugin's maintenance tasks for *scope*, by name."""
-        contributions = self.pm.hook.pimem_collect_maintenance_tasks(
+        contributions = self.pm.caller("pimem_collect_maintenance_tasks")(
             scope=scope, settings=self.settings
         )
         tasks: dict[str, MaintenanceTask] = {}
@@ -566,12 +570,12 @@ class Pimem:
 
     def collect_loaded_files(self) -> tuple[Path, ...]:
         """The files outside Python packages that plugins load (a model's directory)."""
-        parts = self.pm.hook.pimem_collect_loaded_files(settings=self.settings)
+        parts = self.pm.caller("pimem_collect_loaded_files")(settings=self.settings)
         return tuple(dict.fromkeys(Path(path) for part in parts if part for path in part))
 
     def provide_model(self, scope: Scope) -> HostModel | None:
         """A model for background work when the host lends none, or ``None``."""
-        model = self.pm.hook.pimem_provide_model(scope=scope, settings=self.settings)
+        model = self.pm.caller("pimem_provide_model")(scope=scope, settings=self.settings)
         return None if model is None else self._require("pimem_provide_model", model, HostModel)
 
     def list_skill_candidates(self, scope: Scope) -> tuple[SkillCandidate, ...]:

@@ -295,22 +295,17 @@ class PimemPluginManager(pluggy.PluginManager):
 
     # -- choosing a plugin by name (PIMEM_USE, PIMEM_DISTILLER; ADR 0019) ---------------------
 
-    def _hookexec(
-        self,
-        hook_name: str,
-        methods: Sequence[pluggy.HookImpl],
-        kwargs: Mapping[str, object],
-        firstresult: bool,
-    ) -> object | list[object]:
-        # Every call of every hook (pm.hook.<name>(), call_extra, a subset caller) reaches pluggy
-        # through this one method, with the implementations in call order: narrowing them here
-        # honours a choice for every caller and for plugins registered later. A
-        # subset_hook_caller would have to be asked for by each caller, and putting one in
-        # pm.hook breaks registration (pluggy adds implementations to what it finds there);
-        # reordering pluggy's list of implementations alone would still ask the others. The
-        # method is pluggy's, unchanged since 1.0; its tracing and monitoring wrap the
-        # _inner_hookexec this calls, so they see the narrowed list.
-        return super()._hookexec(hook_name, self._narrow(hook_name, methods), kwargs, firstresult)
+    def caller(self, hook_name: str) -> pluggy.HookCaller:
+        """The hook *hook_name* as the facade calls it. With a choice by name, a subset of it
+        (pluggy's ``subset_hook_caller``) that asks the chosen plugin and the hook's defaults
+        only; otherwise the hook itself. Asked afresh on every call, so a plugin registered
+        later, or a choice in another session's settings, counts."""
+        hook: pluggy.HookCaller = getattr(self.hook, hook_name)
+        if self.settings.chosen(hook_name) is None:
+            return hook
+        kept = {id(impl.plugin) for impl in self._narrow(hook_name, hook.get_hookimpls())}
+        others = [impl.plugin for impl in hook.get_hookimpls() if id(impl.plugin) not in kept]
+        return self.subset_hook_caller(hook_name, others)
 
     def _narrow(
         self, hook_name: str, methods: Sequence[pluggy.HookImpl]

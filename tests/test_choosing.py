@@ -151,8 +151,8 @@ def test_the_choice_holds_in_either_order_of_registration(
     index = pimem.index(pimem_project.scope)
     assert isinstance(index, InMemoryIndex)
     assert index.operations == [f"opened by {chosen}"]
-    # Every call of the hook is narrowed, not only the facade's.
-    direct = pimem.pm.hook.pimem_open_index(
+    # The facade calls every hook as the manager gives it, with the choice applied.
+    direct = pimem.pm.caller("pimem_open_index")(
         scope=pimem_project.scope, settings=pimem.settings, store=None
     )
     assert direct.operations == [f"opened by {chosen}"]

@@ -398,6 +398,16 @@ def test_the_facade_is_the_only_caller_of_pm_hook_and_covers_every_hook() -> Non
             ):
                 assert path.name == "api.py", f"{path} calls pm.hook.{node.attr} directly"
                 called.add(node.attr)
+            if (  # pm.caller("pimem_..."): the hook with a choice by name applied
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "caller"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and str(node.args[0].value).startswith("pimem_")
+            ):
+                assert path.name == "api.py", f"{path} calls {node.args[0].value} directly"
+                called.add(str(node.args[0].value))
     assert called == set(HOOKS)
 
 
