@@ -31,7 +31,7 @@ from pimem_core import Pimem
 from pimem_core.offline_model import OfflineModel
 from pimem_core.types import SearchHit
 from pimem_plugins.auto_context import DEFAULT_MIN_RELEVANCE, DEFAULT_MIN_SIMILARITY, select_chunks
-from pimem_plugins.memsearch.engine import parse_anchor
+from pimem_plugins.memsearch.chunks import parse_anchor
 from pimem_plugins.memsearch.recall.ranking import RELEVANCE_THRESHOLD
 
 FORMAT = 1

@@ -38,17 +38,16 @@ from pimem_core.types import (
     StoreChange,
 )
 from pimem_plugins.memsearch.catch_up import CATCH_UP_MS, CatchUp, catch_up
-from pimem_plugins.memsearch.engine import (
-    CHUNK_HASH,
+from pimem_plugins.memsearch.chunks import CHUNK_HASH, section_of
+from pimem_plugins.memsearch.engine import MemsearchEngine
+from pimem_plugins.memsearch.errors import (
     DatabaseFailed,
     DatabaseLocked,
-    MemsearchEngine,
     database_failure,
     install_instructions,
     is_contention,
     no_memory_yet,
     rebuild_instructions,
-    section_of,
 )
 from pimem_plugins.memsearch.ledger import DayFile
 from pimem_plugins.shared.index_state import index_status_section, read_index_health
