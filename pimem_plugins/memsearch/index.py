@@ -493,7 +493,7 @@ class _EngineCollection:
 
     def encode(self, texts: list[str]) -> Any:
         if self._encoder is None:
-            from pimem_plugins.memsearch.recall.service import encoder_for
+            from pimem_plugins.memsearch.recall.encoding import encoder_for
 
             self._encoder = encoder_for(self.engine.embedder(self.scope), self.engine.event_loop)
         return self._encoder(texts)
