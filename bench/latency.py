@@ -278,7 +278,7 @@ def timed_embedding(index: MemsearchMemoryIndex) -> Iterator[dict[str, float]]:
     memsearch's indexing calls it unchanged: what is left of the index time is Milvus Lite.
     """
     engine, scope = index.engine, index.scope
-    embedder = index.queue.run("bench", lambda: engine._embedder(engine.config(scope)))
+    embedder = index.queue.run("bench", lambda: engine.embedders.get(engine.config(scope)))
     spent = {"seconds": 0.0, "texts": 0.0}
     embed = embedder.embed
 
@@ -382,10 +382,10 @@ def breakdown_samples(
         config = engine.config(scope)
         parts["config"].append(_ms(start))
         start = time.perf_counter()
-        vector = loop.run_until_complete(engine._embedder(config).embed([text]))[0]
+        vector = loop.run_until_complete(engine.embedders.get(config).embed([text]))[0]
         parts["embed"].append(_ms(start))
         start = time.perf_counter()
-        with engine._database(scope, config) as memsearch:
+        with engine.database.use(scope, config) as memsearch:
             memsearch.store.search(vector, query_text=text, top_k=TOP_K)
         parts["database"].append(_ms(start))
 
@@ -408,15 +408,15 @@ def open_close_samples(
 
     def one(text: str) -> None:
         config = engine.config(scope)
-        vector = loop.run_until_complete(engine._embedder(config).embed([text]))[0]
+        vector = loop.run_until_complete(engine.embedders.get(config).embed([text]))[0]
         start = time.perf_counter()
-        memsearch, served = engine._memsearch(scope, config)
+        memsearch, served = engine.database.open(scope, config)
         parts["open"].append(_ms(start))
         start = time.perf_counter()
         memsearch.store.search(vector, query_text=text, top_k=TOP_K)
         parts["first_search"].append(_ms(start))
         start = time.perf_counter()
-        engine._close(memsearch, served, str(config.milvus.uri))
+        engine.database.close(memsearch, served, str(config.milvus.uri))
         parts["close"].append(_ms(start))
 
     release_database(index)

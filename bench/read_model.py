@@ -33,8 +33,9 @@ from typing import Any
 from pimem_core import Pimem
 from pimem_core.types import Scope, SearchHit, SearchQuery
 from pimem_plugins.memsearch.index import MemsearchMemoryIndex
+from pimem_plugins.memsearch.recall.encoding import encoder_for
 from pimem_plugins.memsearch.recall.ranking import DEPTH, rank, weights_for
-from pimem_plugins.memsearch.recall.service import Recall, encoder_for
+from pimem_plugins.memsearch.recall.service import Recall
 from pimem_plugins.memsearch.recall.text import tokens
 
 PIMEM = Path(sys.executable).with_name("pimem")

@@ -70,8 +70,8 @@ from pimem_core.types import Anchor, Entry, Scope, SearchQuery, TranscriptReques
 from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 from pimem_plugins.memsearch.offline_model import OfflineModel
 from pimem_plugins.memsearch.recall import cache
-from pimem_plugins.memsearch.recall.read_model import ChunkRecord, Generation
-from pimem_plugins.memsearch.recall.service import encoder_for
+from pimem_plugins.memsearch.recall.encoding import encoder_for
+from pimem_plugins.memsearch.recall.generation import ChunkRecord, Generation
 from pimem_plugins.memsearch.recall.text import facts
 
 Log = Callable[[str], None]
@@ -464,7 +464,7 @@ def build_read_model(
     records: list[ChunkRecord] = []
     for path in sorted(world.primary.memory_dir.glob("*.md")):
         # The read model's own chunking of a changed file (no public name for it yet).
-        stamp, chunks = recall._chunks(path.resolve())
+        stamp, chunks = recall.files.chunks(path.resolve())
         if stamp is not None:
             stamps[str(path.resolve())] = stamp
         records += chunks or []

@@ -28,7 +28,8 @@ from pimem_core.errors import PimemError, StoreError
 from pimem_core.runtime.session import SessionInfo
 from pimem_core.types import Anchor, ChunkAddress, DayAddress, Entry, Scope, Section
 from pimem_plugins.markdown_store import MarkdownMemoryStore, append_block
-from pimem_plugins.memsearch.engine import CHUNK_HASH, MemsearchEngine
+from pimem_plugins.memsearch.chunks import CHUNK_HASH
+from pimem_plugins.memsearch.engine import MemsearchEngine
 from pimem_plugins.memsearch.work_queue import BackendQueue
 from reliability.fuzzing import run_property
 from reliability.outcome import Outcome

@@ -155,7 +155,7 @@ def backend(args: dict[str, Any]) -> dict[str, Any]:
     from pimem_core import Pimem
     from pimem_core.errors import PimemError
     from pimem_core.types import SearchQuery
-    from pimem_plugins.memsearch.engine import DatabaseLocked
+    from pimem_plugins.memsearch.errors import DatabaseLocked
     from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 
     pimem = Pimem.from_env()
@@ -227,7 +227,7 @@ def verify(args: dict[str, Any]) -> dict[str, Any]:
 
     def chunks() -> list[dict[str, Any]]:
         config = engine.config(scope)
-        with engine._database(scope, config) as memsearch:
+        with engine.database.use(scope, config) as memsearch:
             rows: list[dict[str, Any]] = memsearch.store.query()
         return rows
 

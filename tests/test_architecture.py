@@ -1,7 +1,8 @@
 """The layout holds: the contract, the runtime and the front doors build on each other in that
 order, core never imports a plugin nor a backend's libraries, plugins import pimem only through
 the declared plugin API (:mod:`pimem_core.plugin`) and never each other, no module imports
-itself back through others, and no process-wide state is kept.
+itself back through others, no process-wide state is kept, and memsearch's package stays in
+modules and classes a reader can take in whole.
 
 Read from the source with :mod:`ast`, so the rules hold for every module, imported by a test or
 not. Imports under ``if TYPE_CHECKING:`` are types only and do not count.
@@ -221,3 +222,26 @@ def test_no_process_wide_state() -> None:
             ):
                 found.add((name, node.name))
     assert found == allowed
+
+
+#: The package held to sizes a reader can take in: a module, or a class, does one job.
+SIZED = ROOT / "pimem_plugins" / "memsearch"
+MAX_MODULE_LINES = 500
+MAX_CLASS_LINES = 300
+
+
+def test_memsearch_modules_and_classes_stay_small() -> None:
+    """No module of ``pimem_plugins/memsearch/`` (its subpackages too) is over 500 lines, and
+    no class in them over 300."""
+    too_long = {}
+    for path in sorted(SIZED.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        name = module_name(path)
+        if (lines := len(text.splitlines())) > MAX_MODULE_LINES:
+            too_long[name] = lines
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                size = node.end_lineno - node.lineno + 1
+                if size > MAX_CLASS_LINES:
+                    too_long[f"{name}.{node.name}"] = size
+    assert too_long == {}

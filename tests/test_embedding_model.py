@@ -128,4 +128,4 @@ def test_status_loads_no_embedder(memsearch_home: Path, repo: Path) -> None:
     assert engine.count(scope) is None
     described = engine.describe(scope)
     assert described["model"].startswith("local/all-MiniLM-L6-v2 (on this machine: ")
-    assert engine._embedders == {}
+    assert engine.embedders.loaded == {}

@@ -24,14 +24,9 @@ from pimem_core.errors import NoMemoryYet
 from pimem_core.private_dir import runtime_dir
 from pimem_core.runtime.indexer import Indexer
 from pimem_core.types import Anchor, DayAddress, Entry, Scope, SearchQuery
-from pimem_plugins.memsearch.engine import (
-    MemsearchEngine,
-    _hit,
-    database_failure,
-    extract_section,
-    is_contention,
-    rebuild_instructions,
-)
+from pimem_plugins.memsearch.chunks import extract_section, search_hit
+from pimem_plugins.memsearch.engine import MemsearchEngine
+from pimem_plugins.memsearch.errors import database_failure, is_contention, rebuild_instructions
 from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 from pimem_plugins.memsearch.work_queue import BackendQueue
 
@@ -79,10 +74,10 @@ def indexed(memsearch_home: Path, repo: Path) -> tuple[Pimem, Scope]:
 def test_the_embedder_stays_warm_across_calls(indexed: tuple[Pimem, Scope]) -> None:
     pimem, scope = indexed
     texts(pimem, scope, "cache")
-    embedders = dict(MemsearchMemoryIndex.opened_by(pimem, scope).engine._embedders)
+    embedders = dict(MemsearchMemoryIndex.opened_by(pimem, scope).engine.embedders.loaded)
     texts(pimem, scope, "flaky test")
     pimem.expand_chunk(scope, pimem.search_memory(scope, SearchQuery(text="cache"))[0].chunk_hash)
-    assert MemsearchMemoryIndex.opened_by(pimem, scope).engine._embedders == embedders
+    assert MemsearchMemoryIndex.opened_by(pimem, scope).engine.embedders.loaded == embedders
     assert len(embedders) >= 1
 
 
@@ -108,7 +103,7 @@ def test_threads_asking_for_the_embedder_at_once_share_one(
         thread.join()
     assert len(found) == 4
     assert all(embedder is found[0] for embedder in found)
-    assert len(engine._embedders) == 1
+    assert len(engine.embedders.loaded) == 1
 
 
 def test_with_no_linger_the_database_is_closed_after_every_call(
@@ -190,7 +185,7 @@ def test_a_runtime_directory_too_deep_for_a_socket_serves_from_a_directory_of_it
     scope = pimem.resolve_scope(repo)
     engine = MemsearchMemoryIndex.opened_by(pimem, scope).engine
     assert engine.search(scope, "cache", 1)
-    lease = engine._lease
+    lease = engine.database.lease
     assert lease is not None
     assert lease.served is not None
     served = Path(lease.served.uri.removeprefix("unix:"))
@@ -204,7 +199,7 @@ def test_a_runtime_directory_too_deep_for_a_socket_serves_from_a_directory_of_it
 def test_where_the_database_cannot_be_served_privately_it_is_closed_after_every_call(
     indexed: tuple[Pimem, Scope], memsearch_home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pimem_plugins.memsearch import engine as module
+    from pimem_plugins.memsearch import database as module
 
     why = "milvus-lite 9.0 builds its in-process server differently"
     monkeypatch.setattr(module, "lite_socket_unsupported", lambda: why)
@@ -212,9 +207,9 @@ def test_where_the_database_cannot_be_served_privately_it_is_closed_after_every_
     scope = pimem.resolve_scope(repo)
     engine = MemsearchMemoryIndex.opened_by(pimem, scope).engine
     assert engine.search(scope, "cache", 1)  # on Milvus Lite's own server
-    assert engine._lease is None, "closed after its call, whatever the linger"
+    assert engine.database.lease is None, "closed after its call, whatever the linger"
     assert texts(pimem, scope, "flaky test")
-    assert engine._lease is None
+    assert engine.database.lease is None
     assert not database_locked(memsearch_home)
     (line,) = [line for line in status_lines(pimem, scope) if line.startswith("database:")]
     assert line.startswith("database: closed after every call")
@@ -387,7 +382,7 @@ def test_a_hit_and_its_expansion_name_the_same_lines() -> None:
     lines = text.splitlines()
     ranges = []
     for chunk in chunk_markdown(text, source="/m/2026-08-13.md"):
-        hit = _hit({**chunk.__dict__, "chunk_hash": "0" * 16, "score": 1.0})
+        hit = search_hit({**chunk.__dict__, "chunk_hash": "0" * 16, "score": 1.0})
         content, start, end = extract_section(lines, chunk.start_line, chunk.heading_level)
         assert (hit.start_line, hit.end_line) == (start, end)
         assert hit.content == content == "\n".join(lines[start - 1 : end])
@@ -475,7 +470,7 @@ def test_a_database_in_steady_use_is_left_alone_for_a_while(
     """After MAX_HOLD_SECONDS of use with no pause, the engine closes Milvus Lite and waits
     YIELD_SECONDS before the next call, so a memsearch command retrying once a second gets the
     lock; a pause that long resets the count; a server is never waited for."""
-    from pimem_plugins.memsearch import engine as module
+    from pimem_plugins.memsearch import turns as module
 
     clock = [100.0]
     slept: list[float] = []
@@ -486,22 +481,22 @@ def test_a_database_in_steady_use_is_left_alone_for_a_while(
 
     fake_time = types.SimpleNamespace(monotonic=lambda: clock[0], sleep=sleep)
     monkeypatch.setattr(module, "time", fake_time)
-    engine = MemsearchEngine(BackendQueue())
+    turns = MemsearchEngine(BackendQueue()).database.turns
     local = "/home/u/.memsearch/milvus.db"
     for _ in range(4):  # calls back to back, a second apart: 3 s of use
-        engine._take_turn(local)
-        engine._closed_at = clock[0]  # each opened and closed again at once
+        turns.take(local)
+        turns.closed_at = clock[0]  # each opened and closed again at once
         clock[0] += 1.0
     assert slept == [module.YIELD_SECONDS]
 
     clock[0] += module.YIELD_SECONDS  # a pause long enough: a new stretch
-    engine._take_turn(local)
+    turns.take(local)
     clock[0] += 2.0
-    engine._take_turn(local)
+    turns.take(local)
     assert slept == [module.YIELD_SECONDS]
 
     for _ in range(10):
-        engine._take_turn("http://127.0.0.1:19530")
+        turns.take("http://127.0.0.1:19530")
         clock[0] += 1.0
     assert slept == [module.YIELD_SECONDS]
 
@@ -511,7 +506,7 @@ def test_a_knock_while_the_database_was_open_is_honoured_at_the_next_call(
 ) -> None:
     """A knock seen as pimem closes the database (an index run's own client, say) keeps it
     closed before the next call, until the knocker comes back or the courtesy time is up."""
-    from pimem_plugins.memsearch import engine as module
+    from pimem_plugins.memsearch import turns as module
 
     clock = [100.0]
     slept: list[float] = []
@@ -533,21 +528,20 @@ def test_a_knock_while_the_database_was_open_is_honoured_at_the_next_call(
     monkeypatch.setattr(
         module, "time", types.SimpleNamespace(monotonic=lambda: clock[0], sleep=sleep)
     )
-    monkeypatch.setattr(module, "forget_unused_connections", lambda: None)
-    engine = MemsearchEngine(BackendQueue())
+    turns = MemsearchEngine(BackendQueue()).database.turns
     local = "/home/u/.memsearch/milvus.db"
     knocks = Knocks()
-    engine._knocks[local] = knocks  # type: ignore[assignment]
-    engine._closed(local)
-    engine._take_turn(local)  # nobody comes back: closed for the whole courtesy time
+    turns.knocks[local] = knocks  # type: ignore[assignment]
+    turns.closed(local)
+    turns.take(local)  # nobody comes back: closed for the whole courtesy time
     assert sum(slept) == pytest.approx(module.COURTESY_SECONDS, abs=0.11)
 
     slept.clear()
     knocks.pending = [True, False, False, True]  # knocked while open; back 0.2 s later
-    engine._closed(local)
-    engine._take_turn(local)
+    turns.closed(local)
+    turns.take(local)
     assert sum(slept) == pytest.approx(0.2 + 0.2)  # two looks, then a moment for it to get in
 
     slept.clear()
-    engine._take_turn(local)  # no knock since: no wait
+    turns.take(local)  # no knock since: no wait
     assert slept == []

@@ -16,7 +16,7 @@ from bench.corpus import generate_long_corpus
 from pimem_plugins.memsearch.compat import onnx_provider_from_files
 from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 from pimem_plugins.memsearch.offline_model import OfflineModel
-from pimem_plugins.memsearch.recall.service import BATCH_CHARS, encoder_for, length_batches
+from pimem_plugins.memsearch.recall.encoding import BATCH_CHARS, encoder_for, length_batches
 
 from conftest import make_pimem
 

@@ -406,7 +406,7 @@ def test_the_facade_is_the_only_caller_of_pm_hook_and_covers_every_hook() -> Non
                 and isinstance(node.args[0], ast.Constant)
                 and str(node.args[0].value).startswith("pimem_")
             ):
-                assert path.name == "api.py", f"{path} calls {node.args[0].value} directly"
+                assert path.name == "api.py", f"{path} calls {node.args[0].value!s} directly"
                 called.add(str(node.args[0].value))
     assert called == set(HOOKS)
 

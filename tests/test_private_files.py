@@ -26,7 +26,7 @@ from pimem_core.private_files import open_private, private_dir, write_private
 from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.journal import CaptureJournal, Pending
 from pimem_core.types import Scope
-from pimem_plugins.memsearch.engine import keep_database_private
+from pimem_plugins.memsearch.database_uri import keep_database_private
 from pimem_plugins.memsearch.offline_model import OfflineModel
 
 from conftest import CLOCK, alive, run_cli

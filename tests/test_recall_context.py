@@ -8,8 +8,9 @@ import numpy.typing as npt
 import pytest
 
 from pimem_plugins.memsearch.recall import cache
+from pimem_plugins.memsearch.recall.generation import ChunkRecord, Generation
 from pimem_plugins.memsearch.recall.ranking import ALONE, IN_CONTEXT, rank, weights_for
-from pimem_plugins.memsearch.recall.read_model import ChunkRecord, Generation, ReadModel
+from pimem_plugins.memsearch.recall.read_model import ReadModel
 from pimem_plugins.memsearch.recall.text import day_words, lexical_words, stem, tokens
 
 DIMENSION = 16

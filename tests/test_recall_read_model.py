@@ -15,10 +15,11 @@ import numpy.typing as npt
 import pytest
 
 from pimem_core.types import Scope
-from pimem_plugins.memsearch.recall import cache, service
+from pimem_plugins.memsearch.recall import cache, store_files
 from pimem_plugins.memsearch.recall.dense import FactIndex
+from pimem_plugins.memsearch.recall.generation import ChunkRecord, Generation
 from pimem_plugins.memsearch.recall.ranking import RELEVANCE, coverage, rank
-from pimem_plugins.memsearch.recall.read_model import ChunkRecord, Generation, ReadModel
+from pimem_plugins.memsearch.recall.read_model import ReadModel
 from pimem_plugins.memsearch.recall.service import Collection, Recall
 from pimem_plugins.memsearch.recall.text import clean_text, facts, tokens
 
@@ -226,8 +227,8 @@ def test_recent_day_files_are_checked_on_every_search_and_all_of_them_once_a_sec
         os.utime(path, (stamp, stamp))
     recall = _recall(memory)
     assert recall.changed_sources() == [str(old), str(today)]  # nothing seen yet
-    recall._stamps = recall._files()
-    monkeypatch.setattr(service, "FULL_CHECK_SECONDS", 3_600.0)
+    recall.files.stamps = recall.files.found()
+    monkeypatch.setattr(store_files, "FULL_CHECK_SECONDS", 3_600.0)
     assert recall.changed_sources() == []
     with today.open("a", encoding="utf-8") as stream:
         stream.write("- another agent's entry\n")
@@ -236,5 +237,5 @@ def test_recent_day_files_are_checked_on_every_search_and_all_of_them_once_a_sec
     assert recall.changed_sources() == [str(today)]  # the old file waits for a full check
     (memory / "2026-12-03.md").write_text("- a new day\n", encoding="utf-8")
     assert len(recall.changed_sources()) == 3  # a new file changes the directory: all checked
-    monkeypatch.setattr(service, "FULL_CHECK_SECONDS", 0.0)
+    monkeypatch.setattr(store_files, "FULL_CHECK_SECONDS", 0.0)
     assert str(old) in recall.changed_sources()

@@ -30,7 +30,7 @@ from bench.quality.run import isolated_environment, memsearch_search, pimem_sear
 from pimem_core import Pimem
 from pimem_core.types import SearchHit
 from pimem_plugins.auto_context import DEFAULT_MIN_RELEVANCE, DEFAULT_MIN_SIMILARITY, select_chunks
-from pimem_plugins.memsearch.engine import parse_anchor
+from pimem_plugins.memsearch.chunks import parse_anchor
 from pimem_plugins.memsearch.offline_model import OfflineModel
 from pimem_plugins.memsearch.recall.ranking import RELEVANCE_THRESHOLD
 

@@ -40,7 +40,7 @@ from bench.quality.queries import Query, build_queries
 from bench.quality.sessions import SessionFile
 from pimem_core import Pimem
 from pimem_core.types import Anchor, Scope, SearchHit, SearchQuery, Transcript, TranscriptRequest
-from pimem_plugins.memsearch.engine import parse_anchor
+from pimem_plugins.memsearch.chunks import parse_anchor
 from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 from pimem_plugins.memsearch.offline_model import OfflineModel
 from pimem_plugins.memsearch.recall.ranking import RELEVANCE_THRESHOLD
@@ -213,13 +213,15 @@ def single_retrievers(index: MemsearchMemoryIndex, text: str) -> dict[str, list[
 
     def search() -> dict[str, list[str]]:
         config = engine.config(scope, bootstrap=False)
-        vector = engine._loop.run_until_complete(engine._embedder(config).embed([text]))[0]
+        vector = engine.event_loop().run_until_complete(engine.embedders.get(config).embed([text]))[
+            0
+        ]
         requests = {
             "dense": ([vector], "embedding", {"metric_type": "COSINE", "params": {}}),
             "bm25": ([text], "sparse_vector", {"metric_type": "BM25"}),
         }
         found = {}
-        with engine._database(scope, config) as memsearch:
+        with engine.database.use(scope, config) as memsearch:
             store = memsearch.store
             client = store._connected_client()
             for name, (data, field, params) in requests.items():

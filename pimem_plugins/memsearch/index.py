@@ -40,21 +40,19 @@ from pimem_core.plugin import (
     parse_milliseconds,
 )
 from pimem_plugins.memsearch.catch_up import CATCH_UP_MS, CatchUp, catch_up
-from pimem_plugins.memsearch.engine import (
-    CHUNK_HASH,
+from pimem_plugins.memsearch.chunks import CHUNK_HASH, section_of
+from pimem_plugins.memsearch.engine import MemsearchEngine
+from pimem_plugins.memsearch.errors import (
     DatabaseFailed,
     DatabaseLocked,
-    MemsearchEngine,
     database_failure,
-    install_instructions,
     is_contention,
     no_memory_yet,
     rebuild_instructions,
-    section_of,
 )
+from pimem_plugins.memsearch.index_status import status_sections
 from pimem_plugins.memsearch.ledger import DayFile
 from pimem_plugins.memsearch.work_queue import BackendQueue
-from pimem_plugins.shared.index_state import index_status_section
 from pimem_plugins.shared.layout import has_memory_files
 
 if TYPE_CHECKING:
@@ -183,7 +181,8 @@ class MemsearchMemoryIndex:
     def queue(self) -> BackendQueue:
         return self.engine.queue
 
-    def _rebuild(self, said: str) -> str:
+    def rebuild_advice(self, said: str) -> str:
+        """How to rebuild the collection, or reach its server, after the database said *said*."""
         try:
             uri = self.engine.describe(self.scope)["milvus_uri"]
         except PimemError:
@@ -212,7 +211,7 @@ class MemsearchMemoryIndex:
             if said is not None:  # memsearch lets the database's own exception through
                 raise DatabaseFailed(
                     f"memory {label} failed: the memory database could not be used ({said}). "
-                    + self._rebuild(said)
+                    + self.rebuild_advice(said)
                 ) from None
             raise
 
@@ -394,94 +393,7 @@ class MemsearchMemoryIndex:
         return self.queue.pending
 
     def status(self) -> Iterator[StatusSection]:
-        scope, engine = self.scope, self.engine
-        availability = engine.availability()
-        if availability.reason is not None:
-            yield StatusSection(
-                name="backend",
-                rank=10,
-                lines=(
-                    f"backend: unavailable ({availability.reason})",
-                    install_instructions(availability.reason),
-                ),
-                data={"available": False, "reason": availability.reason},
-            )
-            yield index_status_section(scope)  # the state file is read without memsearch
-            return
-        try:
-            described = self.queue.run(
-                "status", lambda: engine.describe(scope), is_contention=is_contention
-            )
-        except PimemError as error:
-            described = {"error": str(error)}
-        yield StatusSection(
-            name="backend",
-            rank=10,
-            lines=(
-                f"backend: available (memsearch {availability.version}, in-process)",
-                *(f"{key}: {value}" for key, value in described.items()),
-            ),
-            data={"available": True, "version": availability.version, **described},
-        )
-        yield StatusSection(
-            name="bootstrap",
-            rank=30,
-            lines=(f"bootstrap: {engine.bootstrap_note}",),
-            data={"note": engine.bootstrap_note},
-        )
-        yield index_status_section(scope)
-        yield self._chunks_section()
-        yield self._ranker_section()
-
-    def _ranker_section(self) -> StatusSection:
-        recall = self.recall
-        if recall is None:
-            return StatusSection(
-                name="ranker",
-                rank=65,
-                lines=("ranker: memsearch's hybrid search (PIMEM_RANKER=memsearch)",),
-                data={"ranker": "memsearch"},
-            )
-        if not recall.loaded:
-            line = "ranker: pimem (read model not loaded in this process yet)"
-            data: dict[str, object] = {"ranker": "pimem", "loaded": False}
-        else:
-            chunks, pending = len(recall.model), recall.pending_facts()
-            line = f"ranker: pimem (read model of {chunks} chunks, loaded from {recall.origin}"
-            line += f"; {pending} still ranked by their chunk vector)" if pending else ")"
-            data = {
-                "ranker": "pimem",
-                "loaded": True,
-                "chunks": chunks,
-                "origin": recall.origin,
-                "facts_pending": pending,
-            }
-        return StatusSection(name="ranker", rank=65, lines=(line,), data=data)
-
-    def _chunks_section(self) -> StatusSection:
-        scope, engine = self.scope, self.engine
-        try:
-            count = self.queue.run(
-                "stats", lambda: engine.count(scope), is_contention=is_contention
-            )
-        except Exception as error:  # noqa: BLE001 - reported: status must always answer
-            said = database_failure(error)
-            lines: tuple[str, ...] = (f"indexed chunks: unavailable ({said or error})",)
-            if said is not None and not is_contention(error):
-                lines += (f"the memory database could not be used. {self._rebuild(said)}",)
-            return StatusSection(
-                name="chunks",
-                rank=60,
-                lines=lines,
-                data={"indexed_chunks": None, "error": str(error)},
-            )
-        if count is not None:
-            line = f"indexed chunks: {count}"
-        elif has_memory_files(scope.memory_dir):
-            line = "indexed chunks: 0 (collection not created yet; `pimem index` builds it)"
-        else:
-            line = "indexed chunks: 0 (no memory yet; write or capture something first)"
-        return StatusSection(name="chunks", rank=60, lines=(line,), data={"indexed_chunks": count})
+        return status_sections(self)
 
 
 class _EngineCollection:
@@ -494,7 +406,7 @@ class _EngineCollection:
 
     def encode(self, texts: list[str]) -> Any:
         if self._encoder is None:
-            from pimem_plugins.memsearch.recall.service import encoder_for
+            from pimem_plugins.memsearch.recall.encoding import encoder_for
 
             self._encoder = encoder_for(self.engine.embedder(self.scope), self.engine.event_loop)
         return self._encoder(texts)

@@ -26,8 +26,8 @@ import numpy.typing as npt
 
 from pimem_core.plugin import private_dir, replacing, tighten
 from pimem_plugins.memsearch.recall.dense import FactIndex
+from pimem_plugins.memsearch.recall.generation import ChunkRecord, Generation
 from pimem_plugins.memsearch.recall.lexical import LexicalIndex
-from pimem_plugins.memsearch.recall.read_model import ChunkRecord, Generation
 from pimem_plugins.memsearch.recall.text import lexical_words
 
 #: 2: fact vectors as 8-bit codes and their scale. 4: the lexical index holds words without

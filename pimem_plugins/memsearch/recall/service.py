@@ -17,35 +17,32 @@ Nothing is written to the collection: it stays memsearch's, the same for every a
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from pimem_core.plugin import Scope, SearchHit, blank_conflicts, without_marker_lines
-from pimem_plugins.memsearch.ledger import FULL_CHECK_SECONDS, recent_files
+from pimem_core.plugin import Scope, SearchHit, without_marker_lines
 from pimem_plugins.memsearch.recall import cache
 from pimem_plugins.memsearch.recall.cache import Stamp
+from pimem_plugins.memsearch.recall.encoding import embed_facts
+from pimem_plugins.memsearch.recall.generation import ChunkRecord, Generation
 from pimem_plugins.memsearch.recall.ranking import DEPTH, rank, weights_for
-from pimem_plugins.memsearch.recall.read_model import ChunkRecord, Generation, ReadModel
+from pimem_plugins.memsearch.recall.read_model import ReadModel
+from pimem_plugins.memsearch.recall.store_files import StoreFiles
 from pimem_plugins.memsearch.recall.text import facts, tokens
+from pimem_plugins.memsearch.recall.worker import Worker
 
 log = logging.getLogger(__name__)
 
 #: Facts embedded per batch by the background backfill (sorted by length: little padding).
 BACKFILL_BATCH = 32
-#: Characters a batch of pimem's own vectors may hold, each text counted as long as the
-#: batch's longest: 32 facts of a line each, or 6 of a chunk's whole length (1,500).
-BATCH_CHARS = 10_000
 #: Chunks a search embeds itself when it finds a changed file; more go to the background.
 INLINE_CHUNKS = 16
 #: Facts a load from the collection embeds before it returns; more are left to the background.
@@ -91,20 +88,12 @@ class Recall:
         self.scope = scope
         self._collection = collection
         self.model = ReadModel()
-        self._stamps: dict[str, Stamp] = {}
+        self.files = StoreFiles(scope, collection)
         self._loaded = False
         self._load_lock = threading.Lock()
         self._refresh_lock = threading.Lock()
-        # One worker thread, not a daemon (see _wake_worker); idle threads cost nothing.
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="pimem-read-model")
-        self._scheduled = False
-        self._worker_lock = threading.Lock()
+        self._worker = Worker()
         self._dirty_since: float | None = None
-        self._resolved_dir: str | None = None
-        # What the last full check saw: when, the directory's stat, the recently written files.
-        self._checked_at = -FULL_CHECK_SECONDS
-        self._directory_stamp: Stamp | None = None
-        self._recent: list[str] = []
         #: The saved base the overlay file belongs to (``None``: nothing saved yet).
         self._base: str | None = None
         self._overlay_saved = 0.0
@@ -133,7 +122,7 @@ class Recall:
             if saved is not None:
                 self.model.replace(saved.generation)
                 self.model.apply(saved.added, saved.removed)
-                self._stamps = dict(saved.stamps)
+                self.files.stamps = dict(saved.stamps)
                 self._base = saved.base
                 self.origin = "cache"
                 if saved.outdated:
@@ -145,8 +134,8 @@ class Recall:
                 entries = [(_record(row, facts_ready=False), _vector(row)) for row in rows]
                 self.model.replace(Generation.build(entries))
                 # Unknown stats: each file is compared with the collection's chunks once.
-                store = self._store_dir()
-                self._stamps = {
+                store = self.files.directory()
+                self.files.stamps = {
                     record.source: (-1, -1)
                     for record, _ in entries
                     if os.path.dirname(record.source) == store
@@ -163,7 +152,7 @@ class Recall:
             # Saved at once, so that the next process loads the cache even if this one is a
             # `pimem search` that exits before the background work is done.
             self.save()
-        self._start_worker()
+        self._worker.wake(self._step)
         return True
 
     @property
@@ -172,41 +161,9 @@ class Recall:
 
     # -- keeping in step -------------------------------------------------------------------
 
-    def _files(self) -> dict[str, Stamp]:
-        """The store's daily files and their stats: one directory read, no path objects (a
-        search pays for it)."""
-        found: dict[str, Stamp] = {}
-        with contextlib.suppress(OSError), os.scandir(self._store_dir()) as entries:
-            for entry in entries:
-                if entry.name.endswith(".md"):
-                    with contextlib.suppress(OSError):
-                        stat = entry.stat()
-                        found[entry.path] = (stat.st_mtime_ns, stat.st_size)
-        return found
-
-    def _store_dir(self) -> str:
-        if self._resolved_dir is None:
-            self._resolved_dir = str(self.scope.memory_dir.resolve())
-        return self._resolved_dir
-
     def changed_sources(self) -> list[str]:
-        """Store files whose stat differs from what the read model saw (gone ones included);
-        under the refresh lock, which guards the stamps. Every file is checked at most
-        ``FULL_CHECK_SECONDS`` apart, or when the directory changed; the recent ones always."""
-        directory = _stamp(self._store_dir())
-        now = time.monotonic()
-        if directory == self._directory_stamp and now - self._checked_at < FULL_CHECK_SECONDS:
-            return [path for path in self._recent if _stamp(path) != self._stamps.get(path)]
-        files = self._files()
-        self._checked_at, self._directory_stamp = now, directory
-        self._recent = recent_files({path: mtime for path, (mtime, _) in files.items()})
-        if files == self._stamps:
-            return []
-        return sorted(
-            source
-            for source in set(files) | set(self._stamps)
-            if files.get(source) != self._stamps.get(source)
-        )
+        """Store files whose stat differs from what the read model saw (:meth:`StoreFiles.changed`)."""
+        return self.files.changed()
 
     def refresh(self, sources: Sequence[str] | None = None, *, inline: int | None = None) -> bool:
         """Bring the read model to the files' current chunks; ``False`` when more than
@@ -230,7 +187,7 @@ class Recall:
         planned: list[tuple[str, Stamp | None, list[ChunkRecord], set[str]]] = []
         to_embed = 0
         for source in todo:
-            stamp, chunks = self._chunks(Path(source))
+            stamp, chunks = self.files.chunks(Path(source))
             if chunks is None:
                 planned.append((source, stamp, [], set()))
                 continue
@@ -239,19 +196,19 @@ class Recall:
             to_embed += len(new)
             planned.append((source, stamp, new, by_source.get(source, set()) - expected))
         if inline is not None and to_embed > inline:
-            self._wake_worker()
+            self._worker.wake(self._step)
             return False
         for source, stamp, new, gone in planned:
-            vectors = self._embed_facts(new)
+            vectors = embed_facts(self._collection.encode, new)
             self.model.apply(zip(new, vectors, strict=True), gone)
             if stamp is None:
-                self._stamps.pop(source, None)
+                self.files.stamps.pop(source, None)
             else:
-                self._stamps[source] = stamp
+                self.files.stamps[source] = stamp
         self._dirty_since = self._dirty_since or time.monotonic()
         self._save_overlay()
         if self.model.needs_folding() or self._base is None:
-            self._wake_worker()
+            self._worker.wake(self._step)
         return True
 
     def adopt(self, sources: Sequence[str], rows: list[dict[str, Any]]) -> None:
@@ -267,7 +224,7 @@ class Recall:
         with self._refresh_lock:
             self._take_in(sources, rows)
             self._save_overlay()
-        self._wake_worker()
+        self._worker.wake(self._step)
 
     def _take_in(self, sources: Sequence[str], rows: list[dict[str, Any]]) -> None:
         records = self.model.records()
@@ -284,7 +241,7 @@ class Recall:
         # Unknown stats: the next refresh compares each file with these chunks once (it then
         # embeds nothing), as after a load from the collection.
         for source in wanted:
-            self._stamps[source] = (-1, -1)
+            self.files.stamps[source] = (-1, -1)
         self._dirty_since = self._dirty_since or time.monotonic()
 
     def complete(self, sources: Sequence[str] | None = None) -> None:
@@ -300,7 +257,7 @@ class Recall:
         waiting = [r for r in self._waiting() if wanted is None or r.source in wanted]
         for start in range(0, len(waiting), BACKFILL_BATCH):
             ready = [_ready(record) for record in waiting[start : start + BACKFILL_BATCH]]
-            vectors = self._embed_facts(ready)
+            vectors = embed_facts(self._collection.encode, ready)
             # A chunk forgotten meanwhile stays forgotten.
             self.model.apply(
                 pair
@@ -315,7 +272,7 @@ class Recall:
             return
         with self._refresh_lock:
             self._save_overlay()
-        self._wake_worker()
+        self._worker.wake(self._step)
 
     def _save_overlay(self) -> None:
         self._overlay_saved = time.monotonic()
@@ -324,81 +281,15 @@ class Recall:
             return
         added, removed = self.model.overlay()
         try:
-            cache.save_overlay(directory, self._base, added, removed, dict(self._stamps))
+            cache.save_overlay(directory, self._base, added, removed, dict(self.files.stamps))
         except OSError:
             log.warning("the read model's changes could not be saved in %s", directory)
 
-    def _chunks(self, path: Path) -> tuple[Stamp | None, list[ChunkRecord] | None]:
-        """memsearch's chunks of *path* with memsearch's chunk hashes: none when it is gone,
-        ``None`` when it cannot be read."""
-        from memsearch.chunker import chunk_markdown, compute_chunk_id
-
-        try:
-            stat = path.stat()
-        except OSError:
-            return None, []  # gone: its chunks go
-        try:
-            text = path.read_bytes().decode("utf-8", errors="replace")
-        except OSError:
-            # Unreadable: its chunks stay as they were, and the file is not retried until its
-            # stat changes.
-            return (stat.st_mtime_ns, stat.st_size), None
-        size, overlap = self._collection.chunking()
-        model = self._collection.model_name()
-        # As pimem's index runs chunk it: conflict markers blank (ADR 0016).
-        text = blank_conflicts(text)
-        chunks = chunk_markdown(text, source=str(path), max_chunk_size=size, overlap_lines=overlap)
-        return (stat.st_mtime_ns, stat.st_size), [
-            ChunkRecord(
-                chunk_hash=compute_chunk_id(
-                    chunk.source, chunk.start_line, chunk.end_line, chunk.content_hash, model
-                ),
-                content=chunk.content,
-                source=chunk.source,
-                heading=chunk.heading,
-                heading_level=chunk.heading_level,
-                start_line=chunk.start_line,
-                end_line=chunk.end_line,
-                facts_ready=True,
-            )
-            for chunk in chunks
-        ]
-
-    def _embed_facts(self, records: Sequence[ChunkRecord]) -> list[npt.NDArray[np.float32]]:
-        texts = [facts(record.content) for record in records]
-        flat = [fact for group in texts for fact in group]
-        if not flat:
-            return []
-        vectors = self._collection.encode(flat)
-        found, start = [], 0
-        for group in texts:
-            found.append(vectors[start : start + len(group)])
-            start += len(group)
-        return found
-
     # -- the background worker -------------------------------------------------------------
 
-    def _start_worker(self) -> None:
-        self._wake_worker()
-
-    def _wake_worker(self) -> None:
-        """Schedule background work unless it is scheduled already. The work runs in short
-        steps, each scheduling the next: at interpreter exit the executor finishes the step in
-        hand and refuses the next, so a process never exits with a thread in native code."""
-        with self._worker_lock:
-            if self._scheduled:
-                return
-            self._scheduled = True
-        try:
-            self._executor.submit(self._step)
-        except RuntimeError:  # the interpreter is shutting down: the work is left for later
-            with self._worker_lock:
-                self._scheduled = False
-
-    def _step(self) -> None:
+    def _step(self) -> bool:
         """One step: changed files too big to embed inline, else one batch of facts for
-        chunks read from the collection, else folding and saving."""
-        more = False
+        chunks read from the collection, else folding and saving; whether more is left."""
         try:
             with self._refresh_lock:  # the stamps change under this lock only
                 changed = self.changed_sources()
@@ -406,20 +297,16 @@ class Recall:
                 # The newest few files a step: a pull or a fresh clone brings hundreds, and a
                 # process that exits (`pimem search`) waits for the step in hand.
                 self.refresh(changed[-STEP_FILES:])
-                more = True
-            elif self._backfill_some():
+                return True
+            if self._backfill_some():
                 if self.model.needs_folding():
                     self.model.fold()
-                more = True
-            else:
-                self.save()
-                self._collection.rest()
+                return True
+            self.save()
+            self._collection.rest()
         except Exception:
             log.exception("the read model of %s could not be updated", self.scope.collection)
-        with self._worker_lock:
-            self._scheduled = False
-        if more:
-            self._wake_worker()
+        return False
 
     def _waiting(self) -> list[ChunkRecord]:
         return [r for r in self.model.records().values() if not r.facts_ready]
@@ -439,7 +326,7 @@ class Recall:
                 batch.append(record)
                 count += len(facts(record.content))
         ready = [_ready(record) for record in batch]
-        vectors = self._embed_facts(ready)
+        vectors = embed_facts(self._collection.encode, ready)
         # A chunk forgotten meanwhile stays forgotten.
         self.model.apply(
             pair for pair in zip(ready, vectors, strict=True) if pair[0].chunk_hash in self.model
@@ -461,18 +348,12 @@ class Recall:
         self.model.fold()
         with self._refresh_lock:  # the stamps must be those of the generation saved
             self.model.fold()
-            self._base = cache.save(directory, self.model.generation(), dict(self._stamps))
+            self._base = cache.save(directory, self.model.generation(), dict(self.files.stamps))
             self._save_overlay()
 
     def idle(self, timeout: float = 30.0) -> bool:
         """Wait until no background work is left (tests, benchmarks); ``True`` when none is."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._worker_lock:
-                if not self._scheduled:
-                    return True
-            time.sleep(0.02)
-        return False
+        return self._worker.idle(timeout)
 
     # -- searching -------------------------------------------------------------------------
 
@@ -497,14 +378,6 @@ class Recall:
         return self.model.records().get(chunk_hash)
 
 
-def _stamp(path: str) -> Stamp | None:
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return (stat.st_mtime_ns, stat.st_size)
-
-
 def _record(row: dict[str, Any], *, facts_ready: bool) -> ChunkRecord:
     return ChunkRecord(
         chunk_hash=str(row["chunk_hash"]),
@@ -527,41 +400,3 @@ def _ready(record: ChunkRecord) -> ChunkRecord:
 
 def _vector(row: dict[str, Any]) -> npt.NDArray[np.float32]:
     return np.asarray(row["embedding"], np.float32).reshape(1, -1)
-
-
-def length_batches(texts: Sequence[str], rows: int, budget: int) -> list[list[int]]:
-    """The positions of *texts* in batches of like length, shortest first: at most *rows* a
-    batch, and no more than *budget* characters once each is padded to the batch's longest
-    (one text at least)."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    batches: list[list[int]] = []
-    for i in order:
-        if batches and len(batches[-1]) < rows and (len(batches[-1]) + 1) * len(texts[i]) <= budget:
-            batches[-1].append(i)
-        else:
-            batches.append([i])
-    return batches
-
-
-def encoder_for(
-    embedder: Any, loop: Callable[[], asyncio.AbstractEventLoop]
-) -> Callable[[list[str]], npt.NDArray[np.float32]]:
-    """A synchronous encoder over memsearch's embedder. memsearch's ONNX provider encodes in
-    its ``_encode`` (thread-safe: ONNX Runtime sessions are), in batches of like length
-    (:func:`length_batches`): a batch pads every text to its longest, and the model's working
-    memory grows with the rows times the square of that length. Other providers go through
-    their async ``embed`` on the engine's loop. These are pimem's own vectors (facts, queries):
-    the collection's are memsearch's, embedded by memsearch in its own batches."""
-    direct = getattr(embedder, "_encode", None)
-
-    def encode(texts: list[str]) -> npt.NDArray[np.float32]:
-        if direct is not None:
-            rows = max(1, int(getattr(embedder, "batch_size", 0) or 32))
-            found: list[Any] = [None] * len(texts)
-            for batch in length_batches(texts, rows, BATCH_CHARS):
-                for position, vector in zip(batch, direct([texts[i] for i in batch]), strict=True):
-                    found[position] = vector
-            return np.asarray(found, np.float32)
-        return np.asarray(loop().run_until_complete(embedder.embed(texts)), np.float32)
-
-    return encode
