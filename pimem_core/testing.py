@@ -290,8 +290,8 @@ class InMemoryIndex:
     four methods every index has, and nothing else (no model, no similarity search).
 
     Each entry of a day file (and each compaction block) is a chunk, read with pimem's one
-    day-file reader; a hit's score is the share of the query's words the chunk holds
-    (``score_kind="similarity"``). ``operations`` records each call by name.
+    day-file reader; a hit's score, a stand-in for a similarity, is the share of the query's
+    words the chunk holds (``score_kind="similarity"``). ``operations`` records each call by name.
     :class:`SimilarInMemoryIndex` adds the optional capabilities auto-context uses.
     """
 

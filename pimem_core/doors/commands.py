@@ -620,7 +620,8 @@ SHARED: tuple[Command, ...] = (
     ),
     Command(
         path=("compact",),
-        help="condense the memory store with memsearch's LLM settings",
+        help="condense the memory store into a summary, when the index can (memsearch's: with its "
+        "LLM settings)",
         handler=_compact,
         method="memory.compact",
     ),
