@@ -65,9 +65,9 @@ forgotten entry); what you save mid-session shows in tool results, not here."""
 
 #: What the ``entries`` layout says of its entries: their day and time are their handle.
 _ENTRIES_NOTE = (
-    "The latest entries are below, each under the time it was written; its day and time name "
-    "it (`memory_search` shows the same, with a chunk hash for `memory_expand`, which gives the "
-    "session and transcript it came from)."
+    "The latest entries are below, each under the time it was written. An entry's day and time "
+    "name it: `memory_search` lists it under the same day and time with a chunk hash, and "
+    "`memory_expand` on that hash gives the session and transcript it came from."
 )
 #: ... and the seed's ``tail`` layout, whose entries show their session anchors.
 _TAIL_NOTE = (
