@@ -187,10 +187,10 @@ def _head(text: str, budget: int) -> str:
     return f"{head.rstrip()}\n{ENTRY_CUT}"
 
 
-def _omitted(blocks: list[Block]) -> str | None:
-    if not blocks:
+def _omitted(left_out: list[Block]) -> str | None:
+    if not left_out:
         return None
-    count = sum(block.entry for block in blocks)
+    count = sum(block.entry for block in left_out)
     if not count:
         return TRUNCATED
     return f"[... {count} earlier {'entry' if count == 1 else 'entries'} omitted]"
