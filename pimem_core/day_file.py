@@ -28,6 +28,10 @@ SESSION_HEADING = re.compile(r"^##\s+Session\b")
 COMPACT_HEADING = re.compile(r"^##\s+Memory Compact(?:\s+\d{2}:\d{2})?\s*$")
 #: A level-1 heading (the title memsearch's compaction writes into a new file).
 TITLE = re.compile(r"^#\s")
+#: A session anchor on a line of its own, as every mesh agent writes it under an entry's heading.
+ANCHOR_LINE = re.compile(r"^[ \t]*<!--\s*session:.*?-->[ \t]*(?:\n|$)", re.MULTILINE | re.DOTALL)
+#: A session anchor anywhere (a person may have put one inside a line).
+ANCHOR = re.compile(r"<!--\s*session:.*?-->", re.DOTALL)
 _SECTION_HEADING = re.compile(r"^##\s")
 _SUB_HEADING = re.compile(r"^#{2,}\s+(.+?)\s*$")
 _DATE_TITLE = re.compile(r"^#\s+\d{4}-\d{2}-\d{2}\s*$")
@@ -42,6 +46,12 @@ def format_entry(entry: Entry, *, session_heading: bool) -> str:
     time = entry.written_at.strftime("%H:%M")
     heading = f"\n## Session {time}\n\n" if session_heading else ""
     return f"{heading}### {time}\n{entry.anchor.comment()}\n{entry.content}\n\n"
+
+
+def without_anchors(text: str) -> str:
+    """*text* without its session anchors (and the lines that held only one): what an entry
+    says, for a reader who gets the anchor elsewhere (L2 recall)."""
+    return ANCHOR.sub("", ANCHOR_LINE.sub("", text))
 
 
 @attrs.frozen(kw_only=True)

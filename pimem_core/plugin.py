@@ -46,6 +46,7 @@ from pimem_core.day_file import (
     list_entries,
     remove_compact_block,
     remove_entry,
+    without_anchors,
 )
 from pimem_core.doors.commands import (
     Args,
@@ -283,6 +284,7 @@ __all__ = [
     "task_status",
     "temp_path",
     "tighten",
+    "without_anchors",
     "without_conflicts",
     "without_marker_lines",
     "write_atomically",

@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from pimem_core.day_file import without_anchors
 from pimem_core.types import (
     CrossRepoResult,
     LegScore,
@@ -44,9 +45,6 @@ SOME_LEGS = "(hits without leg lines come from a ranker that reports no per-leg 
 
 _DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.md")
 _TIME = re.compile(r"(?:[01]\d|2[0-3]):[0-5]\d")
-# The session anchor, on a line of its own as pimem writes it (or inside one, as a person may).
-_ANCHOR_LINE = re.compile(r"^[ \t]*<!--\s*session:.*?-->[ \t]*(?:\n|$)", re.MULTILINE | re.DOTALL)
-_ANCHOR = re.compile(r"<!--\s*session:.*?-->", re.DOTALL)
 _HEADING_LINE = re.compile(r"[ ]{0,3}#{1,6}[ \t]+(.*?)[ \t]*")
 
 
@@ -112,7 +110,7 @@ def _shown_heading(heading: str, day: str) -> str:
 def _clean(content: str, shown_heading: str | None) -> str:
     """*content* without its session anchor, and without its first line when that is the
     heading the metadata line already shows."""
-    text = _ANCHOR.sub("", _ANCHOR_LINE.sub("", content)).strip("\n")
+    text = without_anchors(content).strip("\n")
     first, _, rest = text.partition("\n")
     heading = _HEADING_LINE.fullmatch(first)
     if shown_heading is not None and heading and heading.group(1) == shown_heading:

@@ -42,6 +42,7 @@ from pimem_core.plugin import (
     parse_fraction,
     parse_switch,
     render_hit_block,
+    without_anchors,
 )
 
 TOP_K = 3
@@ -125,9 +126,18 @@ def select_chunks(
         hit
         for hit, score in hits
         if score >= (min_relevance if hit.score_kind == "relevance" else min_similarity)
-        and not (snapshot and hit.content in snapshot)
+        and not (snapshot and _shown_in(hit.content, snapshot))
     ]
     return chosen[:TOP_K]
+
+
+def _shown_in(content: str, snapshot: str) -> bool:
+    """Whether *snapshot* already shows *content*: verbatim, or as the default snapshot shows
+    an entry, without its session anchor (ADR 0022)."""
+    if content in snapshot:
+        return True
+    shown = without_anchors(content).strip("\n")
+    return bool(shown.strip()) and shown in snapshot
 
 
 def build_message(hits: Sequence[SearchHit]) -> str | None:

@@ -1,26 +1,59 @@
-"""The stable snapshot: usage instructions plus the tails of today's and yesterday's memory files.
+"""The stable snapshot: usage instructions plus the latest entries of today's and yesterday's
+memory files.
 
 It is appended to the agent's system prompt on every turn, and the session keeps it
 byte-identical between checkpoints so provider prefix caches survive.
 ``PI_MEMSEARCH_SNAPSHOT=off`` deactivates this plugin.
+
+Two layouts (``PIMEM_SNAPSHOT_LAYOUT``, ADR 0022):
+
+- ``entries`` (default): whole entries, newest last, each as its ``### HH:MM`` heading and its
+  bullets without the session anchor; a section is cut only between entries. The day (the
+  section's heading) and the time (the entry's) address an entry, as ``memory_search`` shows
+  it and ``memory_forget`` takes it; ``memory_expand`` gives the anchor.
+- ``tail``: the seed's layout, the files' last characters as they are, anchors included, cut
+  at a line start.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime, timedelta
+from typing import Literal
 
-from pimem_core.plugin import MemoryStore, Settings, hookimpl, without_conflicts
+import attrs
+
+from pimem_core.plugin import (
+    COMPACT_HEADING,
+    ENTRY_BOUNDARY,
+    ENTRY_HEADING,
+    GROUP_HEADING,
+    SESSION_HEADING,
+    MemoryStore,
+    Settings,
+    SettingSpec,
+    hookimpl,
+    without_anchors,
+    without_conflicts,
+)
 
 TODAY_BUDGET = 3000
 YESTERDAY_BUDGET = 2000
 TRUNCATED = "[... earlier entries omitted]"
+#: After the head of an entry too long for the budget on its own.
+ENTRY_CUT = "[... the rest of this entry omitted]"
+SOURCE = "stable-snapshot"
 
-INSTRUCTIONS = """\
+Layout = Literal["entries", "tail"]
+LAYOUTS: tuple[Layout, ...] = ("entries", "tail")
+
+_INTRO = """\
 ## Project memory
 
 This project keeps a shared memory store: one markdown file per day, appended to by every \
-coding agent that works here. The latest entries are below, each stamped with its time and \
-anchored to the session that wrote it.
+coding agent that works here. """
+
+_RULES = """
 
 - When the user asks you to remember something, or a decision, fix or fact deserves to \
 outlive this session, save it with the `memory_write` tool as third-person bullets in the \
@@ -30,6 +63,40 @@ memory with `memory_search`.
 - This block changes only at checkpoints (session start, a new day, context compaction, a \
 forgotten entry); what you save mid-session shows in tool results, not here."""
 
+#: What the ``entries`` layout says of its entries: their day and time are their handle.
+_ENTRIES_NOTE = (
+    "The latest entries are below, each under the time it was written. An entry's day and time "
+    "name it: `memory_search` lists it under the same day and time with a chunk hash, and "
+    "`memory_expand` on that hash gives the session and transcript it came from."
+)
+#: ... and the seed's ``tail`` layout, whose entries show their session anchors.
+_TAIL_NOTE = (
+    "The latest entries are below, each stamped with its time and anchored to the session that "
+    "wrote it."
+)
+INSTRUCTIONS = f"{_INTRO}{_ENTRIES_NOTE}{_RULES}"
+TAIL_INSTRUCTIONS = f"{_INTRO}{_TAIL_NOTE}{_RULES}"
+
+
+def _parse_layout(raw: str) -> Layout:
+    value = raw.lower()
+    if value not in LAYOUTS:
+        raise ValueError(raw)
+    return value
+
+
+#: The snapshot's layout: whole entries without anchors (default), or the seed's file tails.
+LAYOUT = SettingSpec[Layout](
+    plugin=SOURCE,
+    name="layout",
+    env="PIMEM_SNAPSHOT_LAYOUT",
+    parse=_parse_layout,
+    default="entries",
+    help="the snapshot's layout: entries (whole entries, no anchors) or tail (the seed's)",
+    invalid='"entries" or "tail"',
+    # It shapes one session's system prompt, not what the plugin loads.
+    per_session=True,
+)
 
 #: The setting that turns the snapshot off (shown by `pimem plugins`).
 ACTIVATION_SETTING = "PI_MEMSEARCH_SNAPSHOT"
@@ -37,6 +104,11 @@ ACTIVATION_SETTING = "PI_MEMSEARCH_SNAPSHOT"
 
 def is_active(settings: Settings) -> bool:
     return settings.snapshot
+
+
+@hookimpl
+def pimem_declare_settings() -> tuple[SettingSpec[Layout]]:
+    return (LAYOUT,)
 
 
 def tail(text: str, budget: int) -> tuple[str, bool]:
@@ -49,19 +121,105 @@ def tail(text: str, budget: int) -> tuple[str, bool]:
     return aligned or cut, True
 
 
+@attrs.frozen(kw_only=True)
+class Block:
+    """One block of a daily memory file as the snapshot shows it."""
+
+    text: str
+    #: An entry (``### HH:MM``), which the omitted-entries marker counts.
+    entry: bool
+
+
+def blocks(body: str) -> Iterator[Block]:
+    """The blocks of *body* in file order, as the ``entries`` layout shows them: an entry
+    without its session anchor; a ``## Memory Compact`` block whole, its sub-headings
+    included; any other heading with its lines. A ``## Session HH:MM`` heading with nothing
+    under it is left out: in a shared file another session's entries may follow it, so the
+    grouping it suggests is not reliable, and each entry has its time."""
+    lines = body.split("\n")
+    starts = [0]
+    in_compact = False
+    for number, line in enumerate(lines):
+        if number and ENTRY_BOUNDARY.match(line):
+            # memsearch's summary may have ### sub-headings: they stay in its block.
+            if in_compact and not (GROUP_HEADING.match(line) or ENTRY_HEADING.match(line)):
+                continue
+            starts.append(number)
+        if ENTRY_BOUNDARY.match(line):
+            in_compact = COMPACT_HEADING.match(line) is not None
+    for start, end in zip(starts, [*starts[1:], len(lines)], strict=True):
+        part = lines[start:end]
+        entry = ENTRY_HEADING.match(part[0]) is not None
+        text = (without_anchors("\n".join(part)) if entry else "\n".join(part)).strip("\n")
+        if not text.strip() or (SESSION_HEADING.match(text) and "\n" not in text.strip()):
+            continue
+        yield Block(text=text, entry=entry)
+
+
+def latest_blocks(body: str, budget: int) -> tuple[str, str | None]:
+    """The newest whole blocks of *body* within *budget* characters, in file order, and the
+    marker that says what was left out (``None``: nothing was). A block too long for the
+    budget on its own shows its head, cut at a line end, rather than nothing."""
+    shown = list(blocks(body))
+    kept: list[Block] = []
+    used = 0
+    for block in reversed(shown):
+        cost = len(block.text) + (2 if kept else 0)  # the blank line between two blocks
+        if used + cost > budget:
+            break
+        kept.append(block)
+        used += cost
+    kept.reverse()
+    if not kept and shown:
+        return _head(shown[-1].text, budget), _omitted(shown[:-1])
+    text = "\n\n".join(block.text for block in kept)
+    return text, _omitted(shown[: len(shown) - len(kept)])
+
+
+def _head(text: str, budget: int) -> str:
+    """The start of *text* within *budget* characters including :data:`ENTRY_CUT`, cut at a
+    line end (a hard cut when its first line alone is too long)."""
+    room = max(budget - len(ENTRY_CUT) - 1, 0)
+    head = text[:room]
+    newline = head.rfind("\n")
+    if newline > 0 and text[room : room + 1] != "\n":
+        head = head[:newline]
+    return f"{head.rstrip()}\n{ENTRY_CUT}"
+
+
+def _omitted(left_out: list[Block]) -> str | None:
+    if not left_out:
+        return None
+    count = sum(block.entry for block in left_out)
+    if not count:
+        return TRUNCATED
+    return f"[... {count} earlier {'entry' if count == 1 else 'entries'} omitted]"
+
+
 @hookimpl(trylast=True)
-def pimem_build_snapshot(now: datetime, store: MemoryStore) -> str:
+def pimem_build_snapshot(settings: Settings, now: datetime, store: MemoryStore) -> str:
+    layout = LAYOUT.read(settings)
     today = now.date()
-    sections = [INSTRUCTIONS]
+    sections = [INSTRUCTIONS if layout == "entries" else TAIL_INSTRUCTIONS]
     for label, day, budget in (
         ("Today", today, TODAY_BUDGET),
         ("Yesterday", today - timedelta(days=1), YESTERDAY_BUDGET),
     ):
         # A day file git left conflicted shows both sides, never the markers (ADR 0016).
         body = without_conflicts(store.read_day(day) or "").strip()
-        if not body:
-            continue
-        kept, truncated = tail(body, budget)
-        marker = f"{TRUNCATED}\n" if truncated else ""
-        sections.append(f"### {label} ({day.isoformat()})\n\n{marker}{kept}")
+        shown = _section(body, budget, layout) if body else ""
+        if shown:
+            sections.append(f"### {label} ({day.isoformat()})\n\n{shown}")
     return "\n\n".join(sections)
+
+
+def _section(body: str, budget: int, layout: Layout) -> str:
+    """A section's text under its heading: the marker, if any, then what is kept."""
+    if layout == "tail":
+        kept, truncated = tail(body, budget)
+        return f"{TRUNCATED}\n{kept}" if truncated else kept
+    kept, marker = latest_blocks(body, budget)
+    if not kept:
+        return ""  # only session headings: nothing to show
+    # A blank line after the marker, as between blocks: it is not part of the first one.
+    return f"{marker}\n\n{kept}" if marker else kept

@@ -139,6 +139,19 @@ def test_only_chunks_similar_enough_and_not_in_the_snapshot_are_chosen() -> None
     assert [c.chunk_hash for c in chosen] == [hit(1).chunk_hash, hit(4).chunk_hash]
 
 
+def test_an_entry_the_snapshot_shows_without_its_anchor_is_not_injected_again() -> None:
+    """The default snapshot shows entries without their session anchors (ADR 0022)."""
+    anchor = "<!-- session:s1 turn:t1 transcript:/home/you/.pi/s1.jsonl -->"
+    shown = hit(1, f"### 22:41\n{anchor}\n- the team chose Redis")
+    other = hit(2, f"### 22:45\n{anchor}\n- the team chose Kafka")
+    only_anchor = hit(3, anchor)
+    snapshot = "## Project memory\n\n### Today (2026-08-13)\n\n### 22:41\n- the team chose Redis"
+    chosen = select_chunks(
+        [(shown, 0.9), (other, 0.9), (only_anchor, 0.9)], min_similarity=0.5, snapshot=snapshot
+    )
+    assert chosen == [other, only_anchor]
+
+
 def test_at_most_three_chunks_in_rank_order() -> None:
     hits = [(hit(n), 0.9) for n in range(1, 6)]
     assert [c.start_line for c in select_chunks(hits, min_similarity=0, snapshot=None)] == [1, 2, 3]

@@ -1,4 +1,5 @@
-"""The docs keep up with the code: every hook documented, every example a working plugin."""
+"""The docs keep up with the code: every hook documented, every example a working plugin, every
+plugin setting in the configuration table."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 
 from pimem_core.hookspecs import PimemSpecs
 from pimem_core.manager import PimemPluginManager
+
+from conftest import make_pimem
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOK_DOCS = (ROOT / "docs" / "plugin-hooks.md").read_text()
@@ -39,3 +42,19 @@ def test_every_example_registers_as_a_plugin(number: int) -> None:
         if isinstance(value, type) and any(attr.startswith("pimem_") for attr in vars(value)):
             pm.add_plugin(value(), name)
     assert any(pm.get_hookcallers(plugin) for plugin in pm.get_plugins())
+
+
+CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text()
+
+
+def test_every_declared_setting_is_documented_with_its_owner() -> None:
+    """Each bundled plugin's setting has its row in configuration.md's table, owner included."""
+    pm = make_pimem().pm
+    rows = {
+        found.group(1): found.group(2)
+        for found in re.finditer(r"^\| `([A-Z_]+)` \| `?([^|`]+?)`? \|", CONFIGURATION, re.M)
+    }
+    specs = pm.declared_settings
+    assert specs
+    for spec in specs:
+        assert rows.get(spec.env) == spec.plugin, f"{spec.env}: no row owned by {spec.plugin}"

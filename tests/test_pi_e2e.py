@@ -47,6 +47,7 @@ from bench.pi_host import (
     text_of,
     wait_for,
 )
+from pimem_core.day_file import list_entries, without_anchors
 from pimem_core.testing import ShownHit, read_hits
 from pimem_plugins.memsearch.maintenance import SYSTEM_PROMPT as MAINTENANCE_SYSTEM
 from pimem_plugins.snapshot import INSTRUCTIONS
@@ -98,8 +99,10 @@ def bullets(entry: str) -> str:
 
 
 def snapshot(day_text: str) -> str:
-    """The stable snapshot for a day file: the instructions, then today's entries."""
-    return f"{INSTRUCTIONS}\n\n### Today ({DAY})\n\n{day_text.strip()}"
+    """The stable snapshot for a day file: the instructions, then today's entries as the
+    snapshot shows them, each its heading and bullets, no anchor (ADR 0022)."""
+    shown = "\n\n".join(without_anchors(entry.text) for entry in list_entries(day_text))
+    return f"{INSTRUCTIONS}\n\n### Today ({DAY})\n\n{shown}"
 
 
 def asked(prompt: str) -> str:
