@@ -134,12 +134,14 @@ def prepare_project(root: Path, plan: PiPlan, model: OfflineModel) -> Project:
 
 
 def prompts(count: int) -> list[str]:
-    """Ordinary coding prompts; with auto-context off their words do not matter."""
+    """Ordinary coding prompts; with auto-context off their words do not matter, except that
+    each states something, so that every exchange is distilled as the measured exit expects (a
+    question answered without a tool call is not captured, ADR 0021)."""
     asks = (
-        "Why does the retry loop in the sync worker give up early?",
+        "The retry loop in the sync worker gives up early; find out why.",
         "Add a test for the pagination cursor.",
         "Rename the billing client's flush method.",
-        "What did we decide about the cache eviction policy?",
+        "We evict the cache by LRU from now on.",
     )
     return [f"[{number}] {asks[number % len(asks)]}" for number in range(count)]
 

@@ -5,11 +5,16 @@ when it is used. A seeded script of RPC sessions (real pi, the real adapter and 
 serve``, a scripted model on 127.0.0.1) mixes the exchanges a coding agent sees:
 
 * **decisions**: the user states a choice ("We decided to use Redis for the billing queue");
-  each names a subject no other decision names, so the bullet it becomes is known;
+  each names a subject no other decision names, so the bullet it becomes is known. Some are
+  put with a question mark ("Can we use Redis for ... from now on?"), and for some the model
+  first searches memory for what held before;
 * **chatter**: ordinary requests the model answers in words;
 * **recall questions** and **/recall** prompts (the text the ``/recall`` template expands to),
   answered with ``memory_search`` and ``memory_expand`` only, some about subjects forgotten
   earlier;
+* **questions answered from memory**: "Which option did we go with for ...?", answered in words
+  at once, as from the snapshot or an auto-context injection, without any tool call;
+* **small talk**: "How is your day going?", answered in words;
 * **explicit writes**: "Remember that ..."; the model calls ``memory_write`` with the fact;
 * **forgets**: the model searches for a decision of an earlier session and calls
   ``memory_forget`` on the chunk hash the search gave;
@@ -89,11 +94,23 @@ RECALL_COMMAND = "/recall"
 WRITE = "write"
 FORGET = "forget"
 STATUS = "status"
-KINDS = (DECISION, CHATTER, RECALL, RECALL_COMMAND, WRITE, FORGET, STATUS)
+#: A question answered from memory in words, without a tool call (ADR 0021).
+QUESTION = "question"
+SMALL_TALK = "small talk"
+KINDS = (DECISION, CHATTER, RECALL, RECALL_COMMAND, WRITE, FORGET, STATUS, QUESTION, SMALL_TALK)
 #: Exchanges whose entry, if one is captured, is memory about memory.
 MEMORY_KINDS = frozenset({RECALL, RECALL_COMMAND, STATUS, FORGET})
 #: The share of each kind in a session (forgets from the second session on; the rest chatter).
-MIX = {DECISION: 0.30, RECALL: 0.12, RECALL_COMMAND: 0.08, WRITE: 0.12, FORGET: 0.08, STATUS: 0.08}
+MIX = {
+    DECISION: 0.30,
+    RECALL: 0.12,
+    RECALL_COMMAND: 0.08,
+    WRITE: 0.12,
+    FORGET: 0.08,
+    STATUS: 0.08,
+    QUESTION: 0.08,
+    SMALL_TALK: 0.08,
+}
 #: A recall asks about a decision at least this many exchanges old (its capture is written).
 RECALL_DISTANCE = 3
 #: How often a recall asks about a subject forgotten earlier, when there is one.
@@ -126,7 +143,28 @@ DECISION_PROMPTS = (
     "Let's go with {choice} for {subject} from now on.",
     "Decision made: {choice} for {subject}; please keep that in mind.",
     "After the review we settled on {choice} for {subject}.",
+    # A decision with a question mark is still a decision (ADR 0021).
+    "We pick {choice} for {subject}; can you note that?",
+    "Can we use {choice} for {subject} from now on?",
 )
+#: A decision the model checks against memory first (``memory_search``, then its answer): the
+#: user stated something new, so the exchange is not memory about memory.
+CHECKED_DECISION_PROMPT = "We are moving {subject} to {choice}. What did we use for it before?"
+#: How often a decision is the checked one.
+CHECKED_DECISION_SHARE = 0.15
+QUESTION_PROMPTS = (
+    "Which option did we go with for {subject}?",
+    "What do we use for {subject} these days?",
+    "Did we settle on something for {subject}?",
+)
+SMALL_TALK_PROMPTS = (
+    "How is your day going?",
+    "Good morning!",
+    "Thanks, that was helpful!",
+    "Hi there, how are you?",
+    "Great work, thank you!",
+)
+SMALL_TALK_ANSWER = "Doing well, thanks! What shall we work on?"
 RECALL_PROMPTS = (
     "What did we decide about {subject}?",
     "Remind me what we chose for {subject}.",
@@ -171,6 +209,8 @@ class Exchange:
     written: str = ""
     #: For a recall: whether its subject was forgotten before it was asked.
     forgotten: bool = False
+    #: For a decision: the model searches memory before it answers.
+    checks_memory: bool = False
 
     @property
     def needle(self) -> str:
@@ -288,6 +328,28 @@ def _exchange(
     index: int,
 ) -> Exchange:
     gone_subjects = {exchange.subject for exchange in forgotten}
+    if kind == SMALL_TALK:
+        prompt = rng.choice(SMALL_TALK_PROMPTS)
+        return Exchange(
+            kind=SMALL_TALK, prompt=prompt, bullets=(f"- the user said: {prompt.casefold()}",)
+        )
+    if kind == QUESTION:
+        known = [
+            exchange
+            for at, where, exchange in decided
+            if (at < session or where <= index - RECALL_DISTANCE)
+            and exchange.subject not in gone_subjects
+        ]
+        if known:
+            about = rng.choice(known)
+            return Exchange(
+                kind=QUESTION,
+                prompt=rng.choice(QUESTION_PROMPTS).format(subject=about.subject),
+                bullets=(f"- the user asked which option we use for {about.subject}",),
+                subject=about.subject,
+                choice=about.choice,
+            )
+        kind = DECISION
     if kind in (RECALL, RECALL_COMMAND):
         old = [
             exchange
@@ -339,13 +401,16 @@ def _exchange(
         kind = DECISION
     if kind == DECISION:
         subject, choice = subjects.pop(), rng.choice(CHOICES)
-        prompt = rng.choice(DECISION_PROMPTS).format(subject=subject, choice=choice)
+        checks = rng.random() < CHECKED_DECISION_SHARE
+        template = CHECKED_DECISION_PROMPT if checks else rng.choice(DECISION_PROMPTS)
+        prompt = template.format(subject=subject, choice=choice)
         return Exchange(
             kind=DECISION,
             prompt=prompt[0].upper() + prompt[1:],
             bullets=(decision_bullet(subject, choice),),
             subject=subject,
             choice=choice,
+            checks_memory=checks,
         )
     if kind == WRITE:
         subject, team = subjects.pop(), rng.choice(TEAMS)
@@ -423,9 +488,15 @@ def act(exchange: Exchange, request: ChatRequest) -> Reply:
             return ToolCall(last.name, dict(last.arguments))
         return Text(f"The memory call failed: {last.content[:200]}")
     if exchange.kind == DECISION:
+        if exchange.checks_memory and last is None:
+            return ToolCall("memory_search", {"query": f"{exchange.subject} decision"})
         return Text(f"Noted: {exchange.needle}.")
     if exchange.kind == CHATTER:
         return Text("Done.")
+    if exchange.kind == QUESTION:  # from the snapshot or an injection: no tool call
+        return Text(f"We decided to {exchange.needle}.")
+    if exchange.kind == SMALL_TALK:
+        return Text(SMALL_TALK_ANSWER)
     if exchange.kind == WRITE:
         if last is None:
             return ToolCall("memory_write", {"content": exchange.written})
@@ -566,6 +637,8 @@ def measure(
         return {kind for bullet in entry for kind in by_fact.get(bullet, ())}
 
     about_memory = sum(1 for entry in found if kinds_of(entry) & MEMORY_KINDS)
+    answered_from_memory = sum(1 for entry in found if QUESTION in kinds_of(entry))
+    small_talk = sum(1 for entry in found if SMALL_TALK in kinds_of(entry))
     unknown = sum(1 for entry in found if not kinds_of(entry))
     seen: set[frozenset[str]] = set()
     duplicates = 0
@@ -609,6 +682,8 @@ def measure(
         "entries_at_end": len(found),
         "entries_written": written,
         "entries_about_memory": about_memory,
+        "entries_answered_from_memory": answered_from_memory,
+        "entries_small_talk": small_talk,
         "entries_unknown": unknown,
         "duplicate_entries": duplicates,
         "explicit_writes": len(writes),
@@ -625,6 +700,8 @@ def measure(
         "decisions": len(decisions),
         "decisions_captured": len(captured),
         "decisions_missed": [x.bullets[0] for x in decisions if x not in captured],
+        "decisions_asked": sum(1 for x in decisions if x.prompt.endswith("?")),
+        "decisions_checked": sum(1 for x in decisions if x.checks_memory),
         "kills": len(set(kills)),
         "calls_failed_after_kill": sum(
             1 for r in records if r["failed"] and KILLED in str(r.get("error", ""))
@@ -635,6 +712,8 @@ def measure(
             for name, count in (
                 ("entries_written", written),
                 ("entries_about_memory", about_memory),
+                ("entries_answered_from_memory", answered_from_memory),
+                ("entries_small_talk", small_talk),
                 ("duplicate_entries", duplicates),
                 ("explicit_write_duplicates", write_duplicates),
                 ("forgotten_back", len(back)),
@@ -711,6 +790,16 @@ def targets(run: Mapping[str, Any]) -> list[dict[str, Any]]:
             "0 entries about memory",
             m["entries_about_memory"] == 0,
             rate(m["entries_about_memory"], f"of {m['entries_at_end']} entries"),
+        ),
+        check(
+            "0 entries of questions answered from memory",
+            m["entries_answered_from_memory"] == 0 and m["kinds"].get(QUESTION, 0) > 0,
+            rate(m["entries_answered_from_memory"], f"of {m['kinds'].get(QUESTION, 0)} questions"),
+        ),
+        check(
+            "0 entries of small talk",
+            m["entries_small_talk"] == 0 and m["kinds"].get(SMALL_TALK, 0) > 0,
+            rate(m["entries_small_talk"], f"of {m['kinds'].get(SMALL_TALK, 0)} small talk"),
         ),
         check(
             "0 duplicates of an explicit write",

@@ -15,6 +15,8 @@ KIND_NAMES = {
     "write": "explicit writes",
     "forget": "forgets",
     "status": "status checks",
+    "question": "questions answered from memory",
+    "small talk": "small talk",
 }
 
 Metrics = Mapping[str, Any]
@@ -29,6 +31,8 @@ def _rate(name: str) -> Callable[[Metrics], str]:
 
 def _count_rate(name: str, count: str) -> Callable[[Metrics], str]:
     def cell(m: Metrics) -> str:
+        if name not in m["per_100"]:
+            return "-"  # results of a script before the row was measured
         return f"{m['per_100'][name]:.1f} ({m[count]})"
 
     return cell
@@ -50,7 +54,7 @@ def _of(part: str, whole: str) -> Callable[[Metrics], str]:
 
 def _plain(name: str) -> Callable[[Metrics], str]:
     def cell(m: Metrics) -> str:
-        return str(m[name])
+        return str(m.get(name, "-"))
 
     return cell
 
@@ -76,6 +80,14 @@ ROWS: Sequence[tuple[str, Callable[[Metrics], str]]] = (
         "Entries about memory, per 100 exchanges",
         _count_rate("entries_about_memory", "entries_about_memory"),
     ),
+    (
+        "Entries of questions answered from memory, per 100 exchanges",
+        _count_rate("entries_answered_from_memory", "entries_answered_from_memory"),
+    ),
+    (
+        "Entries of small talk, per 100 exchanges",
+        _count_rate("entries_small_talk", "entries_small_talk"),
+    ),
     ("Duplicates of an explicit write, per 100 exchanges", _write_duplicates),
     (
         "Duplicate entries (all), per 100 exchanges",
@@ -83,6 +95,8 @@ ROWS: Sequence[tuple[str, Callable[[Metrics], str]]] = (
     ),
     ("Forgotten subjects back, per 100 exchanges", _count_rate("forgotten_back", "forgotten_back")),
     ("Decisions captured", _decisions),
+    ("- of them put as a question", _plain("decisions_asked")),
+    ("- of them checked against memory first", _plain("decisions_checked")),
     (
         "Snapshot changes within a session, per 100 exchanges",
         _count_rate("snapshot_changes", "snapshot_changes_total"),
@@ -205,11 +219,15 @@ How it is counted, from the day files at the end and the requests the model rece
 
 - The scripted distiller restates each exchange as a model would: decisions as "the team
   decided to use X for Y", chatter as what the user asked, a recall question as "the user
-  asked what we decided about Y", a forget request as "the user asked to forget the decision
-  to use X for Y", and "Remember that F" as the bullet `- F` that `memory_write` wrote. So
-  each entry says which exchange it came from.
+  asked what we decided about Y", a question answered from memory as "the user asked which
+  option we use for Y", small talk as what the user said, a forget request as "the user asked
+  to forget the decision to use X for Y", and "Remember that F" as the bullet `- F` that
+  `memory_write` wrote. So each entry says which exchange it came from.
 - **Entries written**: the entries in the day files at the end plus those forgotten. **About
   memory**: entries from recall questions, `/recall`, status checks and forget requests.
+  **Questions answered from memory**: entries from questions the model answered in words at
+  once, as from the snapshot or an auto-context injection. **Small talk**: entries from
+  greetings and thanks.
   **Duplicates of an explicit write**: copies of a written fact beyond the written one.
   **Duplicate entries**: entries whose bullets (compared as capture compares them) equal an
   earlier entry's.
@@ -217,7 +235,8 @@ How it is counted, from the day files at the end and the requests the model rece
   at the end. Forgets target a decision of an earlier session, found by `memory_search`;
   some later recall questions ask about a forgotten subject.
 - **Decisions captured**: decisions whose bullet is in the day files at the end, or which a
-  forget removed (the search found them).
+  forget removed (the search found them). Some decisions are put as a question ("Can we use
+  X for Y from now on?"), and for some the model searches memory before it answers.
 - **Snapshot changes**: the snapshot is the end of the system prompt each request carried;
   a change between two requests of a session is counted at a forget (a checkpoint, where the
   snapshot is rebuilt on purpose), across the kill (from the kill to the next checkpoint), or

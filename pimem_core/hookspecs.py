@@ -101,7 +101,9 @@ class PimemSpecs:
         Stops at the first non-``None`` result: return ``None`` when this distiller does not
         apply (no model configured, or ``request.models_allowed`` is false for a model-based
         one). Raise to report a failure: the caller then writes a diagnostic marker entry, so
-        the exchange is never lost. The extractive distiller answers last, always.
+        the exchange is never lost. Answer ``Distillation(nothing_to_keep=True)`` when the
+        exchange holds nothing worth recalling: no entry is written, and the exchange is
+        counted as skipped (ADR 0021). The extractive distiller answers last, always.
 
         :param request: the exchange (already scrubbed of secrets), the settings, the host's
             model if it lends one, and whether models may be used.
@@ -124,9 +126,10 @@ class PimemSpecs:
         Every gate is asked about every exchange that passed the hard gates (someone asked,
         the agent answered in words, the run was not aborted). An exchange any gate stops is
         not distilled, and the first reason is counted in status (``skipped: 2 about
-        memory``). Gates are rules about what was said and done, never a judgement of what is
-        worth keeping. The bundled ``capture-gates`` stop exchanges about memory itself, an
-        explicit ``memory_write`` and a request to forget (ADR 0014).
+        memory``). Gates are deterministic rules about what was said and done, never a
+        model's judgement. The bundled ``capture-gates`` stop exchanges about memory itself,
+        an explicit ``memory_write`` and a request to forget (ADR 0014), a question the agent
+        answered without any tool call and small talk (ADR 0021).
 
         Example, a gate that skips exchanges whose only work was running the tests::
 

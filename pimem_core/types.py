@@ -278,12 +278,16 @@ class DistillRequest:
 
 @attrs.frozen(kw_only=True)
 class Distillation:
-    """Third-person bullets distilled from an exchange, and who wrote them."""
+    """Third-person bullets distilled from an exchange, and who wrote them; or the distiller's
+    answer that the exchange holds nothing to keep (ADR 0021)."""
 
     text: str
     distiller: str
     #: Whether a model wrote them (counts against the daily budget).
     used_model: bool = False
+    #: The distiller found nothing worth recalling (small talk, a question answered from
+    #: memory): no entry is written, and the exchange is counted as skipped. ``text`` is not read.
+    nothing_to_keep: bool = False
 
 
 @attrs.frozen(kw_only=True)

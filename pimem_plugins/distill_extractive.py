@@ -2,7 +2,8 @@
 
 It is what capture falls back to when no model may or can be used (``PIMEM_DISTILLER=extractive``,
 the daily budget spent, or no model configured): the user's request and the agent's final answer,
-each shortened to one line. Deterministic: the same exchange gives the same bullets.
+each shortened to one line. Deterministic: the same exchange gives the same bullets. It judges
+nothing: only an exchange without any words is nothing to keep.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ _TOOL_CALLS = re.compile(r"(?:^|\n)\(tool calls: ([^\n]*)\)\s*$")
 
 @hookimpl(trylast=True)
 def pimem_distill_exchange(request: DistillRequest) -> Distillation:
-    return Distillation(text=extract(request.exchange), distiller="extractive", used_model=False)
+    text = extract(request.exchange)
+    # No words on either side: nothing to keep (capture's gates rarely let such an exchange by).
+    return Distillation(
+        text=text, distiller="extractive", used_model=False, nothing_to_keep=text == NOTHING
+    )
 
 
 def extract(exchange: Exchange) -> str:

@@ -8,7 +8,12 @@ distiller is chosen by name (``PIMEM_DISTILLER``, ``PIMEM_USE``).
 from __future__ import annotations
 
 from pimem_core.plugin import Distillation, DistillRequest, PimemError, hookimpl
-from pimem_plugins.shared.distill_prompt import NO_TEXT, SYSTEM_PROMPT, clean_bullets
+from pimem_plugins.shared.distill_prompt import (
+    NO_TEXT,
+    SYSTEM_PROMPT,
+    clean_bullets,
+    nothing_to_keep,
+)
 
 
 @hookimpl
@@ -25,7 +30,10 @@ def pimem_distill_exchange(request: DistillRequest) -> Distillation | None:
         raise PimemError(f"distillation timed out after {timeout_ms}ms") from error
     except Exception as error:  # the host's model failed: its message is the reason
         raise PimemError(str(error) or type(error).__name__) from error
+    distiller = f"host:{model.name}"
+    if nothing_to_keep(reply or ""):
+        return Distillation(text="", distiller=distiller, used_model=True, nothing_to_keep=True)
     text = clean_bullets(reply or "")
     if not text:
         raise PimemError(NO_TEXT)
-    return Distillation(text=text, distiller=f"host:{model.name}", used_model=True)
+    return Distillation(text=text, distiller=distiller, used_model=True)

@@ -27,7 +27,13 @@ from pimem_core.plugin import (
     hookimpl,
     parse_text,
 )
-from pimem_plugins.shared.distill_prompt import NO_TEXT, SYSTEM_PROMPT, clean_bullets
+from pimem_plugins.shared.distill_prompt import (
+    NO_TEXT,
+    NOTHING_TO_KEEP,
+    SYSTEM_PROMPT,
+    clean_bullets,
+    nothing_to_keep,
+)
 
 #: The most of a reply pimem reads; a chat completion of 2-10 bullets is far smaller.
 MAX_REPLY_BYTES = 1 << 20
@@ -96,11 +102,16 @@ def pimem_distill_exchange(request: DistillRequest) -> Distillation | None:
     if request.host_model is not None and settings.chosen(DISTILL_HOOK) != PLUGIN:
         return None
     text = complete(settings, SYSTEM_PROMPT, request.exchange.transcript)
+    if text == NOTHING_TO_KEEP:
+        return Distillation(
+            text="", distiller=f"http:{model}", used_model=True, nothing_to_keep=True
+        )
     return Distillation(text=text, distiller=f"http:{model}", used_model=True)
 
 
 def complete(settings: Settings, system: str, prompt: str) -> str:
-    """Ask the endpoint of *settings* for bullets; raise :class:`PimemError` on any failure."""
+    """Ask the endpoint of *settings* for bullets; raise :class:`PimemError` on any failure.
+    A reply that says there is nothing to keep comes back as :data:`NOTHING_TO_KEEP`."""
     base, model = URL.read(settings), MODEL.read(settings)
     if not (base and model):
         raise PimemError("distillation over HTTP needs PIMEM_DISTILL_URL and PIMEM_DISTILL_MODEL")
@@ -161,7 +172,10 @@ def _complete(settings: Settings, url: str, where: str, system: str, prompt: str
         raise PimemError(
             f"distillation at {where} failed: the connection broke ({_reason(error)})"
         ) from None
-    text = clean_bullets(_content(raw, where))
+    content = _content(raw, where)
+    if nothing_to_keep(content):
+        return NOTHING_TO_KEEP
+    text = clean_bullets(content)
     if not text:
         raise PimemError(f"{NO_TEXT} (from {where})")
     return text

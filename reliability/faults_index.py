@@ -103,7 +103,7 @@ def _database(name: str, root: Path) -> Outcome:
     transcript = SessionFile(root / f"{name}.jsonl", f"s-{name.replace(' ', '-')}")
     bridge = Bridge(box)
     bridge.call("session.start", **start_params(box, transcript))
-    leaf = transcript.exchange("what broke, token zq900marker?", "the database")
+    leaf = transcript.exchange("the database broke, token zq900marker", "the database")
     bridge.call("session.settled", leaf=leaf)
     found = bridge.call("memory.search", query="fact")
     # Either one clear error, or the read model's hits under a notice that the new entries could

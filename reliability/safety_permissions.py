@@ -95,7 +95,7 @@ def _modes(root: Path, mask: int) -> Outcome:
     finally:
         os.umask(0o022)
     bridge.call("session.start", **start_params(box, transcript))
-    bridge.call("session.settled", leaf=transcript.exchange("what is private?", SECRET_FACT))
+    bridge.call("session.settled", leaf=transcript.exchange("note the private fact", SECRET_FACT))
     bridge.call("session.shutdown")
     bridge.close()
     too_open = _open_files(box, mask, before)
@@ -122,7 +122,7 @@ def _second_user(root: Path) -> Outcome:
     owner = make_sandbox(root / "owner", offline_model())
     _exercise(owner, 0o077)
     transcript = owner.root / "owner.jsonl"
-    SessionFile(transcript, "s-owner").exchange("what is private?", SECRET_FACT)
+    SessionFile(transcript, "s-owner").exchange("note the private fact", SECRET_FACT)
     transcript.chmod(0o600)
     for path in [owner.root, *owner.root.rglob("*")]:
         os.lchown(path, OWNER, OWNER)

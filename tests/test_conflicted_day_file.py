@@ -111,7 +111,13 @@ def capture_one(pimem: Pimem, scope: Scope, tmp_path: Path) -> None:
     )
     branch = [
         BranchEntry(id="u1", kind="message", role="user", text="why is CI flaky?"),
-        BranchEntry(id="a1", kind="message", role="assistant", text="pinned pytest-xdist"),
+        BranchEntry(
+            id="a1",
+            kind="message",
+            role="assistant",
+            text="pinned pytest-xdist",
+            tool_calls=("edit(path=pyproject.toml, …)",),  # work, not an answer from memory
+        ),
     ]
     session.settled(leaf="a1", branch=branch)
     report = session.shutdown(cap=60)

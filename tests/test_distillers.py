@@ -26,7 +26,12 @@ from pimem_core.types import (
     HostModel,
 )
 from pimem_plugins.distill_extractive import extract, shorten
-from pimem_plugins.shared.distill_prompt import SYSTEM_PROMPT, clean_bullets
+from pimem_plugins.shared.distill_prompt import (
+    NOTHING_TO_KEEP,
+    SYSTEM_PROMPT,
+    clean_bullets,
+    nothing_to_keep,
+)
 
 from conftest import make_pimem
 
@@ -181,10 +186,58 @@ def http_env(script: Script, **extra: str) -> dict[str, str]:
 
 def test_the_prompt_asks_for_third_person_past_tense_bullets_only() -> None:
     lines = SYSTEM_PROMPT.splitlines()
-    assert len(lines) == 5
+    assert len(lines) == 6
     for words in ('"- "', "2 and 10", "third person", "past tense", '"the user"', '"the agent"'):
         assert words in SYSTEM_PROMPT
     assert "no headings, no introduction, no code fences" in lines[-1]
+
+
+def test_the_prompt_allows_nothing_to_keep_but_not_for_a_stated_choice() -> None:
+    """ADR 0021: small talk and questions answered from memory may be answered with
+    NOTHING TO KEEP; a choice, a preference or a fact stated inside a question may not."""
+    allowed = SYSTEM_PROMPT.splitlines()[4]
+    assert f"reply with the single line {NOTHING_TO_KEEP};" in allowed
+    assert "small talk" in allowed
+    assert "a question answered only from memory" in allowed
+    assert "a choice, a preference or a fact, even inside a question, write the bullets" in allowed
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "NOTHING TO KEEP",
+        "nothing to keep",
+        "- Nothing to keep.",
+        "**NOTHING_TO_KEEP**",
+        '"NOTHING TO KEEP"',
+        "NOTHING TO KEEP: the user only said hello",
+        "NOTHING TO KEEP \u2014 a question answered from memory",
+        "<think>only a greeting</think>\nNOTHING TO KEEP\n",
+        "```\nNOTHING TO KEEP\n```",
+    ],
+)
+def test_a_reply_of_nothing_to_keep_is_read_as_such(reply: str) -> None:
+    assert nothing_to_keep(reply)
+    assert clean_bullets(reply) == ""
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "",
+        "- the user chose Redis for the hot cache",
+        "- the user chose Redis for the hot cache\nNOTHING TO KEEP",
+        "Nothing to keep in mind except that the user chose Redis.",
+        "- nothing to keeps",
+    ],
+)
+def test_a_reply_with_anything_else_is_bullets(reply: str) -> None:
+    assert not nothing_to_keep(reply)
+
+
+def test_a_stray_nothing_to_keep_beside_bullets_is_dropped() -> None:
+    reply = "- the user chose Redis for the hot cache\n- NOTHING TO KEEP"
+    assert clean_bullets(reply) == "- the user chose Redis for the hot cache"
 
 
 def test_clean_bullets_drops_preamble_fences_and_demotes_headings() -> None:
@@ -277,7 +330,41 @@ def test_extractive_without_any_text_still_answers() -> None:
     assert extract(exchange()) == "- the exchange held no text worth recalling"
 
 
+def test_extractive_finds_nothing_to_keep_only_without_any_text() -> None:
+    pimem = make_pimem({"PIMEM_DISTILLER": "extractive"})
+    assert distill(pimem, ex=exchange()).nothing_to_keep
+    assert not distill(pimem, ex=exchange(("user", "How is your day going?"))).nothing_to_keep
+
+
 # -- which distiller answers -------------------------------------------------------------------
+
+
+# -- nothing to keep (ADR 0021) ------------------------------------------------------------------
+
+SMALL_TALK = exchange(("user", "How is your day going?"), ("assistant", "Fine, thanks!"))
+
+
+def test_the_hosts_model_may_find_nothing_to_keep() -> None:
+    host = FakeHost(reply="- Nothing to keep.")
+    answer = distill(make_pimem(), host, ex=SMALL_TALK)
+    assert answer == Distillation(
+        text="", distiller="host:anthropic/claude-haiku", used_model=True, nothing_to_keep=True
+    )
+
+
+def test_the_endpoint_may_find_nothing_to_keep(chat: Script) -> None:
+    chat.content = "NOTHING_TO_KEEP"
+    answer = distill(make_pimem(http_env(chat)), ex=SMALL_TALK)
+    assert answer == Distillation(
+        text="", distiller="http:qwen2.5-coder:7b", used_model=True, nothing_to_keep=True
+    )
+
+
+def test_bullets_are_kept_whatever_else_the_model_said(chat: Script) -> None:
+    chat.content = f"{BULLETS}\n{NOTHING_TO_KEEP}"
+    assert distill(make_pimem(http_env(chat))).text == BULLETS
+    host = FakeHost(reply=f"{NOTHING_TO_KEEP}\n{BULLETS}")
+    assert distill(make_pimem(), host).text == BULLETS
 
 
 def test_the_host_model_wins_in_auto_mode(chat: Script) -> None:

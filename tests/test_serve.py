@@ -135,6 +135,90 @@ def settle_one_exchange(bridge: Bridge) -> None:
     assert bridge.call("session.settled", leaf="a1", branch=branch)["result"] == {"queued": True}
 
 
+def test_only_new_knowledge_is_captured_and_every_skip_is_counted(
+    bridge: Bridge, repo: Path, tmp_path: Path
+) -> None:
+    """ADR 0021 through the real bridge, in one session: a question answered from an
+    auto-context injection, small talk, a recall through ``memory_search`` and an exchange the
+    host's model found nothing to keep in leave no entry and are counted; the decisions are
+    captured, the one put as a question and the one beside a memory search included."""
+    start(bridge, repo, tmp_path)
+
+    def distil(prompt: str) -> str:
+        said = prompt.removeprefix("[User]: ").split("\n\n", 1)[0]
+        return "NOTHING TO KEEP" if "intern" in said else f"- the user said: {said}"
+
+    bridge.distil = distil
+    injected = "Memory recalled for this prompt (auto-context): we use PostgreSQL 16."
+    exchanges: list[list[dict[str, Any]]] = [
+        [user_said("u1", "We pick Redis for the cache."), answered("a1", "Noted.")],
+        [
+            user_said("u2", "Which database did we pick for the ledger service?"),
+            {"id": "c2", "kind": "custom_message", "text": injected},
+            answered("a2", "PostgreSQL 16."),
+        ],
+        [user_said("u3", "How is your day going?"), answered("a3", "Fine, thanks!")],
+        [user_said("u4", "Can we use tabs from now on?"), answered("a4", "Tabs from now on.")],
+        [
+            user_said("u5", "We moved the ledger to MySQL. What did we use before?"),
+            answered("a5", "", "memory_search(query=ledger database)"),
+            {"id": "t5", "kind": "message", "role": "tool", "text": injected},
+            answered("b5", "PostgreSQL 16; MySQL from now on."),
+        ],
+        [
+            user_said("u6", "What did we decide about the cache?"),
+            answered("a6", "", "memory_search(query=cache)"),
+            {"id": "t6", "kind": "message", "role": "tool", "text": "- we pick Redis"},
+            answered("b6", "Redis."),
+        ],
+        [user_said("u7", "We met the new intern today."), answered("a7", "Nice!")],
+    ]
+    branch: list[dict[str, Any]] = []
+    for exchange in exchanges:
+        branch += exchange
+        settled = bridge.call("session.settled", leaf=branch[-1]["id"], branch=branch)
+        assert settled["result"] == {"queued": True}
+    skipped = "skipped: 1 about memory, 1 answered from memory, 1 nothing to keep, 1 small talk"
+    deadline = time.monotonic() + 30
+    while skipped not in (status := bridge.call("memory.status")["result"]["text"]):
+        assert time.monotonic() < deadline, status
+        time.sleep(0.1)
+    assert (
+        f"capture (this session): 3 captured (3 distilled, 0 extractive, 0 failed); {skipped}"
+        in (status.splitlines())
+    )
+    assert bridge.call("session.shutdown")["result"]["captured_in_time"] is True
+    assert bridge.close() == 0
+    # The host's model was asked about the decisions and the intern only.
+    asked = [c["prompt"].split("\n\n", 1)[0] for c in bridge.completions]
+    assert asked == [
+        "[User]: We pick Redis for the cache.",
+        "[User]: Can we use tabs from now on?",
+        "[User]: We moved the ledger to MySQL. What did we use before?",
+        "[User]: We met the new intern today.",
+    ]
+    day = (repo / ".memsearch" / "memory" / "2026-08-13.md").read_text()
+    assert [line for line in day.splitlines() if line.startswith("- ")] == [
+        "- the user said: We pick Redis for the cache.",
+        "- the user said: Can we use tabs from now on?",
+        "- the user said: We moved the ledger to MySQL. What did we use before?",
+    ]
+
+
+def user_said(entry_id: str, text: str) -> dict[str, Any]:
+    return {"id": entry_id, "kind": "message", "role": "user", "text": text}
+
+
+def answered(entry_id: str, text: str, *calls: str) -> dict[str, Any]:
+    return {
+        "id": entry_id,
+        "kind": "message",
+        "role": "assistant",
+        "text": text,
+        "tool_calls": list(calls),
+    }
+
+
 def test_the_bridge_says_it_is_ready_first(bridge: Bridge) -> None:
     assert bridge.ready["event"] == "ready"
     assert "memory.search" in bridge.ready["methods"]
@@ -551,7 +635,7 @@ def test_an_exchange_whose_bridge_was_killed_mid_capture_is_captured_by_the_next
 
     session_file(
         tmp_path / "s1.jsonl",
-        [user("u1", None, 1, "why does the login loop?"), assistant("a1", "u1", 2, "escaping")],
+        [user("u1", None, 1, "fix the login loop"), assistant("a1", "u1", 2, "escaping")],
     )
     env = {"HOME": str(tmp_path / "home"), "PIMEM_DISABLE_PLUGINS": "memsearch-index"}
     first = Bridge(env)
@@ -573,7 +657,7 @@ def test_an_exchange_whose_bridge_was_killed_mid_capture_is_captured_by_the_next
     assert second.call("session.shutdown")["result"]["captured_in_time"] is True
     assert second.close() == 0
     assert second.completions[0]["prompt"] == (
-        "[User]: why does the login loop?\n\n[Assistant]: escaping"
+        "[User]: fix the login loop\n\n[Assistant]: escaping"
     )
     assert day.read_text().count("turn:a1 ") == 1
 
@@ -588,7 +672,7 @@ def test_exchanges_queued_behind_a_capture_survive_a_killed_bridge(
     session_file(
         tmp_path / "s1.jsonl",
         [
-            user("u1", None, 1, "why does the login loop?"),
+            user("u1", None, 1, "fix the login loop"),
             assistant("a1", "u1", 2, "escaping"),
             user("u2", "a1", 3, "we pick Redis for the cache"),
             assistant("a2", "u2", 4, "noted"),
@@ -616,7 +700,7 @@ def test_exchanges_queued_behind_a_capture_survive_a_killed_bridge(
     assert second.call("session.shutdown")["result"]["captured_in_time"] is True
     assert second.close() == 0
     assert [completion["prompt"] for completion in second.completions] == [
-        "[User]: why does the login loop?\n\n[Assistant]: escaping",
+        "[User]: fix the login loop\n\n[Assistant]: escaping",
         "[User]: we pick Redis for the cache\n\n[Assistant]: noted",
         "[User]: and Postgres for the ledger\n\n[Assistant]: noted too",
     ]

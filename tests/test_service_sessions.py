@@ -28,7 +28,7 @@ from pi_sessions import assistant, session_file, user
 
 SESSION_MODEL = {"provider": "anthropic", "id": "small", "input_cost": 1, "output_cost": 5}
 EXCHANGE = [
-    {"id": "u1", "kind": "message", "role": "user", "text": "which cache do we use?"},
+    {"id": "u1", "kind": "message", "role": "user", "text": "cache with Redis, 5 minute TTLs"},
     {"id": "a1", "kind": "message", "role": "assistant", "text": "Redis, with a 5 minute TTL"},
 ]
 NOTE = "- the cache is Redis with a five minute TTL"

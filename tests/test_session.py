@@ -218,6 +218,56 @@ def test_exchanges_about_memory_and_repeats_are_not_captured_and_are_counted(
     assert capture.counters.skipped == {"about memory": 1, "asked to forget": 1, "duplicate": 1}
 
 
+def test_questions_answered_from_memory_and_small_talk_are_not_captured_and_are_counted(
+    world: tuple[Host, ScriptedDistiller, CountingIndex], repo: Path
+) -> None:
+    """ADR 0021: only new knowledge is captured; a decision put as a question still is."""
+    host, distiller, _ = world
+    host.session.start(host.info)
+    host.exchange(1, "Which database did we pick for the ledger?", "PostgreSQL 16, per memory.")
+    host.exchange(2, "How is your day going?", "Fine, thanks!")
+    host.exchange(3, "Can we use tabs from now on?", "Sure, tabs it is.")
+    capture = host.session.capture
+    assert capture is not None
+    host.session.shutdown(cap=10)
+    assert [r.exchange.messages[0].text for r in distiller.requests] == [
+        "Can we use tabs from now on?"
+    ]
+    assert "- the user asked about Can we use tabs from now on?" in day(repo)
+    assert capture.counters.skipped == {"answered from memory": 1, "small talk": 1}
+
+
+class NothingToKeep:
+    """A model distiller that finds nothing worth keeping in any exchange."""
+
+    @hookimpl(tryfirst=True)
+    def pimem_distill_exchange(self, request: DistillRequest) -> Distillation:
+        return Distillation(text="", distiller="test", used_model=True, nothing_to_keep=True)
+
+
+def test_a_distiller_that_finds_nothing_to_keep_leaves_no_entry_and_is_counted(
+    repo: Path, tmp_path: Path
+) -> None:
+    pimem = make_pimem()
+    pimem.pm.add_plugin(NothingToKeep(), "nothing-to-keep")
+    host = Host(pimem, repo, tmp_path)
+    host.session.start(host.info)
+    host.exchange(1, "we met the new intern today", "Nice!")
+    capture = host.session.capture
+    assert capture is not None
+    assert capture.drain(time.monotonic() + 10)
+    sections = {s.name: s for s in host.session.status()}
+    host.session.shutdown(cap=10)
+    assert not (repo / ".memsearch" / "memory").exists()
+    assert capture.counters.skipped == {"nothing to keep": 1}
+    assert sections["capture"].lines[0] == (
+        "capture (this session): 0 captured (0 distilled, 0 extractive, 0 failed); "
+        "skipped: 1 nothing to keep"
+    )
+    # The model was asked all the same: the answer counts against the day's budget.
+    assert sections["budget"].lines == ("distillation budget: 499 of 500 left today",)
+
+
 def test_an_aborted_run_is_not_captured(
     world: tuple[Host, ScriptedDistiller, CountingIndex], repo: Path
 ) -> None:

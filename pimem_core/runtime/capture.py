@@ -2,10 +2,11 @@
 
 The exchange is cut from the session's current branch, passes hard gates only (a user message,
 assistant text, not aborted, and the plugins' gates of ``pimem_gate_exchange``: not about
-memory itself), is scrubbed of secrets, distilled and appended. Nothing here runs
-on the agent's path: ``Capture.submit`` only queues. Exchanges are handled one at a time, so
-entries never interleave, and an exchange that reached distillation always leaves an entry:
-the bullets, or a diagnostic marker carrying the same anchor.
+memory itself, not small talk), is scrubbed of secrets, distilled and appended. Nothing here
+runs on the agent's path: ``Capture.submit`` only queues. Exchanges are handled one at a time,
+so entries never interleave, and an exchange that reached distillation always leaves an entry
+(the bullets, or a diagnostic marker carrying the same anchor) unless its distiller answered
+that it holds nothing to keep (ADR 0021).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ MAX_UNWRITTEN = 100
 #: The reasons counted for an exchange the hard gates stop, and for an entry memory holds.
 INCOMPLETE = "incomplete"
 DUPLICATE = "duplicate"
+#: The distiller answered that the exchange holds nothing worth recalling.
+NOTHING_TO_KEEP = "nothing to keep"
 
 #: How a marker entry's content begins.
 MARKER_PREFIX = "- [pimem] this exchange could not be distilled"
@@ -270,7 +273,7 @@ class Capture:
         if window.entries and passes_gates(window.entries):
             reason = self._gate(window.entries)
         if reason is not None:
-            self.counters.skipped[reason] = self.counters.skipped.get(reason, 0) + 1
+            self._skip(reason)
             if job.recovered is not None:
                 self._forget_pending(job.recovered.turn)
             return
@@ -278,12 +281,19 @@ class Capture:
         if self._journal is not None:
             self._journal.add(Pending(turn=anchor.turn, after=before))
         content = self._distil(anchor, window.entries)
+        if content is None:
+            self._skip(NOTHING_TO_KEEP)
+            self._forget_pending(anchor.turn)
+            return
         known = () if content.startswith(MARKER_PREFIX) else self._recent_days()
         if known and repeats(content, recent_facts(known, self._session_id)):
-            self.counters.skipped[DUPLICATE] = self.counters.skipped.get(DUPLICATE, 0) + 1
+            self._skip(DUPLICATE)
             self._forget_pending(anchor.turn)
             return
         self._write(anchor, content)
+
+    def _skip(self, reason: str) -> None:
+        self.counters.skipped[reason] = self.counters.skipped.get(reason, 0) + 1
 
     def _gate(self, window: Sequence[BranchEntry]) -> str | None:
         try:
@@ -312,7 +322,9 @@ class Capture:
     def _anchor(self, turn: str) -> Anchor:
         return Anchor(session=self._session_id, turn=turn, transcript=str(self._transcript))
 
-    def _distil(self, anchor: Anchor, window: Sequence[BranchEntry]) -> str:
+    def _distil(self, anchor: Anchor, window: Sequence[BranchEntry]) -> str | None:
+        """The entry's content: the bullets or a marker; ``None`` when the distiller answered
+        that the exchange holds nothing to keep."""
         if self._leaving:
             raise _Left
         if self._abort.is_set():
@@ -346,7 +358,10 @@ class Capture:
                 return marker(f"distillation timed out after {settings.distill_timeout_ms}ms")
             return marker(str(error) or type(error).__name__)
         if distillation.used_model:
-            self._budget.spend()
+            self._budget.spend()  # a model's "nothing to keep" cost as much as bullets
+        if distillation.nothing_to_keep:
+            return None
+        if distillation.used_model:
             self.counters.distilled += 1
         else:
             self.counters.extractive += 1
