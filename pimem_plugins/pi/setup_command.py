@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import shutil
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -227,11 +228,19 @@ def _adapter_command(
     runs = "the adapter runs" if registered else "the adapter would run"
     overriding = environ.get("PIMEM_BIN")
     if overriding:
-        return f"{runs}: {overriding} (PIMEM_BIN, set here)", overriding
+        said = f"{runs}: {overriding} (PIMEM_BIN, set here)"
+        if not Path(overriding).is_file():
+            said += "; no such file: unset PIMEM_BIN, or point it at a pimem command"
+        return said, overriding
     record = CommandRecord.of(package)
     recorded = record.read()
     if recorded is None:
-        return f"{runs}: `pimem` on PATH (none recorded: `pimem setup pi` records this one)", None
+        on_path = shutil.which("pimem", path=environ.get("PATH"))
+        where = on_path or "there is none"
+        said = (
+            f"{runs}: `pimem` on PATH, {where} (none recorded: `pimem setup pi` records this one)"
+        )
+        return said, on_path
     said = f"{runs}: {recorded} (recorded in {record.path})"
     if not recorded.is_file():
         said += "; no such file any more: run `pimem setup pi` again"
@@ -273,13 +282,20 @@ def _check(door: Door, a: Args) -> Outcome:
     model = {} if status is None else _data(status)
     if status is not None and status.text:
         lines += status.text.splitlines()
-    ready = (
-        registered and runs is not None and Path(runs).is_file() and model.get("installed", True)
-    )
+    missing = [
+        why
+        for why, fine in (
+            ("the package is not registered with pi", registered),
+            ("the adapter would find no pimem to run", runs is not None and Path(runs).is_file()),
+            ("the offline model is not installed", model.get("installed", True)),
+        )
+        if not fine
+    ]
+    ready = not missing
     lines.append(
         "pimem is set up for pi."
         if ready
-        else "pimem is not set up for pi yet: run `pimem setup pi`."
+        else f"pimem is not set up for pi yet ({'; '.join(missing)}): run `pimem setup pi`."
     )
     data = {
         "ready": bool(ready),
