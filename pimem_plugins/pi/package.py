@@ -1,10 +1,10 @@
-"""The pi package this pimem carries, and the record of which ``pimem`` its extension runs.
+"""The pi package this pimem carries, and its command file: which ``pimem`` its extension runs.
 
 An installed wheel holds the package in ``package/`` beside this module; a development install
 (``pip install -e``) runs from a checkout, whose ``adapters/pi`` is the same package. pi loads
 either in place: a local path in pi's settings is read where it lies, never copied.
 
-The record is a small JSON file in the package's root, ``pimem-command.json``, which the
+The command file is a small JSON file in the package's root, ``pimem-command.json``, which the
 extension reads when ``PIMEM_BIN`` is not set (``adapters/pi/src/command.ts``): the package and
 the command it names belong to one installation, so upgrading pimem in place keeps both.
 """
@@ -63,17 +63,17 @@ def this_pimem() -> Path:
 
 
 @attrs.frozen
-class CommandRecord:
+class CommandFile:
     """``pimem-command.json`` in a pi package: the command its extension runs."""
 
     path: Path
 
     @classmethod
-    def of(cls, package: Path) -> CommandRecord:
+    def of(cls, package: Path) -> CommandFile:
         return cls(package / RECORD_NAME)
 
     def read(self) -> Path | None:
-        """The recorded command, or ``None`` when there is no readable record."""
+        """The recorded command, or ``None`` when there is no readable command file."""
         try:
             recorded = json.loads(self.path.read_text(encoding="utf-8")).get("command")
         except (OSError, ValueError, AttributeError):

@@ -32,7 +32,7 @@ from pimem_core.plugin import (
 )
 from pimem_plugins.pi.bridge_check import check_bridge
 from pimem_plugins.pi.package import (
-    CommandRecord,
+    CommandFile,
     bundled_package,
     is_pimem_package,
     this_pimem,
@@ -173,7 +173,7 @@ def _register(
 
 
 def _record(package: Path, command: Path, environ: Mapping[str, str]) -> tuple[list[str], bool]:
-    record = CommandRecord.of(package)
+    record = CommandFile.of(package)
     written = record.write(command)
     state = "recorded in" if written else "already recorded in"
     lines = [f"the adapter runs: {command} ({state} {record.path})"]
@@ -210,7 +210,7 @@ def _setup(door: Door, a: Args) -> Outcome:
         "package": str(package),
         **registration,
         "command": str(command),
-        "record": str(CommandRecord.of(package).path),
+        "record": str(CommandFile.of(package).path),
         "recorded": recorded,
         "model": model,
         "bridge_seconds": round(answer.seconds, 3),
@@ -232,7 +232,7 @@ def _adapter_command(
         if not Path(overriding).is_file():
             said += "; no such file: unset PIMEM_BIN, or point it at a pimem command"
         return said, overriding
-    record = CommandRecord.of(package)
+    record = CommandFile.of(package)
     recorded = record.read()
     if recorded is None:
         on_path = shutil.which("pimem", path=environ.get("PATH"))
@@ -328,7 +328,7 @@ def _remove(door: Door, a: Args) -> Outcome:
             lines.append(f"pi package: removed from {settings.path} (pi is not on PATH)")
     else:
         lines.append(f"pi package: was not registered with pi ({settings.path})")
-    record = CommandRecord.of(package)
+    record = CommandFile.of(package)
     forgotten = record.remove()
     if forgotten:
         lines.append(f"removed {record.path}")
