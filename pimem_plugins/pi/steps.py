@@ -158,7 +158,7 @@ def _register(
         lines.append(f"pi package: removed another pimem's package from pi: {other}")
     if settings.registered(package):
         lines.append(f"pi package: already registered in {settings.path}: {package}")
-        return lines, {"registered": "already", "removed": removed}
+        return lines, {"registered": "already", "replaced": removed}
     if pi is not None:
         pi.change("install", package)
         pi_changed(settings, package, expect=True, said=("`pi install`",))
@@ -166,7 +166,7 @@ def _register(
     else:
         settings.add(package)
         lines.append(f"pi package: registered in {settings.path}: {package}")
-    return lines, {"registered": "added", "removed": removed}
+    return lines, {"registered": "added", "replaced": removed}
 
 
 def _record(package: Path, command: Path, environ: Mapping[str, str]) -> tuple[list[str], bool]:
