@@ -197,7 +197,7 @@ def setup(door: Door) -> Outcome:
         *model_lines,
         *register_lines,
         *record_lines,
-        f"check: `{command} serve` started and answered ping in {answer.seconds:.1f} s",
+        f"check: `{command} serve` started and answered ping in {answer.seconds * 1000:.0f} ms",
         "pimem is set up for pi: every new pi session has memory "
         "(`pimem setup pi --check` shows this, `pimem setup pi --remove` undoes it).",
     ]
