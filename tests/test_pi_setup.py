@@ -109,8 +109,8 @@ def test_setup_check_second_run_and_remove_with_pi_on_path(
         f"pi: {tmp_path / 'pi-bin' / 'pi'} (pi 0.73.1)",
         f"offline model: already installed in {tmp_path / 'pimem-home' / 'hf-home'}",
         f"memsearch's configuration: wrote {config} (embedding with onnx / local/all-MiniLM-L6-v2)",
-        f"pi package: registered with `pi install {PACKAGE}`",
         f"the adapter runs: {THIS_PIMEM} (recorded in {RECORD})",
+        f"pi package: registered with `pi install {PACKAGE}`",
     ]
     assert done.stdout.splitlines()[-2].startswith(f"check: `{THIS_PIMEM} serve` started and ")
     assert packages(home) == [entry(home)]

@@ -189,14 +189,15 @@ def setup(door: Door) -> Outcome:
     settings = PiSettings.of(environ)
     pi, pi_line = _find_pi(settings, environ)
     model_lines, model = _model_and_config(door)
-    register_lines, registration = _register(pi, settings, package)
+    # Recorded before pi is told of the package: a registered adapter always finds its pimem.
     record_lines, recorded = _record(package, command, environ)
+    register_lines, registration = _register(pi, settings, package)
     answer = check_bridge(command, Path.cwd(), environ)
     lines = [
         pi_line,
         *model_lines,
-        *register_lines,
         *record_lines,
+        *register_lines,
         f"check: `{command} serve` started and answered ping in {answer.seconds * 1000:.0f} ms",
         "pimem is set up for pi: every new pi session has memory "
         "(`pimem setup pi --check` shows this, `pimem setup pi --remove` undoes it).",
