@@ -19,7 +19,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 ADAPTER := adapters/pi
 NODE_STAMP := $(ADAPTER)/node_modules/.installed
 
-.PHONY: venv node demo demo-cli test examples lint typecheck adapter model unit bench reliability clean
+.PHONY: venv node demo demo-cli test examples lint typecheck adapter model unit newcomer dist bench reliability clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,14 @@ model: $(STAMP)  ## the offline embedding model; written once (a few seconds), t
 unit: $(STAMP) model node  ## the Python test suite, end-to-end tests with real pi included
 	$(BIN)/pytest
 
+# Part of `make unit`; alone: pimem's wheel in a fresh venv, a fresh HOME, `pimem setup pi`,
+# then the real pi 0.73 and 1.x capture and recall (a few minutes, most of it the venv).
+newcomer: $(STAMP) node  ## the newcomer walk: the wheel, `pimem setup pi`, the real pi
+	$(BIN)/pytest tests/test_pi_setup_walk.py
+
+dist: $(STAMP)  ## pimem's wheel (the pi package inside) and sdist, into dist/
+	$(BIN)/python -m hatchling build --directory dist
+
 # Each example is installed from its directory (not editable) into the project's .venv, tested
 # through its entry point, and uninstalled again: pimem's own suite expects only its plugins.
 examples: $(STAMP)  ## install each example plugin, run its own tests, uninstall it
@@ -83,4 +91,4 @@ reliability: $(STAMP) model  ## concurrency, faults, fuzzing (>= 100,000 inputs)
 	$(BIN)/python -m reliability $(RELIABILITY_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis $(ADAPTER)/node_modules $(ADAPTER)/e2e/pi-1/node_modules
+	rm -rf $(VENV) dist .pytest_cache .mypy_cache .ruff_cache .hypothesis $(ADAPTER)/node_modules $(ADAPTER)/e2e/pi-1/node_modules

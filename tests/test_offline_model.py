@@ -280,3 +280,38 @@ def test_install_keeps_only_the_model_and_says_how_much(tmp_path: Path) -> None:
     assert again.code == 0, again.stderr
     assert f"is already installed in {pimem_home / 'hf-home'}" in again.stdout
     assert f"now hold {on_disk / 1_000_000:.0f} MB in all" in again.stdout
+
+
+def test_model_status_says_what_is_installed_and_what_memsearch_embeds_with(
+    tmp_path: Path,
+) -> None:
+    """``pimem model status`` reads, and writes nothing: the model, and memsearch's global
+    configuration (none, the offline model, another model)."""
+    empty = {"PIMEM_HOME": str(tmp_path / "empty")}
+    config = Path(os.environ["HOME"]) / ".memsearch" / "config.toml"
+    done = run_cli("model", "status", env=empty)
+    assert done.code == 0, done.stderr
+    assert done.stdout == (
+        "offline model: not installed (`pimem model install-offline` writes it to "
+        f"{tmp_path / 'empty' / 'hf-home'})\n"
+        f"memsearch's configuration: none yet ({config}); pimem writes one that selects the "
+        "offline model once it is installed\n"
+    )
+    assert not (tmp_path / "empty").exists()
+    assert not config.exists()
+
+    config.parent.mkdir(parents=True)
+    config.write_text('[embedding]\nprovider = "openai"\n')
+    data = json.loads(run_cli("model", "status", "--json", env=empty).stdout)
+    assert data["config_embedding"] == {"provider": "openai", "model": ""}
+
+    installed = {"PIMEM_HOME": str(tmp_path / "installed")}
+    (tmp_path / "installed").mkdir()
+    (tmp_path / "installed" / "hf-home").symlink_to(MODEL_HF_HOME, target_is_directory=True)
+    config.write_text('[embedding]\nprovider = "onnx"\nmodel = "local/all-MiniLM-L6-v2"\n')
+    done = run_cli("model", "status", env=installed)
+    assert done.stdout == (
+        f"offline model: local/all-MiniLM-L6-v2, installed in {tmp_path / 'installed' / 'hf-home'}\n"
+        f"memsearch's configuration: {config}, embedding with onnx / local/all-MiniLM-L6-v2 "
+        "(the offline model)\n"
+    )

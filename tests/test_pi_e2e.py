@@ -401,9 +401,11 @@ def test_missing_pimem_bin_is_one_notice_and_the_session_goes_on(
     )
     reason = (
         f'pimem could not be started from PIMEM_BIN="{missing}" (no such file), '
-        "so memory is off for this session. Set PIMEM_BIN to the pimem executable of the "
-        "Python environment where pimem is installed (for a virtual environment, its "
-        'bin/pimem), or put pimem on PATH; see "Use pimem in pi" in pimem\'s README.'
+        "so memory is off for this session. Run `pimem setup pi` with the pimem you want pi to "
+        "use (it records that command for this adapter), or set PIMEM_BIN to the pimem "
+        "executable of the Python environment where pimem is installed (for a virtual "
+        'environment, its bin/pimem), or put pimem on PATH; see "Use pimem in pi" in pimem\'s '
+        "README."
     )
     server.rules = [
         on_prompt("[n1]", ToolCall("memory_status")),

@@ -52,6 +52,7 @@ BUNDLED = {
     "memory-to-skill",
     "memsearch-llm",
     "memsearch-tools",
+    "pi-setup",
     "git-merge",
 }
 INACTIVE = {"store-command", "distill-http"}  # on only when their setting is given

@@ -81,6 +81,18 @@ def _embedding(path: Path) -> tuple[str, str]:
     return str(section.get("provider", "")), str(section.get("model", ""))
 
 
+def configured_embedding(path: Path) -> tuple[str, str] | None:
+    """The provider and model a configuration file names (``""`` for a missing one), or
+    ``None`` when there is no such file. Raises :class:`PimemError` for a file memsearch
+    cannot read."""
+    if not path.is_file():
+        return None
+    try:
+        return _embedding(path)
+    except (OSError, ValueError) as error:
+        raise PimemError(f"cannot read memsearch's configuration {path}: {error}") from None
+
+
 def use_offline_model(repository_dir: Path) -> ModelChoice:
     """Choose pimem's offline model in memsearch's global configuration, keeping every other
     setting. Raises :class:`PimemError` when the model is not installed."""

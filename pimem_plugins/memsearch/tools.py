@@ -1,9 +1,10 @@
 """The ``memsearch-tools`` plugin: the commands only the memsearch backend needs, and the model
 files its long-lived processes watch.
 
-``pimem model install-offline`` writes the offline embedding model; ``pimem config
-use-offline-model`` points memsearch's global configuration at it. Both run in the process that
-was asked (the memory service takes only the core's memory commands).
+``pimem model install-offline`` writes the offline embedding model and ``pimem model status``
+says whether it is there; ``pimem config use-offline-model`` points memsearch's global
+configuration at it. All run in the process that was asked (the memory service takes only the
+core's memory commands); ``pimem setup pi`` runs them from the command table.
 """
 
 from __future__ import annotations
@@ -22,11 +23,18 @@ from pimem_core.plugin import (
     Settings,
     hookimpl,
 )
-from pimem_plugins.memsearch.config import use_offline_model
+from pimem_plugins.memsearch.config import (
+    configured_embedding,
+    global_config_path,
+    use_offline_model,
+)
 from pimem_plugins.memsearch.offline_model import (
+    MODEL_ID,
+    PROVIDER,
     default_hf_home,
     describe_install,
     install_offline_model,
+    is_installed,
     repo_dir,
 )
 
@@ -34,6 +42,41 @@ from pimem_plugins.memsearch.offline_model import (
 def _install(door: Door, a: Args) -> Outcome:
     report = install_offline_model(a["hf_home"], progress=lambda line: door.note(f"pimem: {line}"))
     return Outcome(text=describe_install(report), data=report.to_json())
+
+
+def _status(door: Door, a: Args) -> Outcome:
+    hf_home = default_hf_home()
+    installed = is_installed(hf_home)
+    config = global_config_path()
+    embedding = configured_embedding(config)
+    if installed:
+        model_line = f"offline model: {MODEL_ID}, installed in {hf_home}"
+    else:
+        model_line = (
+            f"offline model: not installed (`pimem model install-offline` writes it to {hf_home})"
+        )
+    if embedding is None:
+        config_line = (
+            f"memsearch's configuration: none yet ({config}); pimem writes one that selects the "
+            "offline model once it is installed"
+        )
+    else:
+        provider, model = embedding
+        chosen = f"{provider or 'no provider'} / {model or 'its default model'}"
+        offline = " (the offline model)" if embedding == (PROVIDER, MODEL_ID) else ""
+        config_line = f"memsearch's configuration: {config}, embedding with {chosen}{offline}"
+    data = {
+        "installed": installed,
+        "hf_home": str(hf_home),
+        "provider": PROVIDER,
+        "model": MODEL_ID,
+        "config": str(config),
+        "config_exists": embedding is not None,
+        "config_embedding": None
+        if embedding is None
+        else {"provider": embedding[0], "model": embedding[1]},
+    }
+    return Outcome(text=f"{model_line}\n{config_line}", data=data)
 
 
 def _use_offline_model(door: Door, a: Args) -> Outcome:
@@ -57,6 +100,12 @@ COMMANDS = (
             ),
         ),
         group_help="manage the offline embedding model",
+    ),
+    Command(
+        path=("model", "status"),
+        help="whether the offline embedding model is installed, and what memsearch embeds with",
+        handler=_status,
+        project=False,
     ),
     Command(
         path=("config", "use-offline-model"),

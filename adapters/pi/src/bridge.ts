@@ -22,6 +22,8 @@ export type HostRequestHandler = (method: string, params: Record<string, unknown
 
 export interface BridgeOptions {
   command: string;
+  /** The record `command` came from, when `pimem setup pi` named it. */
+  recordedIn?: string;
   cwd: string;
   env: NodeJS.ProcessEnv;
   onHostRequest: HostRequestHandler;
@@ -56,21 +58,28 @@ const STDERR_GRACE_MS = 1_000;
 
 /** How to fix a command that cannot be started (README, "Use pimem in pi"). */
 export const START_FIX =
-  "Set PIMEM_BIN to the pimem executable of the Python environment where pimem is installed " +
-  '(for a virtual environment, its bin/pimem), or put pimem on PATH; see "Use pimem in pi" in ' +
-  "pimem's README";
+  "Run `pimem setup pi` with the pimem you want pi to use (it records that command for this " +
+  "adapter), or set PIMEM_BIN to the pimem executable of the Python environment where pimem is " +
+  'installed (for a virtual environment, its bin/pimem), or put pimem on PATH; see "Use pimem in ' +
+  "pi\" in pimem's README";
 
-/** The command as it was tried: the value of PIMEM_BIN, or `pimem` looked up on PATH. */
-export function describeCommand(command: string, env: NodeJS.ProcessEnv): string {
+/** The command as it was tried: PIMEM_BIN's value, the recorded command, or `pimem` on PATH. */
+export function describeCommand(command: string, env: NodeJS.ProcessEnv, recordedIn?: string): string {
   if (env.PIMEM_BIN === command) return `PIMEM_BIN="${command}"`;
+  if (recordedIn !== undefined) return `"${command}" (recorded by pimem setup pi in ${recordedIn})`;
   return command.includes("/") ? `"${command}"` : `"${command}" on PATH`;
 }
 
 /** Why `command` never ran as a bridge (`why` is what went wrong), and how to fix it. */
-export function startFailureMessage(command: string, env: NodeJS.ProcessEnv, why: string): string {
-  const unset = env.PIMEM_BIN ? "" : "; PIMEM_BIN is not set";
+export function startFailureMessage(
+  command: string,
+  env: NodeJS.ProcessEnv,
+  why: string,
+  recordedIn?: string,
+): string {
+  const unset = env.PIMEM_BIN || recordedIn !== undefined ? "" : "; PIMEM_BIN is not set";
   return sentences(
-    `pimem could not be started from ${describeCommand(command, env)} (${why}${unset}), ` +
+    `pimem could not be started from ${describeCommand(command, env, recordedIn)} (${why}${unset}), ` +
       "so memory is off for this session",
     START_FIX,
   );
@@ -124,7 +133,8 @@ export class Bridge {
       this.child.on("error", (error: NodeJS.ErrnoException) => {
         // Also a failed kill, which changes nothing here: its exit still follows.
         if (this.child.pid !== undefined) return;
-        finish(startFailureMessage(options.command, options.env, spawnFailure(options.command, error)), false);
+        const why = spawnFailure(options.command, error);
+        finish(startFailureMessage(options.command, options.env, why, options.recordedIn), false);
       });
       const report = (code: number | null, signal: NodeJS.Signals | null) => {
         const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
@@ -133,7 +143,7 @@ export class Bridge {
           finish(`the pimem bridge ${how}${last ? ` (last message: ${last})` : ""}`, true);
         } else {
           const why = `it ${how} before it was ready${last ? `; last message: ${last}` : ""}`;
-          finish(startFailureMessage(options.command, options.env, why), false);
+          finish(startFailureMessage(options.command, options.env, why, options.recordedIn), false);
         }
       };
       this.child.on("exit", (code, signal) => {

@@ -22,6 +22,8 @@ export interface SessionParams {
 
 export interface ConnectionOptions {
   command: string;
+  /** The record `command` came from, when `pimem setup pi` named it. */
+  recordedIn?: string;
   env: NodeJS.ProcessEnv;
   onHostRequest: HostRequestHandler;
   spawn?: Spawn;
@@ -155,6 +157,7 @@ export class Connection {
     this.spawns += 1;
     const bridge = new Bridge({
       command: this.options.command,
+      recordedIn: this.options.recordedIn,
       cwd: session.cwd,
       env: this.options.env,
       spawn: this.options.spawn,

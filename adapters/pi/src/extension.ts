@@ -2,6 +2,7 @@
 
 import { appendFileSync } from "node:fs";
 import type { Spawn } from "./bridge.ts";
+import { resolveCommand } from "./command.ts";
 import { registerCommands } from "./commands.ts";
 import { Connection, withDeadline } from "./connection.ts";
 import { type Complete, completeWithRegistry, modelCatalog, piComplete } from "./host-model.ts";
@@ -20,8 +21,10 @@ const SETTLED_TIMEOUT_MS = 2_000;
 export const HIDDEN_MESSAGE_TYPE = "pimem-context";
 
 export interface Dependencies {
-  /** The `pimem` command (`PIMEM_BIN`, else `pimem` on PATH). */
+  /** The `pimem` command (`PIMEM_BIN`, else the one `pimem setup pi` recorded, else on PATH). */
   command: string;
+  /** The record `command` came from, when `pimem setup pi` named it. */
+  recordedIn?: string;
   env: NodeJS.ProcessEnv;
   complete: Complete;
   spawn?: Spawn;
@@ -31,12 +34,13 @@ export interface Dependencies {
   stderr?: (line: string) => void;
 }
 
-export function defaultDependencies(env: NodeJS.ProcessEnv = process.env): Dependencies {
+/** What the extension uses in pi; `packageRoot` is this package's directory. */
+export function defaultDependencies(env: NodeJS.ProcessEnv = process.env, packageRoot?: string): Dependencies {
   const file = env.PIMEM_PI_TIMINGS;
   const timing = file
     ? (step: string, ms: number) => appendFileSync(file, `${JSON.stringify({ step, ms })}\n`)
     : undefined;
-  return { command: env.PIMEM_BIN || "pimem", env, complete: piComplete, timing };
+  return { ...resolveCommand(env, packageRoot), env, complete: piComplete, timing };
 }
 
 /** Runs `handler`, reporting how long it took until it returned (or its promise settled). */
@@ -85,6 +89,7 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
 
   const connection = new Connection({
     command: deps.command,
+    recordedIn: deps.recordedIn,
     env: deps.env,
     spawn: deps.spawn,
     onReady: deps.timing && ((ms) => deps.timing?.("bridge_ready", ms)),

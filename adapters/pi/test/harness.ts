@@ -129,6 +129,8 @@ export interface SetupOptions {
   command?: string;
   /** The command, as PIMEM_BIN names it (else PIMEM_BIN is not set). */
   pimemBin?: string;
+  /** The record `pimem setup pi` wrote the command in (the command is then `command`). */
+  recordedIn?: string;
   context?: Partial<FakeContextOptions>;
   complete?: (request: CompletionRequest) => Promise<string>;
 }
@@ -169,6 +171,7 @@ export function setup(t: TestContext, options: SetupOptions = {}): Setup {
   const { PIMEM_BIN: _outer, ...outer } = process.env;
   const deps: Dependencies = {
     command: options.pimemBin ?? options.command ?? FAKE_PIMEM,
+    recordedIn: options.recordedIn,
     env: {
       ...outer,
       ...(options.pimemBin === undefined ? {} : { PIMEM_BIN: options.pimemBin }),

@@ -7,7 +7,8 @@ import { describe, test } from "node:test";
 import { FAKE_PIMEM, exited, fakeContext, killAndWait, poll, setup } from "./harness.ts";
 
 const START_FIX = new RegExp(
-  "Set PIMEM_BIN to the pimem executable of the Python environment where pimem is installed .*, " +
+  "Run `pimem setup pi` with the pimem you want pi to use \\(it records that command for this adapter\\), " +
+    "or set PIMEM_BIN to the pimem executable of the Python environment where pimem is installed .*, " +
     `or put pimem on PATH; see "Use pimem in pi" in pimem's README\\.$`,
 );
 
@@ -31,7 +32,7 @@ describe("a command that cannot be started", () => {
       return true;
     });
     assert.equal(
-      reason.split(". Set PIMEM_BIN")[0],
+      reason.split(". Run `pimem setup pi`")[0],
       `pimem could not be started from PIMEM_BIN="${missing}" (no such file), so memory is off for this session`,
     );
     assert.match(reason, START_FIX);
@@ -69,7 +70,7 @@ describe("a command that cannot be started", () => {
         error.message,
         new RegExp(
           '^memory_status failed: pimem could not be started from "pimem-not-on-any-path" on PATH ' +
-            "\\(not found; PIMEM_BIN is not set\\), so memory is off for this session\\. Set PIMEM_BIN",
+            "\\(not found; PIMEM_BIN is not set\\), so memory is off for this session\\. Run `pimem setup pi`",
         ),
       );
       return true;
