@@ -886,15 +886,26 @@ def _print_run_table(lines: Sequence[Mapping[str, Any]]) -> str:
         ("pi", "What", "without (p50)", "with (p50)", "added (p50)", "added (max)", "pairs"),
         rows,
     )
+    before = _before()
     return f"""
 
 What the adapter costs a user who runs pi once: pairs of one-prompt `pi -p` runs in the same
-project, the first without the adapter and the second with it, back to back. pi's exit is
-timed from the first bytes of the answer on stdout to the process's end. The added time is
-the median of the pairs' differences. Capture is flushed before pi exits. The last index run
-goes on in the bridge after pi has gone ([the pi adapter](pi-adapter.md#what-pi-waits-for)).
+project, the first without the adapter and the second with it, back to back, the bridges
+relaying to the user's memory service as pimem runs by default. pi's exit is timed from the
+first bytes of the answer on stdout to the process's end. The added time is the median of the
+pairs' differences. Capture is flushed before pi exits. The last index run goes on after pi has
+gone ([the pi adapter](pi-adapter.md#what-pi-waits-for)). Before the memory service, with
+bridges in process, the adapter added {before} to a one-prompt run.
 
 {table}"""
+
+
+def _before() -> str:
+    from bench.pi_latency import BEFORE_PRINT_RUN_EXTRA_MS
+
+    return " and ".join(
+        f"{ms:.0f} ms (pi {line})" for line, ms in sorted(BEFORE_PRINT_RUN_EXTRA_MS.items())
+    )
 
 
 def plot_pi_part(pi: Mapping[str, Any], directory: Path) -> None:
@@ -929,7 +940,7 @@ entries, against a scripted model on 127.0.0.1 that answers at once; auto-contex
 on. Per line: one RPC session of {plan["prompts"]} prompts, which waits after the first prompt
 until its bridge is idle (a user's second prompt comes after the agent's first answer); one of
 {plan["startup_prompts"]} prompts sent back to back from the start; and {plan["print_runs"]}
-runs of `pi -p`, each with a bridge of its own.
+runs of `pi -p`, each with a bridge of its own, relaying to the memory service.
 
 ![The pi adapter]({plots}/{PI_PLOT})
 
