@@ -127,11 +127,13 @@ def test_write_index_search_expand_forget_round_trip(
     assert (section["start_line"], section["end_line"]) == (best["start_line"], best["end_line"])
     assert section["content"] == best["content"]
     text = ok(pimem(memsearch_env, "expand", str(best["chunk_hash"]), "--cwd", str(repo)))
-    assert text.startswith(f"{best['source']}:{best['start_line']}-{best['end_line']} | 22:41\n")
+    # The file is shown relative to the project; the JSON keeps the whole path.
+    shown = Path(str(best["source"])).relative_to(repo)
+    assert text.startswith(f"{shown}:{best['start_line']}-{best['end_line']} | 22:41\n")
     # The transcript is not on this machine: a line above the anchor says the entry is all.
     assert text.endswith(
         "the entry above is all that was kept of it.\n"
-        "session: s1\nturn: t1\ntranscript: /home/user/s1.jsonl\n"
+        "session: s1 | turn: t1\ntranscript: /home/user/s1.jsonl\n"
     )
     assert section["transcript_on_this_machine"] is False
 

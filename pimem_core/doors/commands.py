@@ -422,8 +422,10 @@ def _expand(door: Door, a: Args) -> Outcome:
     )
     # A store shared through git holds entries of sessions that ran on a teammate's machine.
     here = section.anchor is None or os.path.exists(section.anchor.transcript)
+    # Paths read relative to the session's project; another project's stay whole.
+    project = None if foreign else scope.repository_dir
     return Outcome(
-        text=render_section(section, transcript_here=here),
+        text=render_section(section, transcript_here=here, project=project),
         data=section_to_json(section, transcript_here=here),
         key="section",
     )
@@ -450,9 +452,11 @@ def _status(door: Door, a: Args) -> Outcome:
 
 
 def _transcript(door: Door, a: Args) -> Outcome:
-    request = TranscriptRequest(
-        path=a["transcript_path"], turn=a["turn"], context=a["context"], limit=a["limit"]
-    )
+    # Expand shows paths under ~ or relative to the project: taken back as shown.
+    path: Path = a["transcript_path"].expanduser()
+    if not path.is_absolute():
+        path = door.base_dir() / path
+    request = TranscriptRequest(path=path, turn=a["turn"], context=a["context"], limit=a["limit"])
     try:
         transcript = door.pimem.read_transcript(request)
     except TranscriptNotHere:
