@@ -484,7 +484,7 @@ class Pimem:
             sections.append(
                 StatusSection(
                     name="backend",
-                    rank=10,
+                    rank=8,
                     lines=(f"backend: unavailable ({unavailable})",),
                     data={"available": False, "reason": str(unavailable)},
                 )

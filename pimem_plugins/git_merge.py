@@ -146,14 +146,14 @@ def _status(place: StorePlace, union_on: bool) -> StatusSection:
     }
     if place.work_tree is None or place.pattern is None:
         line = f"git: {place.why_not}; pimem leaves .gitattributes alone"
-        return StatusSection(name="git", rank=53, lines=(line,), data={**data, "why_not": line})
+        return StatusSection(name="git", rank=70, lines=(line,), data={**data, "why_not": line})
     is_ignored = ignored(place, place.sample())
     merge, driver = _effective_merge(place), _driver_defined(place.work_tree)
     said = merge_attribute(_read(place.work_tree / ATTRIBUTES), place.pattern)
     data.update(ignored=is_ignored, merge=merge, driver_defined=driver, gitattributes=said)
     if is_ignored:
         line = "git: git ignores the daily memory files: nothing of them is merged"
-        return StatusSection(name="git", rank=53, lines=(line,), data=data)
+        return StatusSection(name="git", rank=70, lines=(line,), data=data)
     lines = [f"git: daily memory files ({place.pattern}) merge by {_how(merge, driver)}"]
     if said is not None:
         lines.append(
@@ -171,7 +171,7 @@ def _status(place: StorePlace, union_on: bool) -> StatusSection:
             "  merges that keep forgets and entries of the same minute apart: `pimem git "
             "merge-driver` (once per clone)"
         )
-    return StatusSection(name="git", rank=53, lines=tuple(lines), data=data)
+    return StatusSection(name="git", rank=70, lines=tuple(lines), data=data)
 
 
 def _how(merge: str | None, driver: bool) -> str:

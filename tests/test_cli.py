@@ -443,3 +443,29 @@ def test_a_reader_that_stops_early_gets_no_traceback() -> None:
         stderr = process.stderr.read().decode()
     assert process.wait(timeout=60) == 0
     assert "Traceback" not in stderr
+
+
+def test_status_leads_with_how_memory_is_doing_and_ends_with_its_setup(repo: Path) -> None:
+    """What a reader sees first (pi's TUI shows the start of a tool's answer) is health: the
+    store's day, the index, auto-context; then the scope lines, then how memory is set up,
+    the plugins' settings last."""
+    result = run_cli("status", "--cwd", str(repo))
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    scope_at = lines.index(f"scope: {repo}")
+    health, setup = lines[:scope_at], lines[scope_at:]
+    assert health[0] == "today in this store (all sessions): no entries yet"
+    assert [line.split(":", 1)[0] for line in health[1:]] == [
+        "index",
+        "indexed chunks",
+        "auto-context",
+    ]
+    assert setup[:3] == [
+        f"scope: {repo}",
+        f"store: {repo / '.memsearch' / 'memory'}",
+        setup[2],
+    ]
+    assert setup[2].startswith("collection: ")
+    for first_words in ("backend: available", "index state: ", "ranker: ", "git: "):
+        assert any(line.startswith(first_words) for line in setup), first_words
+    assert setup[-5] == "plugin settings:"

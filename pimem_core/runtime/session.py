@@ -297,7 +297,7 @@ class Session:
             lines.append(f"last index run: failed ({self.indexer.last_failure})")
         yield StatusSection(
             name="capture",
-            rank=50,
+            rank=20,
             lines=lines,
             data={
                 "enabled": settings.capture,

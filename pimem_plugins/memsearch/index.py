@@ -54,7 +54,7 @@ from pimem_plugins.memsearch.engine import (
 )
 from pimem_plugins.memsearch.ledger import DayFile
 from pimem_plugins.memsearch.work_queue import BackendQueue
-from pimem_plugins.shared.index_state import index_status_section
+from pimem_plugins.shared.index_state import index_status_sections
 from pimem_plugins.shared.layout import has_memory_files
 
 if TYPE_CHECKING:
@@ -399,14 +399,14 @@ class MemsearchMemoryIndex:
         if availability.reason is not None:
             yield StatusSection(
                 name="backend",
-                rank=10,
+                rank=8,  # a problem: with the health sections
                 lines=(
                     f"backend: unavailable ({availability.reason})",
                     install_instructions(availability.reason),
                 ),
                 data={"available": False, "reason": availability.reason},
             )
-            yield index_status_section(scope)  # the state file is read without memsearch
+            yield from index_status_sections(scope)  # the state file is read without memsearch
             return
         try:
             described = self.queue.run(
@@ -416,7 +416,7 @@ class MemsearchMemoryIndex:
             described = {"error": str(error)}
         yield StatusSection(
             name="backend",
-            rank=10,
+            rank=60,
             lines=(
                 f"backend: available (memsearch {availability.version}, in-process)",
                 *(f"{key}: {value}" for key, value in described.items()),
@@ -425,11 +425,11 @@ class MemsearchMemoryIndex:
         )
         yield StatusSection(
             name="bootstrap",
-            rank=30,
+            rank=61,
             lines=(f"bootstrap: {engine.bootstrap_note}",),
             data={"note": engine.bootstrap_note},
         )
-        yield index_status_section(scope)
+        yield from index_status_sections(scope)
         yield self._chunks_section()
         yield self._ranker_section()
 
@@ -438,7 +438,7 @@ class MemsearchMemoryIndex:
         if recall is None:
             return StatusSection(
                 name="ranker",
-                rank=65,
+                rank=63,
                 lines=("ranker: memsearch's hybrid search (PIMEM_RANKER=memsearch)",),
                 data={"ranker": "memsearch"},
             )
@@ -456,7 +456,7 @@ class MemsearchMemoryIndex:
                 "origin": recall.origin,
                 "facts_pending": pending,
             }
-        return StatusSection(name="ranker", rank=65, lines=(line,), data=data)
+        return StatusSection(name="ranker", rank=63, lines=(line,), data=data)
 
     def _chunks_section(self) -> StatusSection:
         scope, engine = self.scope, self.engine
@@ -471,7 +471,7 @@ class MemsearchMemoryIndex:
                 lines += (f"the memory database could not be used. {self._rebuild(said)}",)
             return StatusSection(
                 name="chunks",
-                rank=60,
+                rank=31,
                 lines=lines,
                 data={"indexed_chunks": None, "error": str(error)},
             )
@@ -481,7 +481,7 @@ class MemsearchMemoryIndex:
             line = "indexed chunks: 0 (collection not created yet; `pimem index` builds it)"
         else:
             line = "indexed chunks: 0 (no memory yet; write or capture something first)"
-        return StatusSection(name="chunks", rank=60, lines=(line,), data={"indexed_chunks": count})
+        return StatusSection(name="chunks", rank=31, lines=(line,), data={"indexed_chunks": count})
 
 
 class _EngineCollection:
