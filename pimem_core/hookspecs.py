@@ -173,11 +173,17 @@ class PimemSpecs:
         """
 
     @_hookspec
-    def pimem_observe_change(self, scope: Scope, change: StoreChange, settings: Settings) -> None:
+    def pimem_observe_change(
+        self, scope: Scope, change: StoreChange, settings: Settings
+    ) -> str | None:
         """Notification: the memory store of *scope* changed (an append, a forget, a compaction).
 
         Every implementation is called. Indexers schedule a re-index here. Keep it quick:
         it runs on the writer's path.
+
+        :return: ``None``, or one line for whoever made the change when the plugin did
+            something beside it they should know of (``git-merge``: a line it added to the
+            repository's ``.gitattributes``); ``memory_write`` and ``pimem write`` show it.
         """
 
     @_hookspec(firstresult=True)

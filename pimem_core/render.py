@@ -301,6 +301,17 @@ def render_redaction(redaction: Redaction) -> str:
     )
 
 
+def render_redacted(found: Sequence[tuple[str, int]]) -> str:
+    """What a write says when it took secrets out: how many of which kinds, never the secret."""
+    total = sum(count for _, count in found)
+    kinds = ", ".join(f"{count} {name}" for name, count in found)
+    what = "a secret" if total == 1 else f"{total} secrets"
+    return (
+        f"Redacted {what} before saving ({kinds}): the entry holds [REDACTED:<kind>] in "
+        f"{'its' if total == 1 else 'their'} place, and memory keeps no copy."
+    )
+
+
 def redaction_to_json(redaction: Redaction) -> dict[str, object]:
     return {
         "file": str(redaction.file),

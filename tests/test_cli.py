@@ -77,7 +77,26 @@ def test_write_json_output(repo: Path) -> None:
     assert json.loads(result.stdout) == {
         "file": str(repo / ".memsearch/memory/2026-08-13.md"),
         "conflicted": False,
+        "redacted": {},
+        "notices": [],
     }
+
+
+def test_write_says_how_many_secrets_of_which_kinds_it_redacted(repo: Path) -> None:
+    # Built here, so that no key-shaped string is committed for secret scanners to flag.
+    aws = "AKIA" + "QX7RT2WM9KLP4ZB3"
+    openai = "sk-" + "proj" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z" * 2
+    content = f"- the deploy key is {aws}\n- the model key is {openai}, the old one {aws}"
+    result = run_cli("write", content, "--cwd", str(repo), *ANCHOR)
+    assert result.code == 0, result.stderr
+    said = result.stdout.splitlines()
+    assert said[1] == (
+        "Redacted 3 secrets before saving (1 openai-api-key, 2 aws-access-key): the entry "
+        "holds [REDACTED:<kind>] in their place, and memory keeps no copy."
+    )
+    assert aws not in result.stdout and openai not in result.stdout
+    data = json.loads(run_cli("write", f"- {aws}", "--cwd", str(repo), "--json", *ANCHOR).stdout)
+    assert data["redacted"] == {"aws-access-key": 1}
 
 
 def test_status_shows_what_the_store_holds_today_from_every_session(repo: Path) -> None:

@@ -36,6 +36,7 @@ from pimem_core.render import (
     redaction_to_json,
     render_cross_repo,
     render_hits,
+    render_redacted,
     render_redaction,
     render_section,
     render_status,
@@ -341,18 +342,32 @@ class Command:
 
 
 def _write(door: Door, a: Args) -> Outcome:
+    # Scrubbed here as well as by the facade, to tell the writer what was taken out.
+    scrubbed = door.pimem.scrubber.scrubbed(door.content(a["content"]))
     entry = Entry(
         anchor=Anchor(session=a["session"], turn=a["turn"], transcript=a["transcript"]),
-        content=door.content(a["content"]),
+        content=scrubbed.text,
         written_at=door.pimem.settings.now(),
     )
-    file = door.pimem.append_entry(door.scope(), entry)
-    text = f"Saved the memory entry to {file}"
+    notices: list[str] = []
+    file = door.pimem.append_entry(door.scope(), entry, on_notice=notices.append)
+    lines = [f"Saved the memory entry to {file}"]
+    if scrubbed.found:
+        lines.append(render_redacted(scrubbed.found))
     conflicted = _conflicted(door, entry.written_at.date())
     if conflicted:
         # Kept all the same, below the markers: said now so that the merge gets resolved.
-        text += f"\nNote: the entry went below the markers: {describe_conflicted([file])}"
-    return Outcome(text=text, data={"file": str(file), "conflicted": conflicted})
+        lines.append(f"Note: the entry went below the markers: {describe_conflicted([file])}")
+    lines += notices
+    return Outcome(
+        text="\n".join(lines),
+        data={
+            "file": str(file),
+            "conflicted": conflicted,
+            "redacted": dict(scrubbed.found),
+            "notices": notices,
+        },
+    )
 
 
 def _conflicted(door: Door, day: date) -> bool:
