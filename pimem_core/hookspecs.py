@@ -138,7 +138,9 @@ class PimemSpecs:
                 return None
 
         :param window: the exchange's entries, oldest first: the user's prompt, the
-            assistant's messages (their text and tool calls) and the tool results.
+            messages the host injected with it (``kind="custom_message"``: the pi adapter's
+            ``/recall`` instruction, auto-context), the assistant's messages (their text and
+            tool calls) and the tool results.
         :returns: a reason of a few words, counted as given, or ``None``.
         """
 
