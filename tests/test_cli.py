@@ -94,7 +94,8 @@ def test_write_says_how_many_secrets_of_which_kinds_it_redacted(repo: Path) -> N
         "Redacted 3 secrets before saving (1 openai-api-key, 2 aws-access-key): the entry "
         "holds [REDACTED:<kind>] in their place, and memory keeps no copy."
     )
-    assert aws not in result.stdout and openai not in result.stdout
+    assert aws not in result.stdout
+    assert openai not in result.stdout
     data = json.loads(run_cli("write", f"- {aws}", "--cwd", str(repo), "--json", *ANCHOR).stdout)
     assert data["redacted"] == {"aws-access-key": 1}
 
