@@ -91,6 +91,8 @@ export class Connection {
   private keptInProgress = false;
   /** The leaf of the last settle sent: where the next exchange's window begins. */
   private lastSettled: string | null = null;
+  /** Settles sent and not answered: a bridge dying under one dies during its exchange. */
+  private settling = 0;
   private closing = false;
   /** Where pimem said to record this session's failures (from session.start). */
   private recordPath: string | undefined;
@@ -160,6 +162,8 @@ export class Connection {
       this.spawn();
     }
     const bridge = this.bridge;
+    const settle = method === "session.settled";
+    if (settle) this.settling += 1;
     try {
       return await this.send(bridge, method, params, options);
     } catch (error) {
@@ -187,7 +191,10 @@ export class Connection {
         throw again;
       }
     } finally {
-      if (method === "session.settled" && typeof params.leaf === "string") this.lastSettled = params.leaf;
+      if (settle) {
+        this.settling -= 1;
+        if (typeof params.leaf === "string") this.lastSettled = params.leaf;
+      }
     }
   }
 
@@ -277,7 +284,7 @@ export class Connection {
     record.failures.push({ at: new Date().toISOString(), reason });
     if (this.crashes > (this.options.maxRespawns ?? MAX_RESPAWNS)) {
       this.gaveUp = true;
-      this.keepNextSettle = this.options.busy?.() ?? false;
+      this.keepNextSettle = (this.options.busy?.() ?? false) || this.settling > 0;
       this.keptInProgress = this.keepNextSettle;
       record.memory_off_at = new Date().toISOString();
       record.handover = true;

@@ -100,9 +100,12 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
   let lastSnapshot: string | undefined;
   let settledEventExists = false;
   // Whether an agent run began since the last settle: a pi 0.73 session that ends without one
-  // (a prompt an input handler took, say) has nothing to capture, and memory turning off
-  // during one keeps its exchange.
+  // (a prompt an input handler took, say) has nothing to capture.
   let runToSettle = false;
+  // Runs begun and settled: memory turning off while one is in progress keeps its exchange.
+  // Counted, since pi 0.73 may handle a run's agent_end after the next run began.
+  let runs = 0;
+  let settled = 0;
 
   const connection = new Connection({
     command: deps.command,
@@ -112,7 +115,7 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
     // Known within moments of session_start (a missing command at once): the one notice.
     onStartFailure: (message) => notifyUser(sessionCtx, message, deps.stderr ?? writeStderr),
     onGiveUp: (message) => notifyUser(sessionCtx, message, deps.stderr ?? writeStderr),
-    busy: () => runToSettle,
+    busy: () => runs > settled,
     onHostRequest: (method, params) =>
       method === "complete"
         ? completeWithRegistry(registry, params, deps.complete)
@@ -123,6 +126,7 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
 
   const settle = (ctx: ContextLike): Promise<unknown> => {
     runToSettle = false;
+    settled = Math.min(settled + 1, runs);
     const leaf = ctx.sessionManager.getLeafId();
     if (!leaf) return Promise.resolve();
     return connection
@@ -152,6 +156,7 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
 
   pi.on("before_agent_start", timed("before_agent_start", deps.timing, async (event: BeforeAgentStartEvent) => {
     runToSettle = true;
+    runs += 1;
     // Said to the model whether memory answers or not: the skill's tools say the rest.
     const recall = takeRecall(event.prompt);
     const wait = prompts++ === 0 ? FIRST_PROMPT_WAIT_MS : PROMPT_WAIT_MS;

@@ -330,6 +330,25 @@ describe("the failure record", () => {
   });
 });
 
+describe("the failure record, a settle in flight", () => {
+  test("a bridge that dies under a settle as memory turns off keeps that settle's exchange", async (t) => {
+    const dir = setup(t).dir;
+    const path = join(dir, "records", "session.json");
+    const answers = { "session.start": { scope: {}, failure_record: path } };
+    const s = setup(t, { script: { answers, crash: ["session.settled"] } });
+    await s.startSession();
+    for (let crash = 1; crash <= 2; crash++) {
+      await killAndWait(s.children.at(-1)!);
+      await s.callTool("memory_status");
+    }
+    s.ctx.leaf = "entry-3";
+    await s.pi.fire("agent_settled", {}, s.ctx);
+    await poll(() => (existsSync(path) && (JSON.parse(readFileSync(path, "utf8")).kept as unknown[]).length > 0 ? true : undefined));
+    assert.deepEqual(JSON.parse(readFileSync(path, "utf8")).kept, [{ turn: "entry-3", after: null }]);
+    assert.match(s.stderr[0]!, /The exchange in progress is kept: the next pi session in this project captures it\./);
+  });
+});
+
 describe("shutdown", () => {
   test("a bridge that ignores the end of stdin is killed after the grace period", async (t) => {
     const s = setup(t, { script: { ignoreEof: true } });
