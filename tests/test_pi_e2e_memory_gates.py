@@ -25,9 +25,11 @@ from typing import Any
 import pytest
 
 from bench.pi_host import (
+    ChatRequest,
     ModelServer,
     PiWorld,
     RpcSession,
+    Rule,
     SessionFile,
     Text,
     ToolCall,
@@ -338,12 +340,6 @@ def run_pimem(world: PiWorld, *args: str) -> str:
 # -- /recall ---------------------------------------------------------------------------------
 
 
-def recall_prompt(query: str) -> str:
-    """What the ``/recall`` template (adapters/pi/prompts/recall.md) makes of *query*."""
-    body = (ADAPTER / "prompts" / "recall.md").read_text(encoding="utf-8").split("---\n", 2)[2]
-    return body.replace("$@", query).strip()
-
-
 def test_recall_alone_in_print_mode_shows_the_usage_and_sends_nothing(world: PiWorld) -> None:
     """``pi -p /recall``: one line on stderr (print mode has no UI), no request to the model."""
     run = world.run("/recall")
@@ -363,15 +359,37 @@ def test_a_print_run_without_a_reply_leaves_memory_alone(world: PiWorld) -> None
     assert read_text(world.day_file(DAY)) == ""
 
 
-def test_recall_without_a_query_is_stopped_and_with_one_is_not_captured(world: PiWorld) -> None:
+def user_texts(request: ChatRequest) -> list[str]:
+    """The user-role messages the model received, in order (pi sends a hidden message so)."""
+    return [text_of(m.get("content")) for m in request.messages if m.get("role") == "user"]
+
+
+def asked_with(words: str, reply: Text) -> Rule:
+    """The agent's first request for a prompt one of whose user messages holds *words*."""
+    return Rule(
+        f"asked {words!r}",
+        lambda r: (
+            not r.is_distillation
+            and r.last.get("role") == "user"
+            and any(words in text for text in user_texts(r))
+        ),
+        reply,
+    )
+
+
+def test_recall_without_a_query_is_stopped_and_with_one_shows_only_the_query(
+    world: PiWorld,
+) -> None:
     """In one RPC session: ``/recall`` with only spaces, then only ``--all``: the user gets the
-    usage as a notification, twice, and the model no request. With a query, the model gets
-    the recall prompt, and that exchange is not captured."""
+    usage as a notification, twice, and the model no request. With a query, the user's message
+    (what pi shows, what the session keeps) is the query alone; the model gets the instruction
+    to answer from memory beside it, as a message the user does not see; and that exchange is
+    not captured."""
     server, day_file = world.server, world.day_file(DAY)
-    query = "--all which cache did we pick"
+    query = "which cache did we pick"
     server.rules = [
-        on_prompt("which cache did we pick", Text("From memory: Redis.")),
-        on_prompt("[r3]", Text("Noted.")),
+        on_prompt("[r3]", Text("Noted.")),  # first: the query is in [r3]'s history too
+        asked_with(query, Text("From memory: Redis.")),
         on_distill(Text("- the user picked Redis for the session cache"), marker="[r3]"),
     ]
     with world.rpc() as pi:
@@ -380,8 +398,15 @@ def test_recall_without_a_query_is_stopped_and_with_one_is_not_captured(world: P
         wait_for(lambda: len(notices(pi)) == 2, 10, "the usage, twice")
         assert server.requests == []
 
-        records = pi.prompt(f"/recall {query}")
+        records = pi.prompt(f"/recall --all {query}")
         assert "From memory: Redis." in assistant_texts(records)
+        # What pi shows the user as their message: the query.
+        shown = [
+            text_of(record["message"]["content"])
+            for record in records
+            if record.get("type") == "message_end" and record["message"].get("role") == "user"
+        ]
+        assert shown == [query]
         # Capture takes one exchange at a time, in order: once [r3] is written, the recall
         # exchange has been through the gates.
         pi.prompt("[r3] We picked Redis for the session cache.")
@@ -390,11 +415,25 @@ def test_recall_without_a_query_is_stopped_and_with_one_is_not_captured(world: P
 
     assert notices(pi) == [("notify", RECALL_USAGE, "warning")] * 2
     assert pimem_lines(pi.stderr) == []
-    asked = [request.prompt for request in server.agent_requests()]
-    assert asked == [recall_prompt(query), "[r3] We picked Redis for the session cache."]
-    assert asked[0].startswith(f"{RECALL_PROMPTS[0]} {query}\n\n")
+    recall, noted = server.agent_requests()
+    said, instruction = user_texts(recall)
+    assert said == query
+    assert instruction.startswith(f"{RECALL_PROMPTS[0]} the user's message above is a /recall ")
+    assert instruction.endswith(
+        'It came with --all: search every project at once (memory_search with scope "all"), '
+        "not this project first."
+    )
+    assert user_texts(noted)[-1] == "[r3] We picked Redis for the session cache."
     (path,) = world.session_files()
     session = read_session(path)
+    # The session keeps the query as the user's words; the instruction stays hidden.
+    assert [text_of(e["message"]["content"]) for e in session.messages("user")] == [
+        query,
+        "[r3] We picked Redis for the session cache.",
+    ]
+    (hidden,) = [e for e in session.entries if e.get("type") == "custom_message"]
+    assert hidden["display"] is False
+    assert text_of(hidden["content"]) == instruction
     bullets = "- the user picked Redis for the session cache"
     assert day_file.read_text() == entry_bytes(session, exchange_ends(session)[1], bullets)
     assert [request.prompt for request in server.distillations()] == [
