@@ -296,12 +296,12 @@ def test_memory_off_after_repeated_crashes_keeps_the_turn_in_progress(world: PiW
     first = read_session(path)
 
     # The user runs pimem status: it leads with what happened to that session.
-    status = run_pimem(world, "status").splitlines()
-    assert status[0].startswith(
+    told = run_pimem(world, "status").splitlines()
+    assert told[0].startswith(
         f"failures: the memory bridge of session {first.id} stopped 3 times; the last time "
-    ), status
-    assert status[1].startswith("  memory was off for the rest of that session from ")
-    assert status[2] == (
+    ), told
+    assert told[1].startswith("  memory was off for the rest of that session from ")
+    assert told[2] == (
         "  1 exchange of it kept for capture: the next session in this project captures it"
     )
 
