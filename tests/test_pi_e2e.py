@@ -284,7 +284,9 @@ def test_forget_by_chunk_hash_leaves_snapshot_file_and_index(world: PiWorld) -> 
     assert system_prompt(server, "[s4]").endswith(f"\n\n{snapshot(remaining)}")
     assert "PostgreSQL" not in system_prompt(server, "[s4]")
     searched = tool_message(server, "[s4]", "memory_search")
-    assert "PostgreSQL" not in searched
+    # The forgotten entry is not among the hits, and what is left is not about the question.
+    assert searched.startswith("No hit reaches the relevance threshold of 0.30")
+    assert "PostgreSQL" not in searched.split("\n\n", 1)[1]
     assert {hit.content for hit in read_hits(searched)} == {bullets(OTHER_ENTRY)}
     assert day_file.read_text() == remaining  # a recall question is not memory either
     check_accounting(world, [first, third, fourth], entries=1)
