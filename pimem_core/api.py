@@ -229,12 +229,16 @@ class Pimem:
 
     # -- storage -------------------------------------------------------------------------------
 
-    def append_entry(self, scope: Scope, entry: Entry) -> Path:
-        """Scrub *entry* of secrets, write it and announce the change (indexers re-index)."""
+    def append_entry(
+        self, scope: Scope, entry: Entry, *, on_notice: Callable[[str], None] | None = None
+    ) -> Path:
+        """Scrub *entry* of secrets, write it and announce the change (indexers re-index).
+        *on_notice* hears what an observer did beside the write that its writer should know
+        (a line added to ``.gitattributes``)."""
         entry = attrs.evolve(entry, content=self.scrubber.scrub(entry.content))
         with self._service("MemoryStore.append_entry"):
             file = self.store(scope).append_entry(entry)
-        self.observe_change(scope, StoreChange(kind="append", file=file))
+        self.observe_change(scope, StoreChange(kind="append", file=file), on_notice=on_notice)
         return file
 
     def forget_entry(self, scope: Scope, address: DayAddress | ChunkAddress) -> Redaction:
@@ -264,15 +268,26 @@ class Pimem:
         except Exception:
             log.exception("a plugin failed to start with the session on %s", scope.scope_dir)
 
-    def observe_change(self, scope: Scope, change: StoreChange) -> None:
+    def observe_change(
+        self,
+        scope: Scope,
+        change: StoreChange,
+        *,
+        on_notice: Callable[[str], None] | None = None,
+    ) -> None:
         """Announce *change*. The change is already on disk, so an observer's failure is logged
-        rather than raised: it must not make a successful write look failed."""
+        rather than raised: it must not make a successful write look failed. The lines
+        observers answer go to *on_notice* (else to the log)."""
         try:
-            self.pm.caller("pimem_observe_change")(
+            said = self.pm.caller("pimem_observe_change")(
                 scope=scope, change=change, settings=self.settings
             )
         except Exception:
             log.exception("a plugin failed while observing a %s of %s", change.kind, change.file)
+            return
+        for line in said or ():
+            if isinstance(line, str) and line:
+                (on_notice or log.info)(line)
 
     # -- indexing ------------------------------------------------------------------------------
 
@@ -484,7 +499,7 @@ class Pimem:
             sections.append(
                 StatusSection(
                     name="backend",
-                    rank=10,
+                    rank=8,
                     lines=(f"backend: unavailable ({unavailable})",),
                     data={"available": False, "reason": str(unavailable)},
                 )

@@ -141,7 +141,9 @@ class PimemSpecs:
                 return None
 
         :param window: the exchange's entries, oldest first: the user's prompt, the
-            assistant's messages (their text and tool calls) and the tool results.
+            messages the host injected with it (``kind="custom_message"``: the pi adapter's
+            ``/recall`` instruction, auto-context), the assistant's messages (their text and
+            tool calls) and the tool results.
         :returns: a reason of a few words, counted as given, or ``None``.
         """
 
@@ -176,11 +178,17 @@ class PimemSpecs:
         """
 
     @_hookspec
-    def pimem_observe_change(self, scope: Scope, change: StoreChange, settings: Settings) -> None:
+    def pimem_observe_change(
+        self, scope: Scope, change: StoreChange, settings: Settings
+    ) -> str | None:
         """Notification: the memory store of *scope* changed (an append, a forget, a compaction).
 
         Every implementation is called. Indexers schedule a re-index here. Keep it quick:
         it runs on the writer's path.
+
+        :return: ``None``, or one line for whoever made the change when the plugin did
+            something beside it they should know of (``git-merge``: a line it added to the
+            repository's ``.gitattributes``); ``memory_write`` and ``pimem write`` show it.
         """
 
     @_hookspec(firstresult=True)

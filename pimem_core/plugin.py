@@ -123,6 +123,7 @@ from pimem_core.settings import (
 )
 from pimem_core.types import (
     COLLECTION_NAME,
+    RELEVANCE_THRESHOLD,
     Anchor,
     BackendCall,
     BranchEntry,
@@ -171,6 +172,7 @@ __all__ = [
     "GROUP_HEADING",
     "HOW_TO_RESOLVE",
     "PLATFORM",
+    "RELEVANCE_THRESHOLD",
     "SESSION_HEADING",
     "STATE_FILE",
     "TITLE",

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from pimem_core.day_file import without_anchors
+from pimem_core.day_file import ANCHOR_LINE, without_anchors
 from pimem_core.types import (
+    CONFIGURATION_RANK,
+    RELEVANCE_THRESHOLD,
     CrossRepoResult,
     LegScore,
     Redaction,
@@ -61,15 +65,41 @@ def _explain_note(hits: Sequence[SearchHit]) -> str | None:
     return NO_LEGS if without == len(hits) else SOME_LEGS
 
 
+def none_relevant(query: str, hits: Sequence[SearchHit]) -> str | None:
+    """The line a list of hits opens with when every hit is scored by relevance and none
+    reaches :data:`RELEVANCE_THRESHOLD`; ``None`` otherwise. Without it a reader takes the best
+    of unrelated chunks for an answer."""
+    if not hits or any(hit.score_kind != "relevance" for hit in hits):
+        return None
+    best = max(hit.score for hit in hits)
+    if best >= RELEVANCE_THRESHOLD:
+        return None
+    # Rounded down: a best of 0.297 must not read as the threshold itself.
+    shown = math.floor(best * 100) / 100
+    return (
+        f"No hit reaches the relevance threshold of {RELEVANCE_THRESHOLD:.2f} (the best scores "
+        f'{shown:.2f}): memory probably holds nothing about "{query}". The nearest chunks '
+        "follow; do not answer from them unless their text plainly does."
+    )
+
+
 def render_hits(query: str, hits: Sequence[SearchHit], *, explain: bool = False) -> str:
     """L1 hits, best first, one short metadata line and the clean text each; the heading says
-    what the score is (``SCORE_NOTES``). *explain* adds each retriever's rank and score."""
+    what the score is (``SCORE_NOTES``), after a line saying none is relevant when none is
+    (:func:`none_relevant`). *explain* adds each retriever's rank and score."""
     if not hits:
         return f'No memories found for "{query}".'
     heading = f"{len(hits)} memory chunk(s), {_best_first(hits)}:"
     note = _explain_note(hits) if explain else None
     blocks = [render_hit_block(number, hit, explain=explain) for number, hit in enumerate(hits, 1)]
-    return "\n\n".join([heading if note is None else f"{heading}\n{note}", *blocks])
+    irrelevant = none_relevant(query, hits)
+    return "\n\n".join(
+        [
+            *([irrelevant] if irrelevant else []),
+            heading if note is None else f"{heading}\n{note}",
+            *blocks,
+        ]
+    )
 
 
 def render_hit_block(number: int, hit: SearchHit, *, explain: bool = False) -> str:
@@ -147,7 +177,15 @@ def render_cross_repo(query: str, result: CrossRepoResult, *, explain: bool = Fa
     ]
     heading = f"{len(result.hits)} memory chunk(s), {account}, {_best_first(result.hits)}:"
     note = _explain_note(result.hits) if explain else None
-    return "\n\n".join([heading if note is None else f"{heading}\n{note}", *blocks, *notes])
+    irrelevant = none_relevant(query, result.hits)
+    return "\n\n".join(
+        [
+            *([irrelevant] if irrelevant else []),
+            heading if note is None else f"{heading}\n{note}",
+            *blocks,
+            *notes,
+        ]
+    )
 
 
 def _paths(paths: Sequence[Path]) -> str:
@@ -190,19 +228,51 @@ TRANSCRIPT_ELSEWHERE = (
 )
 
 
-def render_section(section: Section, *, transcript_here: bool = True) -> str:
-    """L2: the section behind a chunk and, when it is anchored, its session anchor: one line
-    each for the session, the turn and the transcript, named as in the anchor comment, after
-    a line saying so when the transcript is not on this machine (not *transcript_here*)."""
-    text = f"{section.source}:{section.start_line}-{section.end_line} | {section.heading}\n\n"
-    text += section.content
+def shown_path(path: str | Path, project: Path | None = None) -> str:
+    """*path* as a reader should see it: relative to *project* when it lies inside it, else
+    under ``~`` when it lies in the home directory, else as it is. Absolute paths fill a line
+    with what the reader already knows; ``memory_transcript`` takes the ``~`` form back."""
+    given = Path(path)
+    for candidate in (given, Path(os.path.realpath(given))):
+        if project is not None:
+            for root in (project, Path(os.path.realpath(project))):
+                if candidate != root and candidate.is_relative_to(root):
+                    return candidate.relative_to(root).as_posix()
+        home = Path.home()
+        for root in (home, Path(os.path.realpath(home))):
+            if candidate != root and candidate.is_relative_to(root):
+                return "~/" + candidate.relative_to(root).as_posix()
+    return str(given)
+
+
+def render_section(
+    section: Section, *, transcript_here: bool = True, project: Path | None = None
+) -> str:
+    """L2: the section behind a chunk under one line naming its file, lines and heading, and,
+    when it is anchored, its session anchor once, at the end: ``session: <id> | turn: <id>``
+    and ``transcript: <path>``, after a line saying so when the transcript is not on this
+    machine (not *transcript_here*). The anchor comment and a first line repeating the heading
+    are left out of the text, and paths are shown relative to *project* or ``~``
+    (:func:`shown_path`): three lines of metadata at most."""
+    text = f"{shown_path(section.source, project)}:{section.start_line}-{section.end_line}"
+    text += f" | {section.heading}\n\n"
+    content = ANCHOR_LINE.sub("", section.content, count=1) if section.anchor else section.content
+    text += _clean_heading(content, section.heading.strip())
     if section.anchor is not None:
         text += "\n\n" if transcript_here else f"\n\n{TRANSCRIPT_ELSEWHERE}\n"
         text += (
-            f"session: {section.anchor.session}\nturn: {section.anchor.turn}"
-            f"\ntranscript: {section.anchor.transcript}"
+            f"session: {section.anchor.session} | turn: {section.anchor.turn}"
+            f"\ntranscript: {shown_path(section.anchor.transcript, project)}"
         )
     return text
+
+
+def _clean_heading(content: str, heading: str) -> str:
+    """*content* without its first line when that is a markdown heading saying *heading*."""
+    text = content.strip("\n")
+    first, _, rest = text.partition("\n")
+    found = _HEADING_LINE.fullmatch(first)
+    return rest.strip("\n") if found and found.group(1) == heading else text
 
 
 def section_to_json(section: Section, *, transcript_here: bool = True) -> dict[str, object]:
@@ -229,6 +299,17 @@ def render_redaction(redaction: Redaction) -> str:
     )
 
 
+def render_redacted(found: Sequence[tuple[str, int]]) -> str:
+    """What a write says when it took secrets out: how many of which kinds, never the secret."""
+    total = sum(count for _, count in found)
+    kinds = ", ".join(f"{count} {name}" for name, count in found)
+    what = "a secret" if total == 1 else f"{total} secrets"
+    return (
+        f"Redacted {what} before saving ({kinds}): the entry holds [REDACTED:<kind>] in "
+        f"{'its' if total == 1 else 'their'} place, and memory keeps no copy."
+    )
+
+
 def redaction_to_json(redaction: Redaction) -> dict[str, object]:
     return {
         "file": str(redaction.file),
@@ -246,8 +327,9 @@ def render_status(scope: Scope, sections: Sequence[StatusSection]) -> str:
     ]
     if scope.store_command is not None:
         lines.append(f"store command: {scope.store_command}")
-    before = [s for s in sections if s.rank < 20]
-    after = [s for s in sections if s.rank >= 20]
+    # Health first: what the TUI shows of a long answer is its start.
+    before = [s for s in sections if s.rank < CONFIGURATION_RANK]
+    after = [s for s in sections if s.rank >= CONFIGURATION_RANK]
     return "\n".join(
         [
             *(line for s in before for line in s.lines),

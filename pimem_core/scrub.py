@@ -28,6 +28,19 @@ def _redact(name: str, match: re.Match[str]) -> str:
     return whole[:start] + placeholder(name) + whole[end:]
 
 
+@attrs.frozen(kw_only=True)
+class Scrubbed:
+    """A text with its secrets replaced, and how many of each kind were."""
+
+    text: str
+    #: ``(pattern name, count)`` for each kind found, in the patterns' order.
+    found: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def count(self) -> int:
+        return sum(count for _, count in self.found)
+
+
 @attrs.frozen
 class Scrubber:
     """Applies every secret pattern, in order, to a text."""
@@ -35,6 +48,13 @@ class Scrubber:
     patterns: tuple[SecretPattern, ...]
 
     def scrub(self, text: str) -> str:
+        return self.scrubbed(text).text
+
+    def scrubbed(self, text: str) -> Scrubbed:
+        """*text* scrubbed, with what was found: a write tells its writer (never the secret)."""
+        found: dict[str, int] = {}
         for secret in self.patterns:
-            text = secret.pattern.sub(functools.partial(_redact, secret.name), text)
-        return text
+            text, count = secret.pattern.subn(functools.partial(_redact, secret.name), text)
+            if count:
+                found[secret.name] = found.get(secret.name, 0) + count
+        return Scrubbed(text=text, found=tuple(found.items()))

@@ -323,8 +323,12 @@ class SearchQuery:
 #: of the query's and the chunk's embeddings (auto-context). ``relevance``: pimem's ranker's
 #: estimate in [0, 1] that the chunk answers the query, from the best fact's similarity and
 #: the share of the query's rare words the chunk holds; comparable across queries and
-#: collections, low for unrelated text (``RELEVANCE_THRESHOLD`` in ``docs/recall.md``).
+#: collections, low for unrelated text (:data:`RELEVANCE_THRESHOLD`).
 ScoreKind = Literal["rank_fusion", "reranker", "similarity", "relevance"]
+
+#: The relevance below which a hit is probably not about the query (docs/recall.md): a list
+#: of hits none of which reaches it says so first.
+RELEVANCE_THRESHOLD = 0.30
 
 
 @attrs.frozen(kw_only=True)
@@ -430,11 +434,18 @@ def _text_lines(lines: Iterable[str]) -> tuple[str, ...]:
     return tuple(lines)
 
 
+#: Status sections ranked below this say how memory is doing (failures, capture, the index,
+#: auto-context) and come first; the scope lines follow, then the sections ranked from here on,
+#: which say how it is set up.
+CONFIGURATION_RANK = 50
+
+
 @attrs.frozen(kw_only=True)
 class StatusSection:
     """One part of ``pimem status``, contributed by a plugin.
 
-    Sections are shown in ``rank`` order; ``data`` is the section's part of ``--json``.
+    Sections are shown in ``rank`` order, health below :data:`CONFIGURATION_RANK` and
+    configuration from there on; ``data`` is the section's part of ``--json``.
     """
 
     name: str

@@ -340,7 +340,7 @@ class PromptRecall:
         if not ENABLED.read(settings):
             yield StatusSection(
                 name=SOURCE,
-                rank=80,
+                rank=40,
                 lines=("auto-context: off (set PI_MEMSEARCH_AUTO_CONTEXT=on to enable)",),
                 data={"enabled": False},
             )
@@ -348,7 +348,7 @@ class PromptRecall:
         if self.unsupported is not None:
             yield StatusSection(
                 name=SOURCE,
-                rank=80,
+                rank=40,
                 lines=(
                     f"auto-context: off: the index ({self.unsupported}) offers no similarity "
                     "search (SimilaritySearch.similar)",
@@ -373,7 +373,7 @@ class PromptRecall:
             lines.append(f"auto-context last error: {self.last_error}")
         yield StatusSection(
             name=SOURCE,
-            rank=80,
+            rank=40,
             lines=tuple(lines),
             data={
                 "enabled": True,

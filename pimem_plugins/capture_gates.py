@@ -49,8 +49,9 @@ READING_TOOLS = frozenset(
 )
 WRITING_TOOL = "memory_write"
 FORGETTING_TOOL = "memory_forget"
-#: How the ``/recall`` prompt template begins (``adapters/pi/prompts/recall.md``), and how pi
-#: sends ``/skill:recall``: the skill's text in a ``<skill>`` block before the user's words.
+#: How the ``/recall`` instruction begins (the message the pi adapter injects beside the user's
+#: query, and the prompt template ``adapters/pi/prompts/recall.md`` it falls back to), and how
+#: pi sends ``/skill:recall``: the skill's text in a ``<skill>`` block before the user's words.
 RECALL_PROMPTS = ("Use the recall skill to answer from memory:", '<skill name="recall" ')
 #: pimem's skills about memory itself; reading one is memory work.
 MEMORY_SKILLS = ("/skills/recall/SKILL.md", "/skills/memory-diagnosis/SKILL.md")
@@ -197,7 +198,9 @@ def gate(window: Sequence[BranchEntry]) -> str | None:
     if any(tool_name(call) == FORGETTING_TOOL for call in calls):
         return ASKED_TO_FORGET
     asked = [entry.text for entry in window if entry.role == "user"]
-    if any(text.lstrip().startswith(RECALL_PROMPTS) for text in asked):
+    # The adapter's /recall sends the user's words alone, with its instruction injected.
+    injected = [entry.text for entry in window if entry.kind == "custom_message"]
+    if any(text.lstrip().startswith(RECALL_PROMPTS) for text in (*asked, *injected)):
         return ABOUT_MEMORY
     words = said(asked)
     if calls and all(_memory_work(call) for call in calls):

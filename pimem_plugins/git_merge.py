@@ -7,10 +7,16 @@ to merge, when git ignores the day files (nothing of them is merged), or when
 ``PIMEM_GIT_UNION_MERGE=off``. A store that a store command or ``MEMSEARCH_DIR`` put outside the
 repository is left to whoever put it there. With the line, the repository's ``.gitignore``
 gets memsearch's ``.index-state.json``: it describes this machine's collection only.
+
+Adding a line to someone's repository is said, once: the write that did it answers with a
+line for its writer (``memory_write``, ``pimem write``), and status names each line pimem
+added and when, from a small record in pimem's state directory (one file per work tree).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import re
@@ -20,6 +26,7 @@ from pathlib import Path
 from pimem_core.plugin import (
     ATTRIBUTES,
     DRIVER,
+    PimemPaths,
     Scope,
     Settings,
     SettingSpec,
@@ -34,10 +41,12 @@ from pimem_core.plugin import (
     merge_attribute,
     parse_switch,
     run_git,
+    write_private,
 )
 
 SOURCE = "git-merge"
 UNION = "merge=union"
+IGNORE = ".gitignore"
 _DAY_FILE = re.compile(r"\d{4}-\d{2}-\d{2}\.md")
 
 log = logging.getLogger(__name__)
@@ -65,30 +74,44 @@ class GitMerge:
         return (UNION_MERGE,)
 
     @hookimpl(trylast=True)
-    def pimem_observe_change(self, scope: Scope, change: StoreChange, settings: Settings) -> None:
+    def pimem_observe_change(
+        self, scope: Scope, change: StoreChange, settings: Settings
+    ) -> str | None:
         if scope in self._settled or not UNION_MERGE.read(settings):
-            return
+            return None
         try:
-            self._mark_union(scope, change.file)
+            added = self._mark_union(scope, change.file)
         except OSError as error:
             # The write itself succeeded; the next process tries again.
             log.warning("could not mark the daily memory files merge=union: %s", error)
-            return
+            return None
         self._settled.add(scope)
+        if not added:
+            return None
+        place = locate_store(scope)
+        assert place.work_tree is not None
+        _remember(place.work_tree, added, settings.now().strftime("%Y-%m-%d %H:%M"))
+        return _tell(added)
 
-    def _mark_union(self, scope: Scope, file: Path) -> None:
+    def _mark_union(self, scope: Scope, file: Path) -> list[tuple[str, str]]:
+        """Add what the repository lacks; ``(file name, line)`` for each line added."""
         place = locate_store(scope)
         if place.work_tree is None or place.pattern is None:
-            return
+            return []
+        added = []
         attributes = place.work_tree / ATTRIBUTES
         # A line in place already, or someone decided otherwise: it is left as it is.
         if merge_attribute(_read(attributes), place.pattern) is None:
             # Only now is git asked, once: is anything of the store committed at all?
             if ignored(place, _relative(place, file)) is not False:
-                return
+                return []
             if ensure_attribute(attributes, place.pattern, UNION):
                 log.info("marked %s %s in %s", place.pattern, UNION, attributes)
-        _ignore_index_state(scope, place)
+                added.append((ATTRIBUTES, f"{place.pattern} {UNION}"))
+        line = _ignore_index_state(scope, place)
+        if line is not None:
+            added.append((IGNORE, line))
+        return added
 
     @staticmethod
     @hookimpl
@@ -98,20 +121,71 @@ class GitMerge:
         yield _status(place, UNION_MERGE.read(settings))
 
 
-def _ignore_index_state(scope: Scope, place: StorePlace) -> None:
+def _ignore_index_state(scope: Scope, place: StorePlace) -> str | None:
     """memsearch's ``.index-state.json`` describes this machine's collection: committed, it
     would tell a teammate's pimem about an index their machine does not have, and every pull
-    would overwrite it."""
+    would overwrite it. The line, when this call added it."""
     state = scope.index_state_path
     assert place.work_tree is not None
     if state is None:
-        return
+        return None
     real = Path(os.path.realpath(state))
     if os.path.commonpath([str(real), str(place.work_tree)]) != str(place.work_tree):
-        return
+        return None
     line = "/" + real.relative_to(place.work_tree).as_posix()
-    if ensure_line(place.work_tree / ".gitignore", line):
-        log.info("git ignores %s now (.gitignore)", line)
+    if not ensure_line(place.work_tree / IGNORE, line):
+        return None
+    log.info("git ignores %s now (.gitignore)", line)
+    return line
+
+
+#: Why each file got its line, as the write's answer says it.
+_WHY = {
+    ATTRIBUTES: "so that git keeps both sides' entries when teammates' daily memory files merge",
+    IGNORE: "since that file describes this machine's index only",
+}
+
+
+def _tell(added: list[tuple[str, str]]) -> str:
+    """The one line a write answers with after adding *added* to the repository."""
+    said = ", and ".join(f"`{line}` to {name}, {_WHY[name]}" for name, line in added)
+    return f"pimem added {said}. Commit {'them' if len(added) > 1 else 'it'} with the memory files."
+
+
+def _record_path(work_tree: Path) -> Path:
+    digest = hashlib.sha256(str(work_tree).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return PimemPaths.from_env().state_dir / SOURCE / f"{digest}.json"
+
+
+def _remember(work_tree: Path, added: list[tuple[str, str]], when: str) -> None:
+    """Keep what pimem added to *work_tree* and when, for status: the repository's files
+    cannot say who wrote a line."""
+    known = _remembered(work_tree)
+    known.update({f"{name}\0{line}": when for name, line in added})
+    try:
+        write_private(
+            _record_path(work_tree), json.dumps({"work_tree": str(work_tree), "added": known})
+        )
+    except OSError as error:  # status then cannot say who added it; nothing else depends on it
+        log.warning("could not record the lines pimem added to %s: %s", work_tree, error)
+
+
+def _remembered(work_tree: Path) -> dict[str, str]:
+    """``"<file>\\0<line>"`` to when pimem added it, as far as recorded."""
+    try:
+        raw = json.loads(_record_path(work_tree).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    added = raw.get("added") if isinstance(raw, dict) else None
+    if not isinstance(added, dict):
+        return {}
+    return {str(key): str(value) for key, value in added.items()}
+
+
+def _added_by_pimem(work_tree: Path, name: str, line: str) -> str:
+    """`` (added by pimem on <when>)`` when the record says pimem added *line* to *name*."""
+    when = _remembered(work_tree).get(f"{name}\0{line}")
+    return f" (added by pimem on {when})" if when else ""
 
 
 def _unmerged_status(place: StorePlace) -> StatusSection:
@@ -146,19 +220,23 @@ def _status(place: StorePlace, union_on: bool) -> StatusSection:
     }
     if place.work_tree is None or place.pattern is None:
         line = f"git: {place.why_not}; pimem leaves .gitattributes alone"
-        return StatusSection(name="git", rank=53, lines=(line,), data={**data, "why_not": line})
+        return StatusSection(name="git", rank=70, lines=(line,), data={**data, "why_not": line})
     is_ignored = ignored(place, place.sample())
     merge, driver = _effective_merge(place), _driver_defined(place.work_tree)
     said = merge_attribute(_read(place.work_tree / ATTRIBUTES), place.pattern)
     data.update(ignored=is_ignored, merge=merge, driver_defined=driver, gitattributes=said)
     if is_ignored:
         line = "git: git ignores the daily memory files: nothing of them is merged"
-        return StatusSection(name="git", rank=53, lines=(line,), data=data)
+        return StatusSection(name="git", rank=70, lines=(line,), data=data)
     lines = [f"git: daily memory files ({place.pattern}) merge by {_how(merge, driver)}"]
     if said is not None:
         lines.append(
             f"  .gitattributes: `{place.pattern} {said}`"
-            + ("" if said == UNION else ", left as it is")
+            + (
+                _added_by_pimem(place.work_tree, ATTRIBUTES, f"{place.pattern} {said}")
+                if said == UNION
+                else ", left as it is"
+            )
         )
     elif union_on:
         lines.append(
@@ -166,12 +244,21 @@ def _status(place: StorePlace, union_on: bool) -> StatusSection:
         )
     else:
         lines.append("  .gitattributes: no line (PIMEM_GIT_UNION_MERGE=off)")
+    remembered = _remembered(place.work_tree)
+    for key, when in remembered.items():
+        name, _, line = key.partition("\0")
+        if name == IGNORE:
+            lines.append(f"  {IGNORE}: `{line}` (added by pimem on {when})")
+    data["added_by_pimem"] = [
+        {"file": key.partition("\0")[0], "line": key.partition("\0")[2], "at": when}
+        for key, when in remembered.items()
+    ]
     if merge != DRIVER or not driver:
         lines.append(
             "  merges that keep forgets and entries of the same minute apart: `pimem git "
             "merge-driver` (once per clone)"
         )
-    return StatusSection(name="git", rank=53, lines=tuple(lines), data=data)
+    return StatusSection(name="git", rank=70, lines=tuple(lines), data=data)
 
 
 def _how(merge: str | None, driver: bool) -> str:

@@ -81,9 +81,10 @@ def expand_the_ledger_hit(request: ChatRequest) -> Reply:
 
 
 def open_its_transcript(request: ChatRequest) -> Reply:
-    """After memory_expand: the anchor's last lines (turn, transcript) say where the
-    conversation is."""
-    turn, where = request.tool_results[-1].content.splitlines()[-2:]
+    """After memory_expand: the anchor's last lines (session and turn, transcript) say where
+    the conversation is."""
+    anchor, where = request.tool_results[-1].content.splitlines()[-2:]
+    turn = anchor.rsplit(" | ", 1)[1]
     return ToolCall(
         "memory_transcript",
         {

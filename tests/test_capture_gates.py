@@ -199,6 +199,23 @@ def test_the_recall_prompt_template_begins_as_the_gate_expects() -> None:
     assert body.startswith(RECALL_PROMPTS[0])
 
 
+def test_the_recall_instruction_injected_beside_the_query_is_about_memory() -> None:
+    """The pi adapter sends ``/recall <query>`` as the user's query, with its instruction as
+    an injected message: the gate reads it there. Auto-context injected beside an ordinary
+    prompt changes nothing."""
+    query = BranchEntry(id="u", kind="message", role="user", text="which cache did we pick")
+    answer = BranchEntry(id="a", kind="message", role="assistant", text="Redis.")
+    recall = BranchEntry(id="c", kind="custom_message", text=f"{RECALL_PROMPTS[0]} the user…")
+    hits = BranchEntry(id="h", kind="custom_message", text="## Memory about this prompt\n- x")
+    assert gate([query, recall, answer]) == ABOUT_MEMORY
+    assert gate([query, hits, answer]) == gate([query, answer])
+
+
+def test_the_adapters_recall_instruction_begins_as_the_gate_expects() -> None:
+    source = (ADAPTER / "src" / "commands.ts").read_text(encoding="utf-8")
+    assert f'RECALL_INSTRUCTION =\n  "{RECALL_PROMPTS[0]} ' in source
+
+
 def test_facts_are_bullets_normalised() -> None:
     assert facts("- Chose Redis  for the cache.\n  with 5 minute TTLs\nsome prose\n* pinned x") == {
         "chose redis for the cache. with 5 minute ttls",

@@ -77,7 +77,27 @@ def test_write_json_output(repo: Path) -> None:
     assert json.loads(result.stdout) == {
         "file": str(repo / ".memsearch/memory/2026-08-13.md"),
         "conflicted": False,
+        "redacted": {},
+        "notices": [],
     }
+
+
+def test_write_says_how_many_secrets_of_which_kinds_it_redacted(repo: Path) -> None:
+    # Built here, so that no key-shaped string is committed for secret scanners to flag.
+    aws = "AKIA" + "QX7RT2WM9KLP4ZB3"
+    openai = "sk-" + "proj" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z" * 2
+    content = f"- the deploy key is {aws}\n- the model key is {openai}, the old one {aws}"
+    result = run_cli("write", content, "--cwd", str(repo), *ANCHOR)
+    assert result.code == 0, result.stderr
+    said = result.stdout.splitlines()
+    assert said[1] == (
+        "Redacted 3 secrets before saving (1 openai-api-key, 2 aws-access-key): the entry "
+        "holds [REDACTED:<kind>] in their place, and memory keeps no copy."
+    )
+    assert aws not in result.stdout
+    assert openai not in result.stdout
+    data = json.loads(run_cli("write", f"- {aws}", "--cwd", str(repo), "--json", *ANCHOR).stdout)
+    assert data["redacted"] == {"aws-access-key": 1}
 
 
 def test_status_shows_what_the_store_holds_today_from_every_session(repo: Path) -> None:
@@ -443,3 +463,31 @@ def test_a_reader_that_stops_early_gets_no_traceback() -> None:
         stderr = process.stderr.read().decode()
     assert process.wait(timeout=60) == 0
     assert "Traceback" not in stderr
+
+
+def test_status_leads_with_how_memory_is_doing_and_ends_with_its_setup(repo: Path) -> None:
+    """What a reader sees first (pi's TUI shows the start of a tool's answer) is health: the
+    store's day, the index, auto-context; then the scope lines, then how memory is set up,
+    the plugins' settings last."""
+    result = run_cli("status", "--cwd", str(repo))
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    scope_at = lines.index(f"scope: {repo}")
+    health, setup = lines[:scope_at], lines[scope_at:]
+    assert health[0] == "today in this store (all sessions): no entries yet"
+    assert [line.split(":", 1)[0] for line in health[1:]] == [
+        "index",
+        "indexed chunks",
+        "auto-context",
+    ]
+    assert setup[:3] == [
+        f"scope: {repo}",
+        f"store: {repo / '.memsearch' / 'memory'}",
+        setup[2],
+    ]
+    assert setup[2].startswith("collection: ")
+    for first_words in ("backend: available", "index state: ", "ranker: ", "git: "):
+        assert any(line.startswith(first_words) for line in setup), first_words
+    settings_at = setup.index("plugin settings:")
+    assert setup[settings_at + 1 :], "the plugins' settings are listed"
+    assert all(line.startswith("  ") for line in setup[settings_at + 1 :]), "and come last"

@@ -3,6 +3,7 @@ never twice, never over someone's decision, never for a store that lives elsewhe
 
 from __future__ import annotations
 
+import json
 import subprocess
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ from pimem_core.types import Anchor, Entry, StatusSection
 from conftest import make_pimem, run_cli, write_script
 
 LINE = ".memsearch/memory/????-??-??.md merge=union\n"
+WRITE_ANCHOR = ("--session", "s1", "--turn", "t1", "--transcript", "/t/s1.jsonl")
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -199,9 +201,11 @@ def test_status_says_how_git_merges_them(project: Path) -> None:
     )
     write(pimem, project)
     section = git_section(pimem, project)
-    assert section.lines[:2] == (
+    assert section.lines[:3] == (
         "git: daily memory files (.memsearch/memory/????-??-??.md) merge by git's union merge",
-        "  .gitattributes: `.memsearch/memory/????-??-??.md merge=union`",
+        "  .gitattributes: `.memsearch/memory/????-??-??.md merge=union` (added by pimem on "
+        "2026-08-13 22:41)",
+        "  .gitignore: `/.memsearch/.index-state.json` (added by pimem on 2026-08-13 22:41)",
     )
     assert section.data["merge"] == "union"
     result = run_cli("git", "merge-driver", "--cwd", str(project))
@@ -210,9 +214,38 @@ def test_status_says_how_git_merges_them(project: Path) -> None:
     assert section.lines == (
         "git: daily memory files (.memsearch/memory/????-??-??.md) merge by pimem's merge "
         "driver, block by block (defined in this clone)",
-        "  .gitattributes: `.memsearch/memory/????-??-??.md merge=union`",
+        "  .gitattributes: `.memsearch/memory/????-??-??.md merge=union` (added by pimem on "
+        "2026-08-13 22:41)",
+        "  .gitignore: `/.memsearch/.index-state.json` (added by pimem on 2026-08-13 22:41)",
     )
     assert section.data["driver_defined"] is True
+
+
+def test_the_write_that_adds_the_lines_says_so_once(project: Path) -> None:
+    """The first write in a repository says what pimem added to its files and why; the
+    writes after it say nothing more, in this process or another."""
+    first = run_cli("write", "- one", *WRITE_ANCHOR, "--cwd", str(project))
+    assert first.code == 0, first.stderr
+    assert first.stdout.splitlines()[1:] == [
+        "pimem added `.memsearch/memory/????-??-??.md merge=union` to .gitattributes, so that "
+        "git keeps both sides' entries when teammates' daily memory files merge, and "
+        "`/.memsearch/.index-state.json` to .gitignore, since that file describes this "
+        "machine's index only. Commit them with the memory files."
+    ]
+    again = run_cli("write", "- two", *WRITE_ANCHOR, "--cwd", str(project), "--json")
+    assert json.loads(again.stdout)["notices"] == []
+    # Someone had ignored the state already: only the attribute line is news.
+    other = project.parent / "other"
+    git(other.parent, "init", "--quiet", str(other))
+    (other / ".gitignore").write_text("/.memsearch/.index-state.json\n")
+    notices = json.loads(
+        run_cli("write", "- three", *WRITE_ANCHOR, "--cwd", str(other), "--json").stdout
+    )["notices"]
+    assert notices == [
+        "pimem added `.memsearch/memory/????-??-??.md merge=union` to .gitattributes, so that "
+        "git keeps both sides' entries when teammates' daily memory files merge. Commit it with "
+        "the memory files."
+    ]
 
 
 def test_the_merge_driver_is_registered_once_in_the_clone_only(project: Path) -> None:

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from pimem_core.errors import IndexStateError
-from pimem_core.types import IndexHealth, Scope
+from pimem_core.types import CONFIGURATION_RANK, IndexHealth, Scope
 from pimem_plugins.shared.index_state import (
     describe_index_health,
+    index_status_sections,
     parse_index_state,
     read_index_health,
 )
@@ -199,23 +200,19 @@ def state_json(**fields: object) -> str:
 
 def test_health_missing_state_file(repo: Path) -> None:
     lines = health_lines(repo, None)
-    assert lines[0] == f"index state: {repo / '.memsearch' / '.index-state.json'}"
-    assert lines[1].startswith("index: no state recorded yet")
-    assert len(lines) == 2
+    assert len(lines) == 1
+    assert lines[0].startswith("index: no state recorded yet")
 
 
 def test_health_ok_with_last_completed_at(repo: Path) -> None:
     lines = health_lines(
         repo, state_json(status="ok", failed_files=[], last_completed_at="2026-08-14T07:00:05Z")
     )
-    assert lines == [
-        f"index state: {repo / '.memsearch' / '.index-state.json'}",
-        "index: ok (last indexed 2026-08-14T07:00:05Z)",
-    ]
+    assert lines == ["index: ok (last indexed 2026-08-14T07:00:05Z)"]
 
 
 def test_health_ok_without_last_completed_at(repo: Path) -> None:
-    assert health_lines(repo, state_json(status="ok"))[1] == "index: ok"
+    assert health_lines(repo, state_json(status="ok"))[0] == "index: ok"
 
 
 def test_health_degraded_lists_failed_files(repo: Path) -> None:
@@ -225,7 +222,7 @@ def test_health_degraded_lists_failed_files(repo: Path) -> None:
             status="degraded", failed_files=[{"path": "F", "error": "UnicodeDecodeError: boom"}]
         ),
     )
-    assert lines[1:] == [
+    assert lines == [
         "index: degraded (1 failed file(s))",
         "  failed: F (UnicodeDecodeError: boom)",
     ]
@@ -235,31 +232,51 @@ def test_health_error_with_last_error(repo: Path) -> None:
     lines = health_lines(
         repo, state_json(status="error", last_error="RuntimeError: could not open the database")
     )
-    assert lines[1] == "index: error (RuntimeError: could not open the database)"
+    assert lines[0] == "index: error (RuntimeError: could not open the database)"
 
 
 def test_health_unknown_status_is_shown_as_is(repo: Path) -> None:
-    assert health_lines(repo, state_json(status="indexing"))[1] == "index: indexing"
+    assert health_lines(repo, state_json(status="indexing"))[0] == "index: indexing"
 
 
 def test_health_schema_version_2_is_unreadable_and_drifted(repo: Path) -> None:
     lines = health_lines(repo, json.dumps({"schema_version": 2, "status": "ok"}))
-    assert lines[1].startswith("index: state unreadable")
-    assert "drifted" in lines[1]
-    assert "schema_version 2" in lines[1]
+    assert lines[0].startswith("index: state unreadable")
+    assert "drifted" in lines[0]
+    assert "schema_version 2" in lines[0]
 
 
 def test_health_invalid_json_is_unreadable(repo: Path) -> None:
     lines = health_lines(repo, "{not json")
-    assert lines[1].startswith("index: state unreadable")
-    assert "drifted" in lines[1]
-    assert "JSON" in lines[1]
+    assert lines[0].startswith("index: state unreadable")
+    assert "drifted" in lines[0]
+    assert "JSON" in lines[0]
 
 
 def test_health_state_path_that_is_a_directory_is_unreadable(repo: Path) -> None:
     (repo / ".memsearch" / ".index-state.json").mkdir(parents=True)
     lines = health_lines(repo, None)
-    assert lines[1].startswith("index: state unreadable")
+    assert lines[0].startswith("index: state unreadable")
+
+
+def test_the_index_state_path_is_configuration_and_its_health_comes_first(repo: Path) -> None:
+    """Status shows how the index is doing with the health sections, and where its state file
+    is with the configuration, after the scope lines."""
+    path = repo / ".memsearch" / ".index-state.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(state_json(status="ok"))
+    health, where = index_status_sections(make_pimem().resolve_scope(repo))
+    assert (health.name, health.lines, health.data["state_path"]) == (
+        "index",
+        ("index: ok",),
+        str(path),
+    )
+    assert (where.name, where.lines, where.data) == (
+        "index_state",
+        (f"index state: {path}",),
+        {"path": str(path)},
+    )
+    assert health.rank < CONFIGURATION_RANK <= where.rank
 
 
 def test_read_index_health_keeps_the_parsed_state(repo: Path) -> None:

@@ -127,11 +127,13 @@ def test_write_index_search_expand_forget_round_trip(
     assert (section["start_line"], section["end_line"]) == (best["start_line"], best["end_line"])
     assert section["content"] == best["content"]
     text = ok(pimem(memsearch_env, "expand", str(best["chunk_hash"]), "--cwd", str(repo)))
-    assert text.startswith(f"{best['source']}:{best['start_line']}-{best['end_line']} | 22:41\n")
+    # The file is shown relative to the project; the JSON keeps the whole path.
+    shown = Path(str(best["source"])).relative_to(repo)
+    assert text.startswith(f"{shown}:{best['start_line']}-{best['end_line']} | 22:41\n")
     # The transcript is not on this machine: a line above the anchor says the entry is all.
     assert text.endswith(
         "the entry above is all that was kept of it.\n"
-        "session: s1\nturn: t1\ntranscript: /home/user/s1.jsonl\n"
+        "session: s1 | turn: t1\ntranscript: /home/user/s1.jsonl\n"
     )
     assert section["transcript_on_this_machine"] is False
 
@@ -185,7 +187,10 @@ def test_search_text_is_the_block_format(memsearch_env: dict[str, str], repo: Pa
     assert (NO_LEGS in explained.splitlines()) == (not legs)
     # A query that looks like an option is still only a query: it never reaches an argv.
     dashed = ok(pimem(memsearch_env, "search", "--cwd", str(repo), "--", "-k weird query"))
-    assert dashed.startswith(('No memories found for "-k weird query".', "3 memory chunk(s)"))
+    assert dashed.startswith(
+        ('No memories found for "-k weird query".', "3 memory chunk(s)", "No hit reaches")
+    )
+    assert 'memory probably holds nothing about "-k weird query"' in dashed
 
 
 def test_memory_indexed_by_pimem_is_found_by_the_memsearch_cli(
@@ -362,7 +367,14 @@ def test_status_reports_backend_store_and_health(memsearch_env: dict[str, str], 
     ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
     text = ok(pimem(memsearch_env, "status", "--cwd", str(repo)))
     lines = text.splitlines()
-    assert lines[0].startswith("backend: available (memsearch 0.4.")
+    # Health first (the index), then the scope, then the setup (the backend).
+    (health,) = [
+        n for n, line in enumerate(lines) if re.fullmatch(r"index: ok \(last indexed \S+\)", line)
+    ]
+    (backend,) = [
+        n for n, line in enumerate(lines) if line.startswith("backend: available (memsearch 0.4.")
+    ]
+    assert health < lines.index(f"scope: {repo}") < backend
     assert f"collection: {derive_collection(repo)}" in lines
     assert f"store: {repo / '.memsearch' / 'memory'}" in lines
     assert "bootstrap: not needed" in text

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from functools import partial
 from pathlib import Path
@@ -24,9 +25,11 @@ from typing import Any
 import pytest
 
 from bench.pi_host import (
+    ChatRequest,
     ModelServer,
     PiWorld,
     RpcSession,
+    Rule,
     SessionFile,
     Text,
     ToolCall,
@@ -37,7 +40,9 @@ from bench.pi_host import (
     missing_pi,
     on_distill,
     on_prompt,
+    pimem_command,
     read_session,
+    text_of,
     wait_for,
 )
 from pimem_plugins.capture_gates import RECALL_PROMPTS
@@ -201,63 +206,84 @@ def test_an_exchange_that_wrote_memory_leaves_only_what_it_wrote(world: PiWorld)
 # -- memory turned off after repeated crashes ------------------------------------------------
 
 CHECKED = "Checked memory."
+DECISION = "[c3] We moved the ledger's backups to eu-central-1."
+KEPT = "- the ledger's backups moved to eu-central-1"
 
 
-def test_memory_off_after_repeated_crashes_is_said_once_and_the_session_goes_on(
-    world: PiWorld,
-) -> None:
-    """``pimem serve`` is killed three times in one RPC session, each time after its
-    replacement answered a memory call. The third crash turns memory off: the user gets one
-    notification saying so (capture included, and how to turn it on again), every later
-    memory call says the same, prompts are still answered, and nothing more is captured."""
+def test_memory_off_after_repeated_crashes_keeps_the_turn_in_progress(world: PiWorld) -> None:
+    """``pimem serve`` is killed three times in one RPC session. The first two cost nothing: the
+    next memory call runs on a new bridge. The third, as the user states a decision, turns
+    memory off: the user is told at once, in one notification that says the exchange in
+    progress is kept; later memory calls say the same, prompts are still answered, and nothing
+    after it is captured. ``pimem status`` names the crashes, and the next pi session in the
+    project captures the kept exchange, anchored to the session it came from."""
     server, day_file = world.server, world.day_file(DAY)
+    killing: list[int] = []
+
+    def kill_then(reply: Text) -> Any:
+        def answer(request: Any) -> Text:
+            (running,) = bridge_pids(killing.pop())
+            os.kill(running, signal.SIGKILL)
+            return reply
+
+        return answer
+
     server.rules = [
         on_prompt("[c0]", Text("Noted.")),
         on_distill(Text("- the user keeps the ledger in eu-west-1"), marker="[c0]"),
         on_prompt("[k", ToolCall("memory_status")),
         after_tool("memory_status", Text(CHECKED), marker="[k"),
+        on_prompt("[c3]", kill_then(Text("Noted: backups in eu-central-1."))),
         on_prompt("[after]", Text("Still here.")),
-        on_distill(),  # were anything captured after memory turned off, the test would see it
+        on_distill(Text(KEPT), marker="[c3]"),
+        on_prompt("[n1]", Text("Hello.")),
+        on_distill(),  # were anything captured after memory turned off, the day file would say
     ]
     killed: list[int] = []
     with world.rpc() as pi:
         pi.prompt("[c0] The ledger stays in eu-west-1.")
         wait_for(lambda: len(anchors(read_text(day_file))) == 1, 30, "the first capture")
         captured = day_file.read_text()
-        for crash in (1, 2, 3):
-            # This bridge has answered (the first capture, or the last memory call): it is
-            # past its ready line, so its death is a crash, not a command that cannot start.
+        for crash in (1, 2):
+            # This bridge has answered: it is past its ready line, so its death is a crash.
             (bridge,) = bridge_pids(pi.pid)
             os.kill(bridge, signal.SIGKILL)
             killed.append(bridge)
             wait_for(partial(gone, bridge), 10, "pi to reap the killed bridge")
-            records = pi.prompt(f"[k{crash}a] Check memory.")
+            records = pi.prompt(f"[k{crash}] Check memory.")
             assert CHECKED in assistant_texts(records)
-            failed = tool_message(server, f"[k{crash}a]", "memory_status")
-            assert failed.startswith(
-                "memory_status failed: the pimem bridge was killed by SIGKILL"
-                if crash < 3
-                else "memory_status failed: memory is off for the rest of this session, "
-                "capture included: the pimem bridge stopped 3 times (last: the pimem bridge "
-                "was killed by SIGKILL"
-            ), failed
-            if crash < 3:
-                assert failed.endswith(". Memory restarts on the next memory call."), failed
-                pi.prompt(f"[k{crash}b] Check memory again.")
-                status = tool_message(server, f"[k{crash}b]", "memory_status")
-                assert f"scope: {world.repo}\n" in status
-                assert notices(pi) == []
-        gave_up = failed.removeprefix("memory_status failed: ")
+            status = tool_message(server, f"[k{crash}]", "memory_status")
+            # It worked, on a new bridge, and leads with the crash it came after.
+            times = "once" if crash == 1 else "2 times"
+            assert status.startswith(
+                f"failures: the memory bridge of session {session_id(world)} stopped {times}; "
+            ), status
+            assert f"\nscope: {world.repo}\n" in status
+            assert notices(pi) == []
+        # The third crash comes as the user states a decision.
+        (bridge,) = bridge_pids(pi.pid)
+        killed.append(bridge)
+        killing.append(pi.pid)
+        pi.prompt(DECISION)
+        wait_for(lambda: len(notices(pi)) == 1, 10, "the notice that memory is off")
+        ((_, said, level),) = notices(pi)
+        gave_up = said.removeprefix("pimem: ")
+        assert level == "warning"
+        assert gave_up.startswith(
+            "memory is off for the rest of this session, capture included: the pimem bridge "
+            "stopped 3 times (last: the pimem bridge was killed by SIGKILL"
+        ), gave_up
         assert gave_up.endswith(
-            '. Run "pimem status" in the project to see why. '
-            "A new pi session (/new) turns memory on again."
+            ". The exchange in progress is kept: the next pi session in this project captures "
+            'it. Run "pimem status" in the project to see the failures. A new pi session (/new) '
+            "turns memory on again."
         ), gave_up
         assert bridge_pids(pi.pid) == []
 
         # Memory stays off, and says why without telling the user again.
-        pi.prompt("[k4a] Check memory once more.")
-        assert tool_message(server, "[k4a]", "memory_status") == f"memory_status failed: {gave_up}"
-        records = pi.prompt("[after] We moved the ledger's backups to eu-central-1.")
+        pi.prompt("[k4] Check memory once more.")
+        assert tool_message(server, "[k4]", "memory_status") == f"memory_status failed: {gave_up}"
+        records = pi.prompt("[after] We moved the ledger's logs to eu-central-1 too.")
         assert "Still here." in assistant_texts(records)
         assert bridge_pids(pi.pid) == []
         assert pi.close() == 0
@@ -265,19 +291,53 @@ def test_memory_off_after_repeated_crashes_is_said_once_and_the_session_goes_on(
     assert len(set(killed)) == 3
     assert notices(pi) == [("notify", f"pimem: {gave_up}", "warning")]
     assert pimem_lines(pi.stderr) == []
-    # Nothing was captured after the first entry, [after] included.
     assert day_file.read_text() == captured
-    assert len(server.distillations()) == 1
+    (path,) = world.session_files()
+    first = read_session(path)
+
+    # The user runs pimem status: it leads with what happened to that session.
+    told = run_pimem(world, "status").splitlines()
+    assert told[0].startswith(
+        f"failures: the memory bridge of session {first.id} stopped 3 times; the last time "
+    ), told
+    assert told[1].startswith("  memory was off for the rest of that session from ")
+    assert told[2] == (
+        "  1 exchange of it kept for capture: the next session in this project captures it"
+    )
+
+    # The next pi session in the project captures the kept exchange, with its own anchor.
+    run = world.run("[n1] Hello again.")
+    assert run.code == 0, run.stderr
+    asked = [text_of(entry["message"]["content"]) for entry in first.messages("user")]
+    decision = exchange_ends(first)[asked.index(DECISION)]
+    kept = entry_bytes(first, decision, KEPT, first=False)
+    wait_for(lambda: kept in read_text(day_file), 30, "the kept exchange's capture")
+    assert day_file.read_text().startswith(captured + kept)
+    assert "logs" not in day_file.read_text()
+    assert [request.prompt for request in server.distillations()][1] == (
+        f"[User]: {DECISION}\n\n[Assistant]: Noted: backups in eu-central-1."
+    )
     assert server.failures == []
 
 
+def session_id(world: PiWorld) -> str:
+    (path,) = world.session_files()
+    return read_session(path).id
+
+
+def run_pimem(world: PiWorld, *args: str) -> str:
+    """``pimem <args>`` in the project, as the user runs it."""
+    done = subprocess.run(
+        [pimem_command(), *args, "--cwd", str(world.repo)],
+        env=world.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
 # -- /recall ---------------------------------------------------------------------------------
-
-
-def recall_prompt(query: str) -> str:
-    """What the ``/recall`` template (adapters/pi/prompts/recall.md) makes of *query*."""
-    body = (ADAPTER / "prompts" / "recall.md").read_text(encoding="utf-8").split("---\n", 2)[2]
-    return body.replace("$@", query).strip()
 
 
 def test_recall_alone_in_print_mode_shows_the_usage_and_sends_nothing(world: PiWorld) -> None:
@@ -299,15 +359,37 @@ def test_a_print_run_without_a_reply_leaves_memory_alone(world: PiWorld) -> None
     assert read_text(world.day_file(DAY)) == ""
 
 
-def test_recall_without_a_query_is_stopped_and_with_one_is_not_captured(world: PiWorld) -> None:
+def user_texts(request: ChatRequest) -> list[str]:
+    """The user-role messages the model received, in order (pi sends a hidden message so)."""
+    return [text_of(m.get("content")) for m in request.messages if m.get("role") == "user"]
+
+
+def asked_with(words: str, reply: Text) -> Rule:
+    """The agent's first request for a prompt one of whose user messages holds *words*."""
+    return Rule(
+        f"asked {words!r}",
+        lambda r: (
+            not r.is_distillation
+            and r.last.get("role") == "user"
+            and any(words in text for text in user_texts(r))
+        ),
+        reply,
+    )
+
+
+def test_recall_without_a_query_is_stopped_and_with_one_shows_only_the_query(
+    world: PiWorld,
+) -> None:
     """In one RPC session: ``/recall`` with only spaces, then only ``--all``: the user gets the
-    usage as a notification, twice, and the model no request. With a query, the model gets
-    the recall prompt, and that exchange is not captured."""
+    usage as a notification, twice, and the model no request. With a query, the user's message
+    (what pi shows, what the session keeps) is the query alone; the model gets the instruction
+    to answer from memory beside it, as a message the user does not see; and that exchange is
+    not captured."""
     server, day_file = world.server, world.day_file(DAY)
-    query = "--all which cache did we pick"
+    query = "which cache did we pick"
     server.rules = [
-        on_prompt("which cache did we pick", Text("From memory: Redis.")),
-        on_prompt("[r3]", Text("Noted.")),
+        on_prompt("[r3]", Text("Noted.")),  # first: the query is in [r3]'s history too
+        asked_with(query, Text("From memory: Redis.")),
         on_distill(Text("- the user picked Redis for the session cache"), marker="[r3]"),
     ]
     with world.rpc() as pi:
@@ -316,8 +398,15 @@ def test_recall_without_a_query_is_stopped_and_with_one_is_not_captured(world: P
         wait_for(lambda: len(notices(pi)) == 2, 10, "the usage, twice")
         assert server.requests == []
 
-        records = pi.prompt(f"/recall {query}")
+        records = pi.prompt(f"/recall --all {query}")
         assert "From memory: Redis." in assistant_texts(records)
+        # What pi shows the user as their message: the query.
+        shown = [
+            text_of(record["message"]["content"])
+            for record in records
+            if record.get("type") == "message_end" and record["message"].get("role") == "user"
+        ]
+        assert shown == [query]
         # Capture takes one exchange at a time, in order: once [r3] is written, the recall
         # exchange has been through the gates.
         pi.prompt("[r3] We picked Redis for the session cache.")
@@ -326,11 +415,25 @@ def test_recall_without_a_query_is_stopped_and_with_one_is_not_captured(world: P
 
     assert notices(pi) == [("notify", RECALL_USAGE, "warning")] * 2
     assert pimem_lines(pi.stderr) == []
-    asked = [request.prompt for request in server.agent_requests()]
-    assert asked == [recall_prompt(query), "[r3] We picked Redis for the session cache."]
-    assert asked[0].startswith(f"{RECALL_PROMPTS[0]} {query}\n\n")
+    recall, noted = server.agent_requests()
+    said, instruction = user_texts(recall)
+    assert said == query
+    assert instruction.startswith(f"{RECALL_PROMPTS[0]} the user's message above is a /recall ")
+    assert instruction.endswith(
+        'It came with --all: search every project at once (memory_search with scope "all"), '
+        "not this project first."
+    )
+    assert user_texts(noted)[-1] == "[r3] We picked Redis for the session cache."
     (path,) = world.session_files()
     session = read_session(path)
+    # The session keeps the query as the user's words; the instruction stays hidden.
+    assert [text_of(e["message"]["content"]) for e in session.messages("user")] == [
+        query,
+        "[r3] We picked Redis for the session cache.",
+    ]
+    (hidden,) = [e for e in session.entries if e.get("type") == "custom_message"]
+    assert hidden["display"] is False
+    assert text_of(hidden["content"]) == instruction
     bullets = "- the user picked Redis for the session cache"
     assert day_file.read_text() == entry_bytes(session, exchange_ends(session)[1], bullets)
     assert [request.prompt for request in server.distillations()] == [

@@ -8,17 +8,20 @@ import json
 from pathlib import Path
 
 import attrs
+import pytest
 
 from pimem_core.render import (
     NO_LEGS,
     SOME_LEGS,
     cross_repo_to_json,
     hit_to_json,
+    none_relevant,
     render_cross_repo,
     render_hit_block,
     render_hits,
     render_section,
     section_to_json,
+    shown_path,
 )
 from pimem_core.testing import read_hits
 from pimem_core.types import Anchor, CrossRepoResult, LegScore, ScoreKind, SearchHit, Section
@@ -185,40 +188,106 @@ def test_the_json_keeps_every_field_the_anchor_and_the_legs() -> None:
     assert hit_to_json(hit())["legs"] == []
 
 
-def test_expand_still_shows_the_anchor_in_full() -> None:
-    section = Section(
+def anchored_section(source: str = DAY_FILE, transcript: str = TRANSCRIPT) -> Section:
+    return Section(
         chunk_hash="0123456789abcdef",
-        source=DAY_FILE,
+        source=source,
         heading="22:41",
         start_line=4,
         end_line=7,
-        content=ENTRY,
-        anchor=Anchor(session="3f2c9b1e", turn="ab12cd34", transcript=TRANSCRIPT),
+        content=ENTRY.replace(TRANSCRIPT, transcript),
+        anchor=Anchor(session="3f2c9b1e", turn="ab12cd34", transcript=transcript),
     )
-    assert render_section(section) == (
-        f"{DAY_FILE}:4-7 | 22:41\n\n{ENTRY}\n\n"
-        f"session: 3f2c9b1e\nturn: ab12cd34\ntranscript: {TRANSCRIPT}"
+
+
+BULLETS = "- chose Redis for the hot cache\n- Postgres stays the source of truth"
+
+
+def test_expand_shows_the_anchor_once_with_paths_relative_to_the_project_or_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three lines of metadata: the file and lines, then the anchor's session and turn, then
+    its transcript; the anchor comment and the repeated heading are left out of the text."""
+    home, project = tmp_path / "home", tmp_path / "home" / "repo"
+    monkeypatch.setenv("HOME", str(home))
+    source = project / ".memsearch" / "memory" / "2026-08-13.md"
+    transcript = home / ".pi" / "agent" / "sessions" / "s.jsonl"
+    text = render_section(anchored_section(str(source), str(transcript)), project=project)
+    assert text == (
+        f".memsearch/memory/2026-08-13.md:4-7 | 22:41\n\n{BULLETS}\n\n"
+        "session: 3f2c9b1e | turn: ab12cd34\ntranscript: ~/.pi/agent/sessions/s.jsonl"
     )
+    metadata = [line for line in text.splitlines() if line and not line.startswith("- ")]
+    assert len(metadata) == 3
+    # Outside the project and the home directory a path stays whole; the JSON keeps them whole.
+    elsewhere = render_section(anchored_section(), project=project)
+    assert elsewhere.startswith(f"{DAY_FILE}:4-7 | 22:41\n\n")
+    assert elsewhere.endswith(f"\ntranscript: {TRANSCRIPT}")
+    data = section_to_json(anchored_section(str(source), str(transcript)))
+    assert data["source"] == str(source)
+    assert data["anchor"] == {
+        "session": "3f2c9b1e",
+        "turn": "ab12cd34",
+        "transcript": str(transcript),
+    }
+
+
+def test_shown_path_prefers_the_project_then_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    project = tmp_path / "repo"
+    assert shown_path(project / "a" / "b.md", project) == "a/b.md"
+    assert shown_path(tmp_path / "other" / "c.md", project) == "~/other/c.md"
+    assert shown_path("/elsewhere/d.md", project) == "/elsewhere/d.md"
+    assert shown_path(tmp_path / "e.md") == "~/e.md"
 
 
 def test_expand_says_when_the_transcript_is_not_on_this_machine() -> None:
     """A teammate's entry, pulled: the line above the anchor says the entry is all there is,
-    and the anchor stays last, one line each, for the transcript tool."""
-    section = Section(
-        chunk_hash="0123456789abcdef",
-        source=DAY_FILE,
-        heading="22:41",
-        start_line=4,
-        end_line=7,
-        content=ENTRY,
-        anchor=Anchor(session="3f2c9b1e", turn="ab12cd34", transcript=TRANSCRIPT),
-    )
+    and the anchor stays last, for the transcript tool."""
+    section = anchored_section()
     assert render_section(section, transcript_here=False) == (
-        f"{DAY_FILE}:4-7 | 22:41\n\n{ENTRY}\n\n"
+        f"{DAY_FILE}:4-7 | 22:41\n\n{BULLETS}\n\n"
         "The session's transcript is not on this machine (it was recorded on another one, or "
         "the file moved since): the entry above is all that was kept of it.\n"
-        f"session: 3f2c9b1e\nturn: ab12cd34\ntranscript: {TRANSCRIPT}"
+        f"session: 3f2c9b1e | turn: ab12cd34\ntranscript: {TRANSCRIPT}"
     )
     assert section_to_json(section, transcript_here=False)["transcript_on_this_machine"] is False
     unanchored = attrs.evolve(section, anchor=None)
     assert section_to_json(unanchored)["transcript_on_this_machine"] is None
+
+
+def test_expand_without_an_anchor_shows_the_text_as_it_is() -> None:
+    section = attrs.evolve(anchored_section(), content="## Memory Compact 09:30\n- a", anchor=None)
+    section = attrs.evolve(section, heading="Memory Compact 09:30")
+    assert render_section(section) == f"{DAY_FILE}:4-7 | Memory Compact 09:30\n\n- a"
+
+
+# -- a search nothing in memory answers ------------------------------------------------------
+
+
+def test_a_list_no_hit_of_which_is_relevant_says_so_first() -> None:
+    hits = [hit(score=0.04), hit(score=0.297, chunk_hash="1" * 16)]
+    text = render_hits("the kubernetes ingress config", hits)
+    first, rest = text.split("\n\n", 1)
+    assert first == (
+        "No hit reaches the relevance threshold of 0.30 (the best scores 0.29): memory probably "
+        'holds nothing about "the kubernetes ingress config". The nearest chunks follow; do not '
+        "answer from them unless their text plainly does."
+    )
+    assert rest.startswith("2 memory chunk(s), best first (score = relevance")
+    assert [shown.chunk_hash for shown in read_hits(text)] == ["0123456789abcdef", "1" * 16]
+    # One hit at the threshold, or a score that is not a relevance: no such line.
+    assert render_hits("q", [hit(score=0.30), hit(score=0.01)]).startswith("2 memory chunk(s)")
+    assert render_hits("q", [hit(score=0.01, score_kind="rank_fusion")]).startswith("1 memory")
+    assert none_relevant("q", []) is None
+
+
+def test_a_cross_repo_list_no_hit_of_which_is_relevant_says_so_first(tmp_path: Path) -> None:
+    result = CrossRepoResult(
+        hits=(hit(score=0.12, project=tmp_path / "alpha"),), searched=(tmp_path / "alpha",)
+    )
+    text = render_cross_repo("ingress", result)
+    assert text.startswith("No hit reaches the relevance threshold of 0.30 (the best scores 0.12)")
+    assert "\n\n1 memory chunk(s), 1 project searched, 0 skipped, best first" in text

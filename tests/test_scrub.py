@@ -310,6 +310,23 @@ def test_scrubbing_twice_changes_nothing_more() -> None:
     assert SCRUBBER.scrub(once) == once
 
 
+def test_scrubbed_counts_what_it_took_out_by_kind_and_never_keeps_a_secret() -> None:
+    """A write tells its writer how many secrets of which kinds went: the counts, in the
+    patterns' order, and nothing of the values."""
+    shapes = [shape for shape in SHAPES if shape.name in ("aws-access-key", "openai-api-key")]
+    text = "\n".join([*(shape.text for shape in shapes), shapes[0].text, "- nothing secret"])
+    scrubbed = SCRUBBER.scrubbed(text)
+    assert scrubbed.text == SCRUBBER.scrub(text)
+    order = [pattern.name for pattern in PATTERNS]
+    expected: dict[str, int] = {}
+    for shape in [*shapes, shapes[0]]:
+        expected[shape.name] = expected.get(shape.name, 0) + 1
+    assert scrubbed.found == tuple(sorted(expected.items(), key=lambda item: order.index(item[0])))
+    assert scrubbed.count == len(shapes) + 1
+    assert not any(value in repr(scrubbed.found) for shape in shapes for value in shape.values)
+    assert SCRUBBER.scrubbed("- nothing secret").found == ()
+
+
 def conversation() -> str:
     return "\n".join(f"- {shape.text}" for shape in SHAPES)
 

@@ -502,9 +502,13 @@ def test_the_window_follows_the_last_captured_entry_when_it_is_on_the_branch() -
 
 
 def test_injected_context_messages_are_not_part_of_the_exchange() -> None:
+    """Not distilled, but the gates see them in place: how the host framed the request."""
     injected = BranchEntry(id="c1", kind="custom_message", role="user", text="memory hits")
     branch = [user("u1", "ask"), injected, assistant("a1", "answer")]
-    assert [e.id for e in exchange_window(branch, None).entries] == ["u1", "a1"]
+    window = exchange_window(branch, None)
+    assert [e.id for e in window.entries] == ["u1", "a1"]
+    assert [e.id for e in window.with_injected] == ["u1", "c1", "a1"]
+    assert [e.id for e in exchange_window(branch, "u1").with_injected] == ["c1", "a1"]
 
 
 @pytest.mark.parametrize(

@@ -28,11 +28,10 @@ from bench.locomo.offtopic import OFF_TOPIC
 from bench.quality.metrics import score
 from bench.quality.run import isolated_environment, memsearch_search, pimem_search
 from pimem_core import Pimem
-from pimem_core.types import SearchHit
+from pimem_core.types import RELEVANCE_THRESHOLD, SearchHit
 from pimem_plugins.auto_context import DEFAULT_MIN_RELEVANCE, DEFAULT_MIN_SIMILARITY, select_chunks
 from pimem_plugins.memsearch.chunks import parse_anchor
 from pimem_plugins.memsearch.offline_model import OfflineModel
-from pimem_plugins.memsearch.recall.ranking import RELEVANCE_THRESHOLD
 
 FORMAT = 1
 TOP_K = 10

@@ -39,11 +39,18 @@ from bench.quality.metrics import lexical_overlap, rank_of
 from bench.quality.queries import Query, build_queries
 from bench.quality.sessions import SessionFile
 from pimem_core import Pimem
-from pimem_core.types import Anchor, Scope, SearchHit, SearchQuery, Transcript, TranscriptRequest
+from pimem_core.types import (
+    RELEVANCE_THRESHOLD,
+    Anchor,
+    Scope,
+    SearchHit,
+    SearchQuery,
+    Transcript,
+    TranscriptRequest,
+)
 from pimem_plugins.memsearch.chunks import parse_anchor
 from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 from pimem_plugins.memsearch.offline_model import OfflineModel
-from pimem_plugins.memsearch.recall.ranking import RELEVANCE_THRESHOLD
 
 #: The store's identity: a kept world is reused only when all of it matches.
 STORE_FORMAT = 1

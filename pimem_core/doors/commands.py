@@ -36,6 +36,7 @@ from pimem_core.render import (
     redaction_to_json,
     render_cross_repo,
     render_hits,
+    render_redacted,
     render_redaction,
     render_section,
     render_status,
@@ -341,18 +342,32 @@ class Command:
 
 
 def _write(door: Door, a: Args) -> Outcome:
+    # Scrubbed here as well as by the facade, to tell the writer what was taken out.
+    scrubbed = door.pimem.scrubber.scrubbed(door.content(a["content"]))
     entry = Entry(
         anchor=Anchor(session=a["session"], turn=a["turn"], transcript=a["transcript"]),
-        content=door.content(a["content"]),
+        content=scrubbed.text,
         written_at=door.pimem.settings.now(),
     )
-    file = door.pimem.append_entry(door.scope(), entry)
-    text = f"Saved the memory entry to {file}"
+    notices: list[str] = []
+    file = door.pimem.append_entry(door.scope(), entry, on_notice=notices.append)
+    lines = [f"Saved the memory entry to {file}"]
+    if scrubbed.found:
+        lines.append(render_redacted(scrubbed.found))
     conflicted = _conflicted(door, entry.written_at.date())
     if conflicted:
         # Kept all the same, below the markers: said now so that the merge gets resolved.
-        text += f"\nNote: the entry went below the markers: {describe_conflicted([file])}"
-    return Outcome(text=text, data={"file": str(file), "conflicted": conflicted})
+        lines.append(f"Note: the entry went below the markers: {describe_conflicted([file])}")
+    lines += notices
+    return Outcome(
+        text="\n".join(lines),
+        data={
+            "file": str(file),
+            "conflicted": conflicted,
+            "redacted": dict(scrubbed.found),
+            "notices": notices,
+        },
+    )
 
 
 def _conflicted(door: Door, day: date) -> bool:
@@ -422,8 +437,10 @@ def _expand(door: Door, a: Args) -> Outcome:
     )
     # A store shared through git holds entries of sessions that ran on a teammate's machine.
     here = section.anchor is None or os.path.exists(section.anchor.transcript)
+    # Paths read relative to the session's project; another project's stay whole.
+    project = None if foreign else scope.repository_dir
     return Outcome(
-        text=render_section(section, transcript_here=here),
+        text=render_section(section, transcript_here=here, project=project),
         data=section_to_json(section, transcript_here=here),
         key="section",
     )
@@ -450,9 +467,11 @@ def _status(door: Door, a: Args) -> Outcome:
 
 
 def _transcript(door: Door, a: Args) -> Outcome:
-    request = TranscriptRequest(
-        path=a["transcript_path"], turn=a["turn"], context=a["context"], limit=a["limit"]
-    )
+    # Expand shows paths under ~ or relative to the project: taken back as shown.
+    path: Path = a["transcript_path"].expanduser()
+    if not path.is_absolute():
+        path = door.base_dir() / path
+    request = TranscriptRequest(path=path, turn=a["turn"], context=a["context"], limit=a["limit"])
     try:
         transcript = door.pimem.read_transcript(request)
     except TranscriptNotHere:

@@ -354,7 +354,9 @@ class Server:
         except PimemError as error:  # surfaces as a marker entry when an exchange is captured
             self._capture_model = error
         self.session.start(info)
-        return {"scope": self._scope().to_json()}
+        record = self.session.record
+        # Where the host records its bridges' deaths: pimem status names them from there.
+        return {"scope": self._scope().to_json(), "failure_record": str(record) if record else None}
 
     def _before_prompt(self, params: Params) -> object:
         self._scope()  # a request error before session.start, not a crash
@@ -377,11 +379,18 @@ class Server:
 
     def _shutdown(self, params: Params) -> object:
         self._shutdown_asked = True
-        report = self.session.shutdown(wait_for_index=params.flag("wait_for_index", True))
+        wait = params.raw.get("capture_wait_ms")
+        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, int) or wait < 0):
+            raise RequestError('"capture_wait_ms" must be a whole number of milliseconds')
+        report = self.session.shutdown(
+            wait_for_index=params.flag("wait_for_index", True),
+            capture_wait=None if wait is None else wait / 1000,
+        )
         return {
             "captured_in_time": report.captured_in_time,
             "indexed_in_time": report.indexed_in_time,
             "seconds": round(report.seconds, 3),
+            "handed_over": report.handed_over,
         }
 
     # -- the command table's methods ----------------------------------------------------------

@@ -71,23 +71,31 @@ class Window:
 
     entries: tuple[BranchEntry, ...]
     last_id: str | None
+    #: The entries with the messages the host injected among them (a ``/recall``
+    #: instruction, auto-context), in branch order: what the gates judge. Never distilled.
+    with_injected: tuple[BranchEntry, ...] = ()
 
 
 def exchange_window(branch: Sequence[BranchEntry], last_captured: str | None) -> Window:
     """The messages after the last captured entry when it is still on the branch, else from the
-    branch's last user message. Injected context messages never count."""
+    branch's last user message. Injected context messages never count as the exchange's, but
+    the gates see them: how the host framed the request says whether it was about memory."""
     messages = [entry for entry in branch if entry.kind == "message"]
     if not messages:
         return Window(entries=(), last_id=None)
     ids = [entry.id for entry in branch]
     if last_captured is not None and last_captured in ids:
-        cut = ids.index(last_captured)
-        after = {entry.id for entry in branch[cut + 1 :]}
-        window = [entry for entry in messages if entry.id in after]
+        tail = list(branch[ids.index(last_captured) + 1 :])
     else:
-        users = [i for i, entry in enumerate(messages) if entry.role == "user"]
-        window = messages[users[-1] :] if users else []
-    return Window(entries=tuple(window), last_id=messages[-1].id)
+        users = [
+            i for i, entry in enumerate(branch) if entry.kind == "message" and entry.role == "user"
+        ]
+        tail = list(branch[users[-1] :]) if users else []
+    return Window(
+        entries=tuple(entry for entry in tail if entry.kind == "message"),
+        last_id=messages[-1].id,
+        with_injected=tuple(entry for entry in tail if entry.kind in ("message", "custom_message")),
+    )
 
 
 def passes_gates(window: Sequence[BranchEntry]) -> bool:
@@ -218,6 +226,20 @@ class Capture:
     def close(self) -> None:
         self._jobs.put(None)
 
+    def finish(self, deadline: float) -> int:
+        """Wait until every queued exchange is written or *deadline* (monotonic) passes, then
+        close; what is not written by then is left in the journal (:meth:`leave`), for a later
+        process, rather than written as markers. Returns how many exchanges were left."""
+        with self._idle:
+            while self._pending and time.monotonic() < deadline:
+                self._idle.wait(max(0.0, min(0.05, deadline - time.monotonic())))
+            left = self._pending
+        if left:
+            self.leave()
+        else:
+            self.close()
+        return left
+
     def leave(self) -> None:
         """The host went away without ending the session (its bridge was killed, say): stop
         at once, write nothing more and leave every exchange not written yet in the journal,
@@ -271,7 +293,7 @@ class Capture:
         before, self._last_captured = self._last_captured, window.last_id
         reason: str | None = INCOMPLETE
         if window.entries and passes_gates(window.entries):
-            reason = self._gate(window.entries)
+            reason = self._gate(window.with_injected)
         if reason is not None:
             self._skip(reason)
             if job.recovered is not None:
@@ -281,6 +303,8 @@ class Capture:
         if self._journal is not None:
             self._journal.add(Pending(turn=anchor.turn, after=before))
         content = self._distil(anchor, window.entries)
+        if self._leaving:  # left while distilling: the journal hands it on, nothing is written
+            raise _Left
         if content is None:
             self._skip(NOTHING_TO_KEEP)
             self._forget_pending(anchor.turn)

@@ -59,7 +59,10 @@ PLATFORM = "pimem"
 MODEL_TIMEOUT_SECONDS = 300.0
 #: Marks files being written; one left by a killed run is removed by the next run.
 TEMP_MARK = ".pimem-tmp-"
+#: Where a task's status section goes while it is off (configuration); a task that runs
+#: reports this much earlier, with the sections that say how memory is doing.
 STATUS_RANK = 85
+RUNNING_RANK_SHIFT = 40
 
 
 class BudgetSpent(PimemError):
@@ -471,7 +474,7 @@ def task_status(
         out.append(f"maintenance {task.name} last error ({_local(failed)}): {error}")
     return StatusSection(
         name=name,
-        rank=rank,
+        rank=rank - RUNNING_RANK_SHIFT,
         lines=(*out, *lines),
         data={
             "enabled": True,

@@ -6,7 +6,9 @@
     settled        queue the exchange for capture (gates, distillation and the append follow
                    in the background; each append wakes maintenance)
     compacted      rebuild the snapshot (the agent's context was compacted)
-    shutdown       flush capture, settle the indexer, both within the shutdown cap
+    shutdown       flush capture, settle the indexer, both within the shutdown cap; what
+                   capture has not written within the host's wait is handed over to the next
+                   session in the scope (:mod:`pimem_core.runtime.records`)
 
 Nothing on the agent's path waits for a model or for indexing: every call here returns within
 milliseconds, and a memory failure never reaches the agent as an exception from ``settled``.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextvars
 import logging
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -29,8 +32,17 @@ from pimem_core.paths import PimemPaths
 from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.capture import Capture
 from pimem_core.runtime.indexer import SHUTDOWN_CAP_SECONDS, Indexer
-from pimem_core.runtime.journal import CaptureJournal
 from pimem_core.runtime.maintenance import MaintenanceRunner
+from pimem_core.runtime.records import (
+    SessionRecord,
+    claim,
+    hand_over,
+    journal_of,
+    record_path,
+    records,
+    release,
+    take_own_kept,
+)
 from pimem_core.runtime.scheduler import Scheduler
 from pimem_core.runtime.snapshot_cache import StableSnapshot, kept_snapshot_path
 from pimem_core.runtime.status import status_sections
@@ -77,6 +89,8 @@ class ShutdownReport:
     captured_in_time: bool
     indexed_in_time: bool
     seconds: float
+    #: Exchanges not captured within the host's wait, left for the next session in the scope.
+    handed_over: int = 0
 
 
 class _SessionPlugin:
@@ -117,6 +131,13 @@ class Session:
         self.indexer: Indexer | None = None
         self.capture: Capture | None = None
         self.maintenance: MaintenanceRunner | None = None
+        #: Other sessions' hand-overs this one claimed, each with the capture that takes it.
+        self._adopted: list[tuple[SessionRecord, Capture]] = []
+        self._adopting = threading.Lock()
+        #: Set once shutdown took the adopted captures: nothing more is claimed.
+        self._done_adopting = False
+        #: Where the host records what happens to this session's bridges (``session.start``).
+        self.record: Path | None = None
         self._starting: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._starting.set_result(None)
         #: Every background task of this session: capture, index runs, maintenance.
@@ -136,6 +157,9 @@ class Session:
             self._settle_previous()
         self.info = info
         scope = self.scope = self.pimem.resolve_scope(info.cwd)
+        self.record = record_path(self._state_dir, scope, info.session_id)
+        with self._adopting:
+            self._done_adopting = False
         indexer = Indexer(self._index, scheduler=self.scheduler, **self._debounce_kwargs())
         self.indexer = indexer
         kept = kept_snapshot_path(self._state_dir, info.session_id)
@@ -152,12 +176,15 @@ class Session:
         # What needs the index (memsearch and the read model: a few hundred milliseconds of
         # imports) starts behind the host's answer, so the first prompt waits for none of it.
         def start_in_background() -> None:
+            self._adopt(info, scope)
             indexer.catch_up()
             self.pimem.start_session(scope)
             maintenance.wake("session start")
 
         self._starting = self.scheduler.run("session-start", start_in_background)
         if info.transcript is not None:
+            # A session started again captures the exchanges it kept when memory went off.
+            take_own_kept(self._state_dir, scope, info.session_id)
             self.capture = Capture(
                 self.pimem,
                 self.scope,
@@ -165,7 +192,7 @@ class Session:
                 transcript=info.transcript,
                 host_model=self.host_model,
                 budget=self.budget,
-                journal=CaptureJournal(self._state_dir / "capture-journal", info.session_id),
+                journal=journal_of(self._state_dir, info.session_id),
                 scheduler=self.scheduler,
             )
 
@@ -196,20 +223,46 @@ class Session:
             self.snapshot.refresh()
 
     def shutdown(
-        self, cap: float = SHUTDOWN_CAP_SECONDS, *, wait_for_index: bool = True
+        self,
+        cap: float = SHUTDOWN_CAP_SECONDS,
+        *,
+        wait_for_index: bool = True,
+        capture_wait: float | None = None,
     ) -> ShutdownReport:
         """Flush capture, then index what was written, all within *cap* seconds.
 
         With *wait_for_index* false the last index run is started, not waited for: a host that
-        leaves the process to finish it alone calls ``shutdown()`` again, which waits.
+        leaves the process to finish it alone calls ``shutdown()`` again, which waits. With
+        *capture_wait* (seconds), capture gets that long: what it has not written by then stays
+        in the journal, handed over to the next session in the scope, instead of being written
+        as markers at the cap.
         """
         started = time.monotonic()
         deadline = started + cap
-        captured = True
+        captured, left = True, 0
+        capture_deadline = (
+            deadline if capture_wait is None else min(deadline, started + capture_wait)
+        )
         if self.capture is not None:
-            captured = self.capture.drain(deadline)
-            self.capture.close()
+            if capture_wait is None:
+                captured = self.capture.drain(deadline)
+                self.capture.close()
+            else:
+                left = self.capture.finish(capture_deadline)
+                captured = left == 0
+                if left and self.info is not None and self.info.transcript is not None:
+                    assert self.scope is not None
+                    hand_over(
+                        self._state_dir,
+                        self.scope,
+                        self.info.session_id,
+                        self.info.transcript,
+                        left,
+                    )
             self.capture = None
+        for record, adopted in self._take_adopted():
+            if adopted.finish(capture_deadline):
+                release(record)  # the next session tries again
         indexed = True
         if self.indexer is not None:
             if wait_for_index:  # a catch-up not started yet would be missed
@@ -222,6 +275,7 @@ class Session:
             captured_in_time=captured,
             indexed_in_time=indexed,
             seconds=time.monotonic() - started,
+            handed_over=left,
         )
 
     def leave(self) -> None:
@@ -231,6 +285,9 @@ class Session:
         if self.capture is not None:
             self.capture.leave()
             self.capture = None
+        for record, adopted in self._take_adopted():
+            adopted.leave()
+            release(record)
         if self.indexer is not None:
             self.indexer.shutdown(0.0)
 
@@ -243,9 +300,60 @@ class Session:
         """The status of this session's scope, as ``memory.status`` shows it."""
         if self.scope is None:
             raise RuntimeError("status before start")
-        return status_sections(self.pimem, self.scope, self.budget)
+        return status_sections(self.pimem, self.scope, self.budget, state_dir=self._state_dir)
 
     # -- inside -------------------------------------------------------------------------
+
+    def _adopt(self, info: SessionInfo, scope: Scope) -> None:
+        """Claim what earlier sessions of the scope handed over (a session whose memory went
+        off, one that shut down before capture was done) and capture it, each exchange with
+        its own session's anchor. A failure costs this, never the session."""
+        try:
+            for record in records(self._state_dir, scope):
+                if (
+                    record.session_id == info.session_id
+                    or not record.handover
+                    or record.transcript is None
+                ):
+                    continue
+                with self._adopting:
+                    if self._done_adopting:  # shut down meanwhile: left for the next session
+                        return
+                claimed = claim(record, info.session_id)
+                if claimed is None or claimed.transcript is None:
+                    continue
+                journal = journal_of(self._state_dir, claimed.session_id)
+                for item in claimed.kept:
+                    journal.add(item)
+                if not journal.pending():
+                    continue
+                log.info("capturing what session %s handed over", claimed.session_id)
+                capture = Capture(
+                    self.pimem,
+                    scope,
+                    session_id=claimed.session_id,
+                    transcript=Path(claimed.transcript),
+                    host_model=self.host_model,
+                    budget=self.budget,
+                    journal=journal,
+                    scheduler=self.scheduler,
+                )
+                with self._adopting:
+                    late = self._done_adopting
+                    if not late:
+                        self._adopted.append((claimed, capture))
+                if late:  # shut down while this was claimed: handed on again
+                    capture.leave()
+                    release(claimed)
+                    return
+        except Exception:
+            log.exception("could not take over what earlier sessions handed over")
+
+    def _take_adopted(self) -> list[tuple[SessionRecord, Capture]]:
+        with self._adopting:
+            taken, self._adopted = self._adopted, []
+            self._done_adopting = True
+        return taken
 
     def _debounce_kwargs(self) -> dict[str, float]:
         return {} if self._debounce is None else {"debounce": self._debounce}
@@ -297,7 +405,7 @@ class Session:
             lines.append(f"last index run: failed ({self.indexer.last_failure})")
         yield StatusSection(
             name="capture",
-            rank=50,
+            rank=20,
             lines=lines,
             data={
                 "enabled": settings.capture,

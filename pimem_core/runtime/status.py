@@ -1,25 +1,37 @@
 """The status report, assembled one way for every front door.
 
-Every plugin's sections (``pimem_collect_status``), the store's line for today, the
-distillation budget and the plugins' declared settings, in rank order. A session adds its own
+The session records' failures (:mod:`pimem_core.runtime.records`), every plugin's sections
+(``pimem_collect_status``), the store's line for today, the distillation budget and the
+plugins' declared settings, in rank order. A session adds its own
 sections (its capture counters) through the plugin it registers; the CLI has no session, so it
 shows none.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pimem_core.api import Pimem
+from pimem_core.paths import PimemPaths
 from pimem_core.runtime.budget import DistillBudget
+from pimem_core.runtime.records import records_status
 from pimem_core.runtime.store_today import store_today_status
 from pimem_core.types import Scope, StatusSection
 
 
 def status_sections(
-    pimem: Pimem, scope: Scope, budget: DistillBudget | None = None
+    pimem: Pimem,
+    scope: Scope,
+    budget: DistillBudget | None = None,
+    *,
+    state_dir: Path | None = None,
 ) -> tuple[StatusSection, ...]:
-    """*scope*'s status sections, in rank order; *budget* defaults to the settings' budget."""
+    """*scope*'s status sections, in rank order; *budget* defaults to the settings' budget, and
+    the session records (the failures hosts recorded) are read from *state_dir*, by default
+    pimem's."""
     budget = budget or DistillBudget.for_settings(pimem.settings)
     sections = (
+        records_status(state_dir or PimemPaths.from_env().state_dir, scope),
         *pimem.collect_status(scope),
         store_today_status(pimem, scope),
         budget.status(),

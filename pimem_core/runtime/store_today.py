@@ -77,7 +77,7 @@ def store_today_status(pimem: Pimem, scope: Scope) -> StatusSection:
     except PimemError as error:
         return StatusSection(
             name="store-today",
-            rank=51,
+            rank=21,
             lines=(f"{LABEL}: unreadable ({error})",),
             data={**data, "error": str(error)},
         )
@@ -95,7 +95,7 @@ def store_today_status(pimem: Pimem, scope: Scope) -> StatusSection:
                 "could not be distilled)"
             )
     return StatusSection(
-        name="store-today", rank=51, lines=(line,), data={**data, **attrs.asdict(count)}
+        name="store-today", rank=21, lines=(line,), data={**data, **attrs.asdict(count)}
     )
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from pimem_core.plugin import PimemError, StatusSection
 from pimem_plugins.memsearch.errors import database_failure, install_instructions, is_contention
-from pimem_plugins.shared.index_state import index_status_section
+from pimem_plugins.shared.index_state import index_status_sections
 from pimem_plugins.shared.layout import has_memory_files
 
 if TYPE_CHECKING:
@@ -22,14 +22,14 @@ def status_sections(index: MemsearchMemoryIndex) -> Iterator[StatusSection]:
     if availability.reason is not None:
         yield StatusSection(
             name="backend",
-            rank=10,
+            rank=8,  # a problem: with the health sections
             lines=(
                 f"backend: unavailable ({availability.reason})",
                 install_instructions(availability.reason),
             ),
             data={"available": False, "reason": availability.reason},
         )
-        yield index_status_section(scope)  # the state file is read without memsearch
+        yield from index_status_sections(scope)  # the state file is read without memsearch
         return
     try:
         described = index.queue.run(
@@ -39,7 +39,7 @@ def status_sections(index: MemsearchMemoryIndex) -> Iterator[StatusSection]:
         described = {"error": str(error)}
     yield StatusSection(
         name="backend",
-        rank=10,
+        rank=60,
         lines=(
             f"backend: available (memsearch {availability.version}, in-process)",
             *(f"{key}: {value}" for key, value in described.items()),
@@ -48,11 +48,11 @@ def status_sections(index: MemsearchMemoryIndex) -> Iterator[StatusSection]:
     )
     yield StatusSection(
         name="bootstrap",
-        rank=30,
+        rank=61,
         lines=(f"bootstrap: {engine.bootstrap_note}",),
         data={"note": engine.bootstrap_note},
     )
-    yield index_status_section(scope)
+    yield from index_status_sections(scope)
     yield _chunks_section(index)
     yield _ranker_section(index)
 
@@ -62,7 +62,7 @@ def _ranker_section(index: MemsearchMemoryIndex) -> StatusSection:
     if recall is None:
         return StatusSection(
             name="ranker",
-            rank=65,
+            rank=63,
             lines=("ranker: memsearch's hybrid search (PIMEM_RANKER=memsearch)",),
             data={"ranker": "memsearch"},
         )
@@ -80,7 +80,7 @@ def _ranker_section(index: MemsearchMemoryIndex) -> StatusSection:
             "origin": recall.origin,
             "facts_pending": pending,
         }
-    return StatusSection(name="ranker", rank=65, lines=(line,), data=data)
+    return StatusSection(name="ranker", rank=63, lines=(line,), data=data)
 
 
 def _chunks_section(index: MemsearchMemoryIndex) -> StatusSection:
@@ -94,7 +94,7 @@ def _chunks_section(index: MemsearchMemoryIndex) -> StatusSection:
             lines += (f"the memory database could not be used. {index.rebuild_advice(said)}",)
         return StatusSection(
             name="chunks",
-            rank=60,
+            rank=31,
             lines=lines,
             data={"indexed_chunks": None, "error": str(error)},
         )
@@ -104,4 +104,4 @@ def _chunks_section(index: MemsearchMemoryIndex) -> StatusSection:
         line = "indexed chunks: 0 (collection not created yet; `pimem index` builds it)"
     else:
         line = "indexed chunks: 0 (no memory yet; write or capture something first)"
-    return StatusSection(name="chunks", rank=60, lines=(line,), data={"indexed_chunks": count})
+    return StatusSection(name="chunks", rank=31, lines=(line,), data={"indexed_chunks": count})

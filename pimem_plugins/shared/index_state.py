@@ -99,7 +99,7 @@ def describe_index_health(health: IndexHealth, *, has_memory: bool = True) -> li
             ".memsearch tree, the store command declines state-dir, and MEMSEARCH_DIR is "
             "unset); make the store command answer state-dir to get index health back"
         ]
-    lines = [f"index state: {health.state_path}"]
+    lines = []
     state = health.state
     if health.unreadable is not None:
         lines.append(
@@ -124,22 +124,35 @@ def describe_index_health(health: IndexHealth, *, has_memory: bool = True) -> li
     return lines
 
 
-def index_status_section(scope: Scope) -> StatusSection:
-    """``pimem status``'s index-health section for *scope*."""
+def index_status_sections(scope: Scope) -> tuple[StatusSection, ...]:
+    """``pimem status``'s sections for *scope*'s index state: its health, with the others
+    that say how memory is doing, and where the state file is, with the configuration."""
     health = read_index_health(scope)
     state = health.state
-    return StatusSection(
-        name="index",
-        rank=40,
-        lines=describe_index_health(health, has_memory=has_memory_files(scope.memory_dir)),
-        data={
-            "state_path": None if health.state_path is None else str(health.state_path),
-            "status": None if state is None else state.status,
-            "unreadable": health.unreadable,
-            "last_completed_at": None if state is None else state.last_completed_at,
-            "last_error": None if state is None else state.last_error,
-            "failed_files": []
-            if state is None
-            else [{"path": f.path, "error": f.error} for f in state.failed_files],
-        },
-    )
+    sections = [
+        StatusSection(
+            name="index",
+            rank=30,
+            lines=describe_index_health(health, has_memory=has_memory_files(scope.memory_dir)),
+            data={
+                "state_path": None if health.state_path is None else str(health.state_path),
+                "status": None if state is None else state.status,
+                "unreadable": health.unreadable,
+                "last_completed_at": None if state is None else state.last_completed_at,
+                "last_error": None if state is None else state.last_error,
+                "failed_files": []
+                if state is None
+                else [{"path": f.path, "error": f.error} for f in state.failed_files],
+            },
+        )
+    ]
+    if health.state_path is not None:
+        sections.append(
+            StatusSection(
+                name="index_state",
+                rank=62,
+                lines=(f"index state: {health.state_path}",),
+                data={"path": str(health.state_path)},
+            )
+        )
+    return tuple(sections)

@@ -1,15 +1,27 @@
 // The session's link to pimem: one bridge at a time, started lazily again after a crash, up to a
-// cap per session. A crash is reported once, to the next tool call, so the agent learns why a
-// memory call failed; prompts meanwhile go on without memory. A command that never got as far as
-// its ready line (missing, not executable, a Python without pimem) is not retried: memory is off
-// for the session, the user is told once, and every memory call says the same.
+// cap per session. A memory call that finds the bridge dead runs on a new one; a read or a
+// settle whose bridge died under it is sent once more, to the new one: the agent sees an error
+// only when that fails too. Prompts never wait for a new bridge: they go on with the session's
+// snapshot. Each crash is written to the session's failure record (a small JSON file whose path
+// pimem gives at session start, docs/host-protocol.md), which `pimem status` reads. After the
+// last crash the cap allows, memory is off for the session: the user is told at once, and the
+// exchange in progress is kept in the record for the next session in the project to capture. A
+// command that never got as far as its ready line (missing, not executable, a Python without
+// pimem) is not retried: memory is off for the session, the user is told once, and every memory
+// call says the same.
 
+import { mkdirSync, renameSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
 import { Bridge, BridgeError, type CallOptions, type HostRequestHandler, type Spawn } from "./bridge.ts";
 import { sentences } from "./text.ts";
 
 /** Crashes of a running bridge that are followed by a new one, per session. */
 export const MAX_RESPAWNS = 2;
 export const START_TIMEOUT_MS = 60_000;
+
+/** Requests worth sending again when the bridge died under them: they change nothing, or
+ * pimem takes them twice as once (a settle of the same leaf is captured once). */
+export const RETRIED = new Set(["memory.search", "memory.expand", "memory.status", "memory.transcript", "session.settled"]);
 
 export interface SessionParams {
   session_id: string;
@@ -34,10 +46,34 @@ export interface ConnectionOptions {
   onStartFailure?: (message: string) => void;
   /** Called once when the bridge crashed too often: memory and capture are off for the session. */
   onGiveUp?: (message: string) => void;
+  /** Whether an agent run is in progress: its exchange is kept when memory turns off. */
+  busy?: () => boolean;
 }
 
-/** Who is asking: tools hear about crashes, prompts never wait for a respawn. */
+/** Who is asking: tools hear about failures, prompts never wait for a respawn. */
 export type Caller = "tool" | "prompt" | "background";
+
+/** One bridge death, as the failure record keeps it. */
+export interface Failure {
+  at: string;
+  reason: string;
+}
+
+/** An exchange kept for capture by a later process: its last entry, and the one before it. */
+export interface KeptTurn {
+  turn: string;
+  after: string | null;
+}
+
+/** The session's failure record (docs/host-protocol.md, "The failure record"). */
+export interface FailureRecord {
+  session_id: string;
+  transcript: string | null;
+  failures: Failure[];
+  memory_off_at: string | null;
+  kept: KeptTurn[];
+  handover: boolean;
+}
 
 export class Connection {
   private readonly options: ConnectionOptions;
@@ -49,10 +85,20 @@ export class Connection {
   private crashes = 0;
   /** Why the command could not be started, once it could not: no more bridges this session. */
   private startFailure: string | undefined;
-  private unreportedCrash: string | undefined;
   private lastCrash: string | undefined;
   private gaveUp = false;
+  /** Memory turned off during an agent run: that run's settle is kept, once. */
+  private keepNextSettle = false;
+  /** Whether memory turned off during an agent run (what the message says was kept). */
+  private keptInProgress = false;
+  /** The leaf of the last settle sent: where the next exchange's window begins. */
+  private lastSettled: string | null = null;
+  /** Settles sent and not answered: a bridge dying under one dies during its exchange. */
+  private settling = 0;
   private closing = false;
+  /** Where pimem said to record this session's failures (from session.start). */
+  private recordPath: string | undefined;
+  private record: FailureRecord | undefined;
 
   constructor(options: ConnectionOptions) {
     this.options = options;
@@ -70,6 +116,11 @@ export class Connection {
     return this.bridge?.pid;
   }
 
+  /** Whether memory is off for the rest of the session (the bridge crashed too often). */
+  get memoryOff(): boolean {
+    return this.gaveUp;
+  }
+
   /** Start the bridge for a session; nothing is awaited, so pi's start-up never waits on Python. */
   open(session: SessionParams): void {
     this.session = session;
@@ -77,9 +128,13 @@ export class Connection {
     this.spawns = 0;
     this.crashes = 0;
     this.startFailure = undefined;
-    this.unreportedCrash = undefined;
     this.lastCrash = undefined;
     this.gaveUp = false;
+    this.keepNextSettle = false;
+    this.keptInProgress = false;
+    this.lastSettled = null;
+    this.recordPath = undefined;
+    this.record = undefined;
     this.spawn();
   }
 
@@ -98,46 +153,71 @@ export class Connection {
     if (!this.session) throw new BridgeError("bridge", "memory is not started: the pi session has not started yet");
     if (this.closing) throw new BridgeError("bridge", "memory is shut down: the pi session has ended");
     if (this.startFailure !== undefined) throw new BridgeError("bridge", this.startFailure);
+    if (method === "session.settled" && this.gaveUp) {
+      this.keepTurn(params);
+      throw new BridgeError("bridge", this.gaveUpMessage());
+    }
+    if (this.gaveUp) throw new BridgeError("bridge", this.gaveUpMessage());
     if (!this.bridge?.alive) {
-      if (this.unreportedCrash !== undefined && caller !== "background") {
-        if (caller === "tool") throw this.reportCrash();
-        throw new BridgeError("bridge", this.unreportedCrash);
-      }
-      this.respawnOrGiveUp();
+      // Nothing was sent to the dead bridge: a memory call simply goes to a new one.
+      if (caller === "prompt") throw new BridgeError("bridge", this.lastCrash ?? "the pimem bridge is not running");
+      this.spawn();
     }
     const bridge = this.bridge;
-    const started = this.started;
-    if (!bridge?.alive || !started) throw new BridgeError("bridge", this.gaveUpMessage());
+    const settle = method === "session.settled";
+    if (settle) this.settling += 1;
     try {
-      await withDeadline(started, options.timeoutMs, undefined, () => {
-        throw new BridgeError("timeout", `pimem did not start within ${options.timeoutMs} ms`);
-      });
-      return await bridge.call(method, params, options);
+      return await this.send(bridge, method, params, options);
     } catch (error) {
-      // A crash that failed this very tool call is reported by it, not once more by the next one.
-      if (caller === "tool" && this.bridge === bridge && !bridge.alive && this.unreportedCrash !== undefined) {
-        throw this.reportCrash();
+      // Only a bridge that died under this request is news here; anything else is the answer.
+      if (!bridge || this.bridge !== bridge || bridge.alive || this.startFailure !== undefined) throw error;
+      if (this.gaveUp) {
+        if (method === "session.settled") this.keepTurn(params);
+        throw new BridgeError("bridge", this.gaveUpMessage());
       }
-      throw error;
+      if (caller === "prompt" || !RETRIED.has(method)) {
+        // A change may or may not have been made: said, not repeated.
+        throw new BridgeError("bridge", sentences(this.lastCrash, "Memory restarts on the next memory call"));
+      }
+      this.spawn();
+      try {
+        return await this.send(this.bridge, method, params, options);
+      } catch (again) {
+        if (this.gaveUp) {
+          if (method === "session.settled") this.keepTurn(params);
+          throw new BridgeError("bridge", this.gaveUpMessage());
+        }
+        if (this.bridge?.alive === false && this.startFailure === undefined) {
+          throw new BridgeError("bridge", sentences(this.lastCrash, "Memory restarts on the next memory call"));
+        }
+        throw again;
+      }
+    } finally {
+      if (settle) {
+        this.settling -= 1;
+        if (typeof params.leaf === "string") this.lastSettled = params.leaf;
+      }
     }
   }
 
   /**
    * Shut the session down in pimem within `capMs`, then stop the process (killed after
    * `graceMs`). With `detach`, pimem writes what capture holds and is then left to finish its
-   * last index run alone: how pi exits without waiting on memsearch.
+   * last index run alone: how pi exits without waiting on memsearch. `captureWaitMs` bounds the
+   * wait for capture; what is left then stays in pimem's journal for the next session.
    */
   async close(
     capMs: number,
     graceMs: number,
-    { detach = false }: { detach?: boolean } = {},
+    { detach = false, captureWaitMs }: { detach?: boolean; captureWaitMs?: number } = {},
   ): Promise<Record<string, unknown> | undefined> {
     this.closing = true;
     const bridge = this.bridge;
     if (!bridge) return undefined;
     let report: Record<string, unknown> | undefined;
     if (bridge.alive && this.started) {
-      const params = detach ? { wait_for_index: false } : {};
+      const params: Record<string, unknown> = detach ? { wait_for_index: false } : {};
+      if (captureWaitMs !== undefined) params.capture_wait_ms = captureWaitMs;
       report = await withDeadline(
         this.started.then(() => bridge.call("session.shutdown", params, { timeoutMs: capMs })),
         capMs,
@@ -149,6 +229,19 @@ export class Connection {
     this.bridge = undefined;
     this.started = undefined;
     return report;
+  }
+
+  private send(
+    bridge: Bridge | undefined,
+    method: string,
+    params: Record<string, unknown>,
+    options: CallOptions,
+  ): Promise<Record<string, unknown>> {
+    const started = this.started;
+    if (!bridge?.alive || !started) return Promise.reject(new BridgeError("bridge", this.gaveUpMessage()));
+    return withDeadline(started, options.timeoutMs, undefined, () => {
+      throw new BridgeError("timeout", `pimem did not start within ${options.timeoutMs} ms`);
+    }).then(() => bridge.call(method, params, options));
   }
 
   private spawn(): void {
@@ -169,9 +262,7 @@ export class Connection {
           this.options.onStartFailure?.(reason);
           return;
         }
-        this.crashes += 1;
-        this.unreportedCrash = reason;
-        this.lastCrash = reason;
+        this.crashed(reason);
       },
     });
     this.bridge = bridge;
@@ -179,41 +270,77 @@ export class Connection {
     const onReady = this.options.onReady;
     if (onReady) bridge.ready.then(() => onReady(performance.now() - spawned), () => {});
     this.started = bridge.ready.then(() =>
-      bridge.call("session.start", session, { timeoutMs: START_TIMEOUT_MS }).then(() => undefined),
+      bridge.call("session.start", session, { timeoutMs: START_TIMEOUT_MS }).then((answer) => {
+        if (typeof answer.failure_record !== "string") return;
+        this.recordPath = answer.failure_record;
+        if (this.record) this.writeRecord(); // a crash before any bridge had said where
+      }),
     );
     this.started.catch(() => {}); // seen by whoever waits on it
   }
 
-  /** The crash, for a tool call; the bridge restarts for the next call unless the cap is reached. */
-  private reportCrash(): BridgeError {
-    const crash = this.unreportedCrash;
-    this.unreportedCrash = undefined;
-    // After the last respawn, "restarts on the next call" would be untrue.
-    if (!this.respawnOrGiveUp()) return new BridgeError("bridge", this.gaveUpMessage());
-    return new BridgeError("bridge", sentences(crash, "Memory restarts on the next memory call"));
+  /** A running bridge died: recorded, and past the cap memory turns off at once. */
+  private crashed(reason: string): void {
+    this.crashes += 1;
+    this.lastCrash = reason;
+    const record = this.failureRecord();
+    record.failures.push({ at: new Date().toISOString(), reason });
+    if (this.crashes > (this.options.maxRespawns ?? MAX_RESPAWNS)) {
+      this.gaveUp = true;
+      this.keepNextSettle = (this.options.busy?.() ?? false) || this.settling > 0;
+      this.keptInProgress = this.keepNextSettle;
+      record.memory_off_at = new Date().toISOString();
+      record.handover = true;
+      this.options.onGiveUp?.(this.gaveUpMessage());
+    }
+    this.writeRecord();
   }
 
-  /** A new bridge after a crash, unless the command cannot start or the cap is reached. */
-  private respawnOrGiveUp(): boolean {
-    if (this.startFailure !== undefined) return false;
-    if (this.crashes > (this.options.maxRespawns ?? MAX_RESPAWNS)) {
-      if (!this.gaveUp) {
-        this.gaveUp = true;
-        this.options.onGiveUp?.(this.gaveUpMessage());
-      }
-      return false;
+  /** Keep the settle of the exchange in progress when memory turned off, for the next session. */
+  private keepTurn(params: Record<string, unknown>): void {
+    if (!this.keepNextSettle || typeof params.leaf !== "string") return;
+    this.keepNextSettle = false;
+    this.failureRecord().kept.push({ turn: params.leaf, after: this.lastSettled });
+    this.writeRecord();
+  }
+
+  private failureRecord(): FailureRecord {
+    this.record ??= {
+      session_id: this.session?.session_id ?? "",
+      transcript: this.session?.transcript ?? null,
+      failures: [],
+      memory_off_at: null,
+      kept: [],
+      handover: false,
+    };
+    return this.record;
+  }
+
+  /** Whole or not at all; a record that cannot be written costs status its lines, nothing more. */
+  private writeRecord(): void {
+    const path = this.recordPath;
+    if (!path || !this.record) return;
+    try {
+      mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+      const temporary = `${path}.${process.pid}.tmp`;
+      writeFileSync(temporary, JSON.stringify(this.record), { mode: 0o600 });
+      renameSync(temporary, path);
+    } catch {
+      // pimem's state directory is not writable: status will not name these failures
     }
-    this.spawn();
-    return true;
   }
 
   private gaveUpMessage(): string {
     if (this.startFailure !== undefined) return this.startFailure;
     const times = this.crashes === 1 ? "once" : `${this.crashes} times`;
+    const kept = this.keptInProgress
+      ? "The exchange in progress is kept: the next pi session in this project captures it"
+      : undefined;
     return sentences(
       `memory is off for the rest of this session, capture included: the pimem bridge stopped ${times}` +
         `${this.lastCrash ? ` (last: ${this.lastCrash})` : ""}`,
-      'Run "pimem status" in the project to see why',
+      kept,
+      'Run "pimem status" in the project to see the failures',
       "A new pi session (/new) turns memory on again",
     );
   }

@@ -15,6 +15,14 @@ export const PROMPT_WAIT_MS = 300;
 export const FIRST_PROMPT_WAIT_MS = 3_000;
 /** pimem flushes capture and indexing within 15 s; the reply gets a little slack. */
 export const SHUTDOWN_CAP_MS = 16_000;
+/** How long pi's exit waits for the last exchange's capture; what is not written by then stays
+ * in pimem's journal, for the next session in the project. */
+export const EXIT_CAPTURE_WAIT_MS = 4_000;
+/** pi's answer from session.shutdown at exit: the capture wait, then the hand-over. */
+export const EXIT_CAP_MS = EXIT_CAPTURE_WAIT_MS + 2_000;
+/** The key of the adapter's line in pi's footer. */
+export const STATUS_KEY = "pimem";
+export const SAVING_STATUS = `pimem: saving the last exchange to memory (at most ${EXIT_CAPTURE_WAIT_MS / 1000} s)`;
 /** After stdin ends, pimem has this long to exit before it is killed. */
 export const SHUTDOWN_GRACE_MS = 2_000;
 const SETTLED_TIMEOUT_MS = 2_000;
@@ -74,6 +82,15 @@ export function notifyUser(ctx: ContextLike | undefined, message: string, stderr
   stderr(text);
 }
 
+/** pi's footer line for the adapter; nothing where pi has no UI. */
+function setStatus(ctx: ContextLike | undefined, text: string | undefined): void {
+  try {
+    if (ctx?.hasUI) ctx.ui?.setStatus?.(STATUS_KEY, text);
+  } catch {
+    // a context pi no longer serves
+  }
+}
+
 const writeStderr = (line: string) => {
   process.stderr.write(`${line}\n`);
 };
@@ -86,6 +103,13 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
   // crash) keeps the same system prompt, and with it the provider's prompt cache.
   let lastSnapshot: string | undefined;
   let settledEventExists = false;
+  // Whether an agent run began since the last settle: a pi 0.73 session that ends without one
+  // (a prompt an input handler took, say) has nothing to capture.
+  let runToSettle = false;
+  // Runs begun and settled: memory turning off while one is in progress keeps its exchange.
+  // Counted, since pi 0.73 may handle a run's agent_end after the next run began.
+  let runs = 0;
+  let settled = 0;
 
   const connection = new Connection({
     command: deps.command,
@@ -96,17 +120,18 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
     // Known within moments of session_start (a missing command at once): the one notice.
     onStartFailure: (message) => notifyUser(sessionCtx, message, deps.stderr ?? writeStderr),
     onGiveUp: (message) => notifyUser(sessionCtx, message, deps.stderr ?? writeStderr),
+    busy: () => runs > settled,
     onHostRequest: (method, params) =>
       method === "complete"
         ? completeWithRegistry(registry, params, deps.complete)
         : Promise.reject(new Error(`pi does not answer "${method}"`)),
   });
 
-  // Whether an agent run began since the last settle: a pi 0.73 session that ends without one
-  // (a prompt an input handler took, say) has nothing to capture.
-  let runToSettle = false;
+  const takeRecall = registerCommands(pi, (ctx, message) => notifyUser(ctx, message, deps.stderr ?? writeStderr));
+
   const settle = (ctx: ContextLike): Promise<unknown> => {
     runToSettle = false;
+    settled = Math.min(settled + 1, runs);
     const leaf = ctx.sessionManager.getLeafId();
     if (!leaf) return Promise.resolve();
     return connection
@@ -118,7 +143,11 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
     registry = ctx.modelRegistry;
     const sessionId = ctx.sessionManager.getSessionId();
     if (connection.sessionId === sessionId) return; // pi 0.73 may announce a session twice
-    if (connection.sessionId !== undefined) await connection.close(SHUTDOWN_CAP_MS, SHUTDOWN_GRACE_MS);
+    if (connection.sessionId !== undefined) {
+      setStatus(ctx, SAVING_STATUS);
+      await connection.close(SHUTDOWN_CAP_MS, SHUTDOWN_GRACE_MS, { captureWaitMs: EXIT_CAPTURE_WAIT_MS });
+      setStatus(ctx, undefined);
+    }
     prompts = 0;
     lastSnapshot = undefined;
     sessionCtx = ctx;
@@ -132,15 +161,18 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
 
   pi.on("before_agent_start", timed("before_agent_start", deps.timing, async (event: BeforeAgentStartEvent) => {
     runToSettle = true;
+    runs += 1;
+    // Said to the model whether memory answers or not: the skill's tools say the rest.
+    const recall = takeRecall(event.prompt);
     const wait = prompts++ === 0 ? FIRST_PROMPT_WAIT_MS : PROMPT_WAIT_MS;
-    const kept = () => promptAdditions(event, { snapshot: lastSnapshot });
+    const kept = () => promptAdditions(event, { snapshot: lastSnapshot }, recall);
     if (!(await connection.whenStarted(wait))) return kept();
     try {
       const answer = await connection.request("session.before_prompt", { prompt: event.prompt }, "prompt", {
         timeoutMs: PROMPT_WAIT_MS,
       });
       if (typeof answer.snapshot === "string") lastSnapshot = answer.snapshot;
-      return promptAdditions(event, answer);
+      return promptAdditions(event, answer, recall);
     } catch {
       return kept(); // the prompt goes on with the snapshot it had, and no other memory
     }
@@ -162,22 +194,35 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
   });
 
   pi.on("session_shutdown", async (_event, ctx) => {
-    if (!settledEventExists && runToSettle) await withDeadline(settle(ctx), SETTLED_TIMEOUT_MS, undefined);
-    await connection.close(SHUTDOWN_CAP_MS, SHUTDOWN_GRACE_MS, { detach: true });
+    // What pi waits for at exit is capture: said in the footer, and bounded.
+    setStatus(ctx, SAVING_STATUS);
+    try {
+      if (!settledEventExists && runToSettle) await withDeadline(settle(ctx), SETTLED_TIMEOUT_MS, undefined);
+      await connection.close(EXIT_CAP_MS, SHUTDOWN_GRACE_MS, { detach: true, captureWaitMs: EXIT_CAPTURE_WAIT_MS });
+    } finally {
+      setStatus(ctx, undefined);
+    }
   });
 
   registerTools(pi, connection);
-  registerCommands(pi, (ctx, message) => notifyUser(ctx, message, deps.stderr ?? writeStderr));
   return connection;
 }
 
-function promptAdditions(event: BeforeAgentStartEvent, answer: Record<string, unknown>): BeforeAgentStartResult | undefined {
+/** The snapshot after the system prompt; `recall` (a `/recall` instruction), then pimem's
+ * hidden context, as one message the user does not see (pi takes one message an extension). */
+function promptAdditions(
+  event: BeforeAgentStartEvent,
+  answer: Record<string, unknown>,
+  recall?: string,
+): BeforeAgentStartResult | undefined {
   const result: BeforeAgentStartResult = {};
   if (typeof answer.snapshot === "string" && answer.snapshot) {
     result.systemPrompt = `${event.systemPrompt}\n\n${answer.snapshot}`;
   }
   const hidden = Array.isArray(answer.hidden) ? (answer.hidden as { text?: unknown }[]) : [];
-  const texts = hidden.map((item) => item.text).filter((text): text is string => typeof text === "string" && text !== "");
+  const texts = [recall, ...hidden.map((item) => item.text)].filter(
+    (text): text is string => typeof text === "string" && text !== "",
+  );
   if (texts.length > 0) {
     result.message = { customType: HIDDEN_MESSAGE_TYPE, content: texts.join("\n\n"), display: false };
   }

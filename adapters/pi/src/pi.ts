@@ -28,7 +28,13 @@ export interface ContextLike {
   modelRegistry?: ModelRegistryLike;
   model?: ModelInfo;
   hasUI?: boolean;
-  ui?: { notify?(message: string, level?: "info" | "warning" | "error"): void };
+  ui?: {
+    notify?(message: string, level?: "info" | "warning" | "error"): void;
+    /** A line in pi's footer under `key`; undefined clears it. */
+    setStatus?(key: string, text: string | undefined): void;
+  };
+  /** Whether the agent is idle (no run, nothing queued). */
+  isIdle?(): boolean;
 }
 
 export interface TextContent {

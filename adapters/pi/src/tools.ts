@@ -30,7 +30,8 @@ const TOOLS: ToolSpec[] = [
       "by any agent). Returns the best chunks, each on one line with the date and time it was written, " +
       "its score and its chunk hash (for memory_expand), then its text. The heading says what the score " +
       "is: relevance (0 to 1, low when nothing fits) or rank fusion (it only orders the hits, so read " +
-      "the chunks to judge them). " +
+      "the chunks to judge them). When no hit reaches the relevance threshold (0.30), the answer opens " +
+      "with a line saying so: memory then most likely holds nothing on the question. " +
       'scope "all" also searches the other projects under PI_MEMSEARCH_SCAN_ROOTS; use it after a ' +
       "project search found nothing or when the user asks about other projects.",
     promptSnippet: "Search the shared project memory for past decisions, fixes and context",
@@ -51,9 +52,10 @@ const TOOLS: ToolSpec[] = [
     name: "memory_expand",
     label: "Memory expand",
     description:
-      "Show the full memory section behind a chunk hash from memory_search, with its session anchor " +
-      "(session, turn, transcript path) when it has one. Pass the hit's project label as project for " +
-      "hits from other projects.",
+      "Show the full memory section behind a chunk hash from memory_search: its file and lines, its " +
+      "text, and its session anchor when it has one (session and turn, then the transcript path, " +
+      "relative to ~ when under it; pass both to memory_transcript as shown). Pass the hit's project " +
+      "label as project for hits from other projects.",
     promptSnippet: "Read the full memory section behind a memory_search hit",
     parameters: Type.Object({
       chunk_hash: Type.String({ description: "The chunk hash of a memory_search hit" }),
@@ -119,9 +121,10 @@ const TOOLS: ToolSpec[] = [
     name: "memory_status",
     label: "Memory status",
     description:
-      "Show how memory is set up for this project: backend, store, collection, index health, last " +
-      "index failure, chunk count and plugin lines. Use it to explain why memory is not working.",
-    promptSnippet: "Show the memory setup and index health for this project",
+      "Show how memory is doing for this project, then how it is set up: first recent failures (bridge " +
+      "crashes, exchanges waiting for capture), capture, index health and auto-context; then the store, " +
+      "collection, backend and settings. Use it to explain why memory is not working.",
+    promptSnippet: "Show memory's health (failures, capture, index) and setup for this project",
     parameters: Type.Object({}),
     method: "memory.status",
   },

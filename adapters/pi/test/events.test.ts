@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { realpathSync } from "node:fs";
 import { describe, test } from "node:test";
-import { HIDDEN_MESSAGE_TYPE } from "../src/extension.ts";
+import { EXIT_CAPTURE_WAIT_MS, HIDDEN_MESSAGE_TYPE, SAVING_STATUS, STATUS_KEY } from "../src/extension.ts";
 import { exited, fakeContext, killAndWait, setup } from "./harness.ts";
 
 describe("event wiring", () => {
@@ -241,8 +241,8 @@ describe("capture", () => {
     const s = setup(t, { version: "1.x" });
     await s.startSession();
     await s.pi.fire("session_shutdown", {}, s.ctx);
-    // pi goes on at once: the last index run is not waited for.
-    assert.deepEqual(s.requests().at(-1)!.params, { wait_for_index: false });
+    // pi goes on at once: the last index run is not waited for, and capture only so long.
+    assert.deepEqual(s.requests().at(-1)!.params, { wait_for_index: false, capture_wait_ms: EXIT_CAPTURE_WAIT_MS });
     await exited(s.children[0]!);
     assert.deepEqual(
       s.log().map((entry) => entry.method ?? entry.kind),
@@ -256,8 +256,23 @@ describe("capture", () => {
     await s.startSession();
     await s.startSession(fakeContext({ cwd: s.dir, sessionId: "session-2" }));
     // The new bridge must not fight the old one for the database.
-    assert.deepEqual(s.requests().find((entry) => entry.method === "session.shutdown")!.params, {});
+    assert.deepEqual(s.requests().find((entry) => entry.method === "session.shutdown")!.params, {
+      capture_wait_ms: EXIT_CAPTURE_WAIT_MS,
+    });
     assert.equal(s.children[0]!.exitCode, 0);
+  });
+
+  test("while pi waits at exit, its footer says memory is being saved, then nothing", async (t) => {
+    const statuses: [string, string | undefined][] = [];
+    const s = setup(t, { script: { delays: { "session.shutdown": 100 } }, context: { hasUI: true } });
+    s.ctx.ui!.setStatus = (key, text) => statuses.push([key, text]);
+    await s.startSession();
+    await s.pi.fire("session_shutdown", {}, s.ctx);
+    assert.deepEqual(statuses, [
+      [STATUS_KEY, SAVING_STATUS],
+      [STATUS_KEY, undefined],
+    ]);
+    assert.match(SAVING_STATUS, /^pimem: saving the last exchange to memory \(at most 4 s\)$/);
   });
 
   test("memory calls after shutdown say the session has ended", async (t) => {

@@ -10,12 +10,13 @@
 //   delays:    { method: ms }               answers that late
 //   progress:  { method: [line, ...] }      progress lines sent before the answer
 //   crash:     [method, ...]                exit with code 3 on receiving it, without answering
+//   crashOnce: [method, ...]                the same, in the first process to receive it only
 //   complete:  params                       sent as a `complete` request once session.start is answered
 //   ignoreEof: true                         stay alive after stdin ends (must be killed)
 //   silent:    true                         never write the ready line nor answer anything
 //   failBeforeReady: {code, stderr}         write stderr and exit with code, before the ready line
 
-import { appendFileSync } from "node:fs";
+import { appendFileSync, existsSync, writeFileSync } from "node:fs";
 
 const logFile = process.env.FAKE_PIMEM_LOG;
 const script = JSON.parse(process.env.FAKE_PIMEM_SCRIPT || "{}");
@@ -58,6 +59,13 @@ function receive(line) {
   }
   log({ kind: "request", id: message.id, method: message.method, params: message.params });
   if (script.crash?.includes(message.method)) process.exit(3);
+  if (script.crashOnce?.includes(message.method)) {
+    const marker = `${logFile}.crashed-${message.method}`;
+    if (!existsSync(marker)) {
+      writeFileSync(marker, "");
+      process.exit(3);
+    }
+  }
   const delay = script.delays?.[message.method];
   if (delay) setTimeout(() => answer(message.id, message.method), delay);
   else answer(message.id, message.method);

@@ -116,6 +116,7 @@ export interface FakeScript {
   delays?: Record<string, number>;
   progress?: Record<string, string[]>;
   crash?: string[];
+  crashOnce?: string[];
   complete?: Record<string, unknown>;
   ignoreEof?: boolean;
   silent?: boolean;

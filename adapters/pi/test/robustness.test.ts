@@ -1,7 +1,7 @@
 // When pimem is missing, crashes or will not stop: prompts go on, tools say why, processes end.
 
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { FAKE_PIMEM, exited, fakeContext, killAndWait, poll, setup } from "./harness.ts";
@@ -154,23 +154,10 @@ describe("a bridge killed mid-session", () => {
     assert.equal(s.children.length, 1);
   });
 
-  test("the next tool call says the bridge stopped and that memory restarts", async (t) => {
-    const s = setup(t);
-    await s.startSession();
-    await killAndWait(s.children[0]!);
-    await assert.rejects(s.callTool("memory_search", { query: "q" }), (error: Error) => {
-      assert.match(error.message, /^memory_search failed: the pimem bridge was killed by SIGKILL/);
-      assert.match(error.message, /Memory restarts on the next memory call\.$/);
-      assert.doesNotMatch(error.message, /\.\./);
-      return true;
-    });
-  });
-
-  test("the call after that succeeds on a respawned bridge, which is told the same session", async (t) => {
+  test("a memory call after the bridge died runs on a new bridge, which is told the same session", async (t) => {
     const s = setup(t, { script: { answers: { "memory.status": { text: "all good" } } } });
     await s.startSession();
     await killAndWait(s.children[0]!);
-    await assert.rejects(s.callTool("memory_status"));
     const result = await s.callTool("memory_status");
     assert.deepEqual(result.content, [{ type: "text", text: "all good" }]);
 
@@ -185,23 +172,63 @@ describe("a bridge killed mid-session", () => {
     );
   });
 
-  test("prompts use the respawned bridge again", async (t) => {
+  test("prompts use the new bridge again", async (t) => {
     const s = setup(t, { script: { answers: { "session.before_prompt": { snapshot: "SNAP", hidden: [] } } } });
     await s.startSession();
     await killAndWait(s.children[0]!);
-    await assert.rejects(s.callTool("memory_status"));
     await s.callTool("memory_status");
     assert.deepEqual(await s.prompt("p", "BASE"), { systemPrompt: "BASE\n\nSNAP" });
   });
 
-  test("a crash during a tool call fails that call with the reason", async (t) => {
-    const s = setup(t, { script: { crash: ["memory.compact"] } });
+  for (const [tool, method, args] of [
+    ["memory_search", "memory.search", { query: "q" }],
+    ["memory_expand", "memory.expand", { chunk_hash: "0123456789abcdef" }],
+    ["memory_status", "memory.status", {}],
+    ["memory_transcript", "memory.transcript", { transcript_path: "/t.jsonl" }],
+  ] as const) {
+    test(`a ${tool} whose bridge dies under it is sent once more, to a new bridge`, async (t) => {
+      const s = setup(t, { script: { crashOnce: [method] } });
+      await s.startSession();
+      const result = await s.callTool(tool, { ...args });
+      assert.deepEqual(result.content, [{ type: "text", text: `${method} done` }]);
+      assert.equal(s.children.length, 2);
+      assert.equal(s.methods().filter((name) => name === method).length, 2);
+    });
+  }
+
+  test("a read that fails on the new bridge too says why", async (t) => {
+    const s = setup(t, { script: { crash: ["memory.search"] } });
+    await s.startSession();
+    await assert.rejects(s.callTool("memory_search", { query: "q" }), (error: Error) => {
+      assert.match(error.message, /^memory_search failed: the pimem bridge exited with code 3/);
+      assert.match(error.message, /Memory restarts on the next memory call\.$/);
+      assert.doesNotMatch(error.message, /\.\./);
+      return true;
+    });
+    assert.equal(s.children.length, 2, "sent once more, not again");
+  });
+
+  test("a settle whose bridge dies under it reaches the new bridge", async (t) => {
+    const s = setup(t, { script: { crashOnce: ["session.settled"] } });
+    await s.startSession();
+    s.ctx.leaf = "entry-9";
+    await s.pi.fire("agent_settled", {}, s.ctx);
+    await poll(() => (s.requests().filter((entry) => entry.method === "session.settled").length === 2 ? true : undefined));
+    const settles = s.requests().filter((entry) => entry.method === "session.settled");
+    assert.deepEqual(settles.map((entry) => entry.params), [{ leaf: "entry-9" }, { leaf: "entry-9" }]);
+    assert.notEqual(settles[0]!.pid, settles[1]!.pid);
+  });
+
+  test("a crash during a change fails that call with the reason, and it is not sent again", async (t) => {
+    const s = setup(t, { script: { crash: ["memory.compact", "memory.write"] } });
     await s.startSession();
     await assert.rejects(s.callTool("memory_compact"), (error: Error) => {
       assert.match(error.message, /^memory_compact failed: the pimem bridge exited with code 3/);
       assert.match(error.message, /Memory restarts on the next memory call\.$/);
       return true;
     });
+    await assert.rejects(s.callTool("memory_write", { content: "- x" }), /exited with code 3/);
+    assert.equal(s.methods().filter((name) => name === "memory.write").length, 1);
   });
 
   test("a crash during a tool call is reported by that call only: the next call works", async (t) => {
@@ -213,33 +240,113 @@ describe("a bridge killed mid-session", () => {
     assert.equal(s.children.length, 2);
   });
 
-  test("after two respawns memory is off for the rest of the session", async (t) => {
+  test("after two respawns memory is off for the rest of the session, and the user is told at once", async (t) => {
     const s = setup(t);
     await s.startSession();
     for (let respawn = 1; respawn <= 2; respawn++) {
       await killAndWait(s.children.at(-1)!);
-      await assert.rejects(s.callTool("memory_status"), /Memory restarts on the next memory call/);
       await s.callTool("memory_status");
     }
     assert.equal(s.children.length, 3);
+    assert.deepEqual(s.stderr, []);
 
     await killAndWait(s.children.at(-1)!);
+    // Told when it happened, not at the next memory call.
+    await poll(() => (s.stderr.length > 0 ? true : undefined));
     const off = /memory_status failed: memory is off for the rest of this session, capture included: the pimem bridge stopped 3 times \(last: the pimem bridge was killed by SIGKILL\)/;
     await assert.rejects(s.callTool("memory_status"), (error: Error) => {
       assert.match(error.message, off);
       assert.match(
         error.message,
-        /\)\. Run "pimem status" in the project to see why\. A new pi session \(\/new\) turns memory on again\.$/,
+        /\)\. Run "pimem status" in the project to see the failures\. A new pi session \(\/new\) turns memory on again\.$/,
       );
-      assert.doesNotMatch(error.message, /restart/i);
+      assert.doesNotMatch(error.message, /restart|kept/i);
       return true;
     });
     await assert.rejects(s.callTool("memory_status"), off);
     assert.equal(await s.prompt(), undefined);
     assert.equal(s.children.length, 3, "no fourth bridge");
-    // The user is told once, whatever noticed it first; not again by later calls.
     assert.equal(s.stderr.length, 1);
     assert.match(s.stderr[0]!, /^pimem: memory is off for the rest of this session, capture included: /);
+  });
+});
+
+describe("the failure record", () => {
+  function recorded(path: string): Record<string, unknown> {
+    return JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>;
+  }
+
+  test("each crash is written where pimem said, for pimem status", async (t) => {
+    const dir = setup(t).dir;
+    const path = join(dir, "records", "collection", "session.json");
+    const s = setup(t, { script: { answers: { "session.start": { scope: {}, failure_record: path } } } });
+    await s.startSession();
+    await killAndWait(s.children[0]!);
+    await poll(() => (existsSync(path) ? true : undefined));
+    const record = recorded(path);
+    assert.deepEqual(Object.keys(record), ["session_id", "transcript", "failures", "memory_off_at", "kept", "handover"]);
+    assert.equal(record.session_id, "session-1");
+    assert.deepEqual(
+      (record.failures as { reason: string }[]).map((failure) => failure.reason),
+      ["the pimem bridge was killed by SIGKILL"],
+    );
+    assert.equal(record.handover, false);
+    await s.callTool("memory_status");
+    await killAndWait(s.children[1]!);
+    await poll(() => ((recorded(path).failures as unknown[]).length === 2 ? true : undefined));
+  });
+
+  test("memory turning off during a run keeps that run's exchange for the next session", async (t) => {
+    const dir = setup(t).dir;
+    const path = join(dir, "records", "session.json");
+    const s = setup(t, { script: { answers: { "session.start": { scope: {}, failure_record: path } } } });
+    await s.startSession();
+    s.ctx.leaf = "entry-1";
+    await s.pi.fire("agent_settled", {}, s.ctx);
+    await s.waitForLog((entry) => entry.method === "session.settled");
+    await s.prompt("we moved the backups to eu-central-1");
+    for (let crash = 1; crash <= 3; crash++) {
+      await killAndWait(s.children.at(-1)!);
+      if (crash < 3) await s.callTool("memory_status");
+    }
+    await poll(() => (s.stderr.length > 0 ? true : undefined));
+    assert.match(
+      s.stderr[0]!,
+      /stopped 3 times \(last: the pimem bridge was killed by SIGKILL\)\. The exchange in progress is kept: the next pi session in this project captures it\. Run "pimem status"/,
+    );
+    s.ctx.leaf = "entry-5";
+    await s.pi.fire("agent_settled", {}, s.ctx);
+    await poll(() => ((recorded(path).kept as unknown[]).length > 0 ? true : undefined));
+    const record = recorded(path);
+    assert.deepEqual(record.kept, [{ turn: "entry-5", after: "entry-1" }]);
+    assert.equal(record.handover, true);
+    assert.equal(typeof record.memory_off_at, "string");
+    assert.equal((record.failures as unknown[]).length, 3);
+    // Only that exchange: the next one is not captured (memory is off).
+    s.ctx.leaf = "entry-9";
+    await s.prompt("next");
+    await s.pi.fire("agent_settled", {}, s.ctx);
+    assert.deepEqual(recorded(path).kept, [{ turn: "entry-5", after: "entry-1" }]);
+    assert.equal(s.stderr.length, 1);
+  });
+});
+
+describe("the failure record, a settle in flight", () => {
+  test("a bridge that dies under a settle as memory turns off keeps that settle's exchange", async (t) => {
+    const dir = setup(t).dir;
+    const path = join(dir, "records", "session.json");
+    const answers = { "session.start": { scope: {}, failure_record: path } };
+    const s = setup(t, { script: { answers, crash: ["session.settled"] } });
+    await s.startSession();
+    for (let crash = 1; crash <= 2; crash++) {
+      await killAndWait(s.children.at(-1)!);
+      await s.callTool("memory_status");
+    }
+    s.ctx.leaf = "entry-3";
+    await s.pi.fire("agent_settled", {}, s.ctx);
+    await poll(() => (existsSync(path) && (JSON.parse(readFileSync(path, "utf8")).kept as unknown[]).length > 0 ? true : undefined));
+    assert.deepEqual(JSON.parse(readFileSync(path, "utf8")).kept, [{ turn: "entry-3", after: null }]);
+    assert.match(s.stderr[0]!, /The exchange in progress is kept: the next pi session in this project captures it\./);
   });
 });
 

@@ -72,8 +72,6 @@ class Relevance:
 
 #: Fitted on the 1,000-entry world of the quality benchmark (seed 0); reported on others.
 RELEVANCE = Relevance(cosine_weight=62.1, coverage_weight=9.38, bias=-28.2)
-#: Below this relevance a hit is probably not about the query (auto-context's floor).
-RELEVANCE_THRESHOLD = 0.30
 
 
 def coverage(query_tokens: Sequence[str], content: str, idf: Callable[[str], float]) -> float:
