@@ -182,12 +182,6 @@ def _remembered(work_tree: Path) -> dict[str, str]:
     return {str(key): str(value) for key, value in added.items()}
 
 
-def _added_by_pimem(work_tree: Path, name: str, line: str) -> str:
-    """`` (added by pimem on <when>)`` when the record says pimem added *line* to *name*."""
-    when = _remembered(work_tree).get(f"{name}\0{line}")
-    return f" (added by pimem on {when})" if when else ""
-
-
 def _unmerged_status(place: StorePlace) -> StatusSection:
     """The day files git has not merged yet: conflict markers, or a side that deleted the file
     (a forget of its last entry) while the other wrote to it, which leaves no marker."""
@@ -229,14 +223,13 @@ def _status(place: StorePlace, union_on: bool) -> StatusSection:
         line = "git: git ignores the daily memory files: nothing of them is merged"
         return StatusSection(name="git", rank=70, lines=(line,), data=data)
     lines = [f"git: daily memory files ({place.pattern}) merge by {_how(merge, driver)}"]
+    remembered = _remembered(place.work_tree)
     if said is not None:
+        when = remembered.get(f"{ATTRIBUTES}\0{place.pattern} {said}")
+        added = f" (added by pimem on {when})" if when else ""
         lines.append(
             f"  .gitattributes: `{place.pattern} {said}`"
-            + (
-                _added_by_pimem(place.work_tree, ATTRIBUTES, f"{place.pattern} {said}")
-                if said == UNION
-                else ", left as it is"
-            )
+            + (added if said == UNION else ", left as it is")
         )
     elif union_on:
         lines.append(
@@ -244,7 +237,6 @@ def _status(place: StorePlace, union_on: bool) -> StatusSection:
         )
     else:
         lines.append("  .gitattributes: no line (PIMEM_GIT_UNION_MERGE=off)")
-    remembered = _remembered(place.work_tree)
     for key, when in remembered.items():
         name, _, line = key.partition("\0")
         if name == IGNORE:
