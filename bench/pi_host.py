@@ -433,6 +433,10 @@ class ModelServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # The headers and the body go out in two writes: with Nagle's algorithm on, the
+            # body waits for the client's delayed ACK of the headers (40 ms on Linux), a stall
+            # no model provider adds to every call.
+            disable_nagle_algorithm = True
 
             def _answer(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))

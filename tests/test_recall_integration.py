@@ -95,6 +95,24 @@ def test_a_fresh_write_is_found_by_the_next_search_before_any_index_run(
     )
 
 
+def test_a_write_leaves_its_embedding_to_the_background_and_the_next_search_waits_for_it(
+    indexed: tuple[Pimem, Scope],
+) -> None:
+    pimem, scope = indexed
+    search(pimem, scope, "warm up")
+    recall = recall_of(pimem, scope)
+    fresh = "- the agent moved the nightly export job to 02:00 UTC to avoid the backup window"
+    with ThreadPoolExecutor(1) as pool:
+        with recall._refresh_lock:  # the read model busy (the worker, another search)
+            # The writer returns without taking the lock: a capture at exit does not wait.
+            pool.submit(pimem.append_entry, scope, entry(7, fresh, "2026-08-14T11:00")).result(
+                timeout=30
+            )
+            searching = pool.submit(search, pimem, scope, "when does the nightly export run", 1)
+        # The search waited for the write to be taken in rather than serving what it had.
+        assert fresh in searching.result(timeout=60)[0]
+
+
 def test_a_forgotten_entry_is_never_returned_after_forget_returns(
     indexed: tuple[Pimem, Scope],
 ) -> None:

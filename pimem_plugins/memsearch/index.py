@@ -128,10 +128,11 @@ class MemsearchIndex:
     @hookimpl
     def pimem_observe_change(self, scope: Scope, change: StoreChange) -> None:
         # A session's own write is searchable by its next search, without waiting for the
-        # index run: the read model takes the file's new chunks now.
+        # index run: the read model takes the file's new chunks in the background, and a
+        # search waits for them.
         recall = self._recalls.get((str(scope.memory_dir), scope.collection))
         if recall is not None and recall.loaded:
-            recall.refresh([str(change.file.resolve())])
+            recall.note_written([str(change.file.resolve())])
         # This process's index runs take the file in (a session's indexer, the forget command);
         # its searches need not index it first.
         ledger = self.engine.ledger_if_open(scope)

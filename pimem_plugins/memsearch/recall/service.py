@@ -105,6 +105,12 @@ class Recall:
         self.origin = "not loaded"
         #: What index runs took in before the read model loaded (see :meth:`adopt`).
         self._adopted: list[tuple[list[str], list[dict[str, Any]]]] = []
+        #: Files this process wrote that the read model has not taken in yet, with a count of
+        #: the writes noted (see :meth:`note_written`). A file leaves once a refresh has taken
+        #: it in and no write came meanwhile. Guarded by its own lock: a writer never waits for
+        #: a refresh.
+        self._written: dict[str, int] = {}
+        self._written_lock = threading.Lock()
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -165,11 +171,35 @@ class Recall:
         """Store files whose stat differs from what the read model saw (:meth:`StoreFiles.changed`)."""
         return self.files.changed()
 
+    def note_written(self, sources: Sequence[str]) -> None:
+        """This process wrote *sources*: the background worker takes them in now. The writer
+        does not wait for the embedding (a capture that an exiting host waits for), and the
+        next search waits for it instead of serving what it had: reads still see the writes."""
+        with self._written_lock:
+            for source in sources:
+                self._written[source] = self._written.get(source, 0) + 1
+        self._worker.wake(self._step)
+
+    def _has_written(self) -> bool:
+        with self._written_lock:
+            return bool(self._written)
+
+    def _written_now(self) -> dict[str, int]:
+        with self._written_lock:
+            return dict(self._written)
+
+    def _taken_in(self, written: dict[str, int]) -> None:
+        with self._written_lock:
+            for source, count in written.items():
+                if self._written.get(source) == count:
+                    del self._written[source]
+
     def refresh(self, sources: Sequence[str] | None = None, *, inline: int | None = None) -> bool:
-        """Bring the read model to the files' current chunks; ``False`` when more than
-        *inline* chunks need embedding (they are left to the background worker), or when
-        *inline* is given and another thread is refreshing (the search serves what it has)."""
-        if not self._refresh_lock.acquire(blocking=inline is None):
+        """Bring the read model to the files' current chunks, and to the writes noted; ``False``
+        when more than *inline* chunks need embedding (they are left to the background worker),
+        or when *inline* is given and another thread is refreshing (the search serves what it
+        has, unless this process wrote something not taken in yet: then it waits)."""
+        if not self._refresh_lock.acquire(blocking=inline is None or self._has_written()):
             return False
         try:
             return self._refresh(sources, inline)
@@ -178,6 +208,8 @@ class Recall:
 
     def _refresh(self, sources: Sequence[str] | None, inline: int | None) -> bool:
         todo = self.changed_sources() if sources is None else list(sources)
+        written = self._written_now()
+        todo += [source for source in sorted(written) if source not in todo]
         if not todo:
             return True
         records = self.model.records()
@@ -205,6 +237,7 @@ class Recall:
                 self.files.stamps.pop(source, None)
             else:
                 self.files.stamps[source] = stamp
+        self._taken_in(written)
         self._dirty_since = self._dirty_since or time.monotonic()
         self._save_overlay()
         if self.model.needs_folding() or self._base is None:
@@ -293,7 +326,7 @@ class Recall:
         try:
             with self._refresh_lock:  # the stamps change under this lock only
                 changed = self.changed_sources()
-            if changed:
+            if changed or self._has_written():
                 # The newest few files a step: a pull or a fresh clone brings hundreds, and a
                 # process that exits (`pimem search`) waits for the step in hand.
                 self.refresh(changed[-STEP_FILES:])
