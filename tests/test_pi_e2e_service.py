@@ -128,3 +128,19 @@ def test_sessions_capture_and_recall_through_one_memory_service(world: PiWorld) 
     assert re.search(r"\b1\. " + DAY, shell.stdout), shell.stdout
     assert service_pid(world) == service
     assert alive(service)
+
+
+def test_a_pi_that_starts_no_session_starts_no_memory_service(world: PiWorld) -> None:
+    """The adapter starts its bridge as pi loads it, ahead of the session; a pi that starts
+    none (``pi --help``) exits without waiting for it, and nothing of pimem is left running."""
+    ran = subprocess.run(
+        world.line.command("--help"),
+        cwd=world.repo,
+        env=world.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 0, ran.stderr
+    wait_for(lambda: not bridges_in(world.repo), 30, "the early bridge to exit")
+    assert service_client.probe(service_wire.socket_path(world.env)) is None

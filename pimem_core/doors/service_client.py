@@ -353,17 +353,26 @@ def _last_line(path: Path) -> str:
     return lines[-1] if lines else ""
 
 
+def running(environ: dict[str, str] | None = None) -> Connection | None:
+    """A connection to a current service already listening, or ``None``."""
+    if os.name == "nt":
+        return None
+    found = probe(wire.socket_path(environ))
+    if found is not None and not found.hello.current:
+        found.close()
+        return None
+    return found
+
+
 def ensure(environ: dict[str, str] | None = None) -> Connection:
     """A connection to a current service, started (or replaced) when needed."""
     if os.name == "nt":
         raise ServiceUnavailable("it needs Unix sockets and flock, not available on Windows yet")
+    found = running(environ)
+    if found is not None:
+        return found
     directory = wire.runtime_dir(environ)
     path, log = wire.socket_path(environ), wire.log_path(environ)
-    found = probe(path)
-    if found is not None and found.hello.current:
-        return found
-    if found is not None:
-        found.close()
     prepare_dir(directory)
     with start_lock(wire.lock_path(environ)):
         # Another client may have started it while this one waited for the lock.

@@ -46,10 +46,13 @@ RESENT = frozenset(
 MAX_REATTACH = 3
 
 
-def attach(cwd: Path) -> client.Connection:
-    """A connection to the service (started when needed), attached as a host session."""
+def attach(cwd: Path, *, start: bool = True) -> client.Connection | None:
+    """A connection to the service (started when needed), attached as a host session. Without
+    *start*, only a current service already listening is attached to: ``None`` otherwise."""
     for attempt in (1, 2):
-        connection = client.ensure()
+        connection = client.ensure() if start else client.running()
+        if connection is None:
+            return None
         try:
             reply = connection.ask({"op": "attach", "cwd": str(cwd), **client.introduction()})
         except (OSError, ValueError) as error:
@@ -60,6 +63,8 @@ def attach(cwd: Path) -> client.Connection:
         connection.close()
         # A service started before this session's installation or settings has stopped
         # listening: a successor started now serves the session.
+        if reply.get("retired") and not start:
+            return None
         if not reply.get("retired") or attempt == 2:
             raise client.ServiceUnavailable(str(reply.get("refused", reply)))
     connection.sock.settimeout(None)  # a host session may be quiet for as long as it likes
@@ -107,14 +112,30 @@ class Relay:
 
     def run(self) -> bool:
         """Relay until the host ends the session; ``False`` when no service could be attached
-        to and nothing was read (serve in process instead)."""
+        to and nothing was read (serve in process instead).
+
+        A service already listening is attached to at once. One that must be started waits
+        for the host's first line: a host may start its bridge ahead of a session that never
+        comes (``pi --help``), and that must start nothing."""
+        first = b""
         try:
-            self._connection = attach(self._cwd)
+            self._connection = attach(self._cwd, start=False)
+            if self._connection is None:
+                first = self._stdin.readline()
+                if not first:
+                    return True  # the host left without a word: nothing to serve
+                self._connection = attach(self._cwd)
         except (OSError, ValueError, client.ServiceUnavailable) as error:
             _warn(f"serving this session in process, the memory service is unavailable: {error}")
-            return False
-        reader = threading.Thread(target=self._read_service, name="pimem-relay", daemon=True)
-        reader.start()
+            if not first:
+                return False
+            self._serve_in_process()
+        reader = None
+        if self._connection is not None:
+            reader = threading.Thread(target=self._read_service, name="pimem-relay", daemon=True)
+            reader.start()
+        if first:
+            self._from_host(first)
         for line in iter(self._stdin.readline, b""):
             self._from_host(line)
         with self._answered:
@@ -123,7 +144,7 @@ class Relay:
                 self._end_input()
             # Done when every request is answered: what the session has left to do (its last
             # index run) the service finishes on its own, with nobody waiting.
-            while (self._in_flight or self._held is not None) and reader.is_alive():
+            while (self._in_flight or self._held is not None) and reader and reader.is_alive():
                 self._answered.wait(0.1)
         if self.fallback is not None:
             self.fallback.join()

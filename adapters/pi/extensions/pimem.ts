@@ -9,5 +9,6 @@ import type { PiLike } from "../src/pi.ts";
 const PACKAGE_ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 export default function pimem(pi: PiLike): void {
-  createPimemExtension(pi, defaultDependencies(process.env, PACKAGE_ROOT));
+  // Started now, it is ready by the time pi starts its session.
+  createPimemExtension(pi, defaultDependencies(process.env, PACKAGE_ROOT)).prepare(process.cwd());
 }

@@ -217,6 +217,16 @@ export class Bridge {
     });
   }
 
+  /** Whether the process and its pipes keep pi's event loop alive: a bridge started ahead of
+   * a session (one that may never come, as in `pi --help`) must not keep pi from exiting. */
+  holdsPi(held: boolean): void {
+    const pipes = [this.child.stdin, this.child.stdout, this.child.stderr] as unknown as (Socket | null)[];
+    for (const handle of [this.child, ...pipes]) {
+      if (held) handle?.ref();
+      else handle?.unref();
+    }
+  }
+
   /**
    * End stdin and leave pimem to finish alone: its last index run needs nothing from pi, so
    * pi exits without waiting for it (pimem bounds it by its shutdown cap).

@@ -78,6 +78,8 @@ export interface FailureRecord {
 export class Connection {
   private readonly options: ConnectionOptions;
   private bridge: Bridge | undefined;
+  /** A bridge started ahead of the session (see `prepare`), with where and when. */
+  private early: { bridge: Bridge; cwd: string; spawned: number } | undefined;
   private started: Promise<void> | undefined;
   private session: SessionParams | undefined;
   private spawns = 0;
@@ -119,6 +121,19 @@ export class Connection {
   /** Whether memory is off for the rest of the session (the bridge crashed too often). */
   get memoryOff(): boolean {
     return this.gaveUp;
+  }
+
+  /**
+   * Start a bridge now, before any session: Python's start and pimem's imports then overlap
+   * pi's own start-up, and the session's first prompt does not wait for them. Until a session
+   * in `cwd` takes it, it does not keep pi alive; a pi that starts no session (`pi --help`)
+   * leaves it to end with its stdin.
+   */
+  prepare(cwd: string): void {
+    if (this.session || this.early) return;
+    const bridge = this.newBridge(cwd);
+    bridge.holdsPi(false);
+    this.early = { bridge, cwd, spawned: performance.now() };
   }
 
   /** Start the bridge for a session; nothing is awaited, so pi's start-up never waits on Python. */
@@ -248,10 +263,33 @@ export class Connection {
     const session = this.session;
     if (!session) return;
     this.spawns += 1;
-    const bridge = new Bridge({
+    const early = this.early;
+    this.early = undefined;
+    // The bridge started ahead serves the first session if it is still there and in its
+    // directory; a dead one is not reported (a new bridge fails again, and says why).
+    const adopted = early?.bridge.alive && early.cwd === session.cwd ? early : undefined;
+    if (early && !adopted) void early.bridge.stop(0);
+    const bridge = adopted?.bridge ?? this.newBridge(session.cwd);
+    if (adopted) bridge.holdsPi(true);
+    this.bridge = bridge;
+    const spawned = adopted?.spawned ?? performance.now();
+    const onReady = this.options.onReady;
+    if (onReady) bridge.ready.then(() => onReady(performance.now() - spawned), () => {});
+    this.started = bridge.ready.then(() =>
+      bridge.call("session.start", session, { timeoutMs: START_TIMEOUT_MS }).then((answer) => {
+        if (typeof answer.failure_record !== "string") return;
+        this.recordPath = answer.failure_record;
+        if (this.record) this.writeRecord(); // a crash before any bridge had said where
+      }),
+    );
+    this.started.catch(() => {}); // seen by whoever waits on it
+  }
+
+  private newBridge(cwd: string): Bridge {
+    const bridge: Bridge = new Bridge({
       command: this.options.command,
       recordedIn: this.options.recordedIn,
-      cwd: session.cwd,
+      cwd,
       env: this.options.env,
       spawn: this.options.spawn,
       onHostRequest: this.options.onHostRequest,
@@ -265,18 +303,7 @@ export class Connection {
         this.crashed(reason);
       },
     });
-    this.bridge = bridge;
-    const spawned = performance.now();
-    const onReady = this.options.onReady;
-    if (onReady) bridge.ready.then(() => onReady(performance.now() - spawned), () => {});
-    this.started = bridge.ready.then(() =>
-      bridge.call("session.start", session, { timeoutMs: START_TIMEOUT_MS }).then((answer) => {
-        if (typeof answer.failure_record !== "string") return;
-        this.recordPath = answer.failure_record;
-        if (this.record) this.writeRecord(); // a crash before any bridge had said where
-      }),
-    );
-    this.started.catch(() => {}); // seen by whoever waits on it
+    return bridge;
   }
 
   /** A running bridge died: recorded, and past the cap memory turns off at once. */

@@ -3,6 +3,7 @@
 
 import assert from "node:assert/strict";
 import { realpathSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { describe, test } from "node:test";
 import { EXIT_CAPTURE_WAIT_MS, HIDDEN_MESSAGE_TYPE, SAVING_STATUS, STATUS_KEY } from "../src/extension.ts";
 import { exited, fakeContext, killAndWait, setup } from "./harness.ts";
@@ -15,6 +16,30 @@ describe("event wiring", () => {
     await s.startSession();
     assert.equal(s.children.length, 1);
     assert.deepEqual(s.methods(), ["session.start"]);
+  });
+
+  test("a bridge prepared as pi loads the extension serves the session that starts in its directory", async (t) => {
+    const s = setup(t);
+    s.connection.prepare(s.dir);
+    assert.equal(s.children.length, 1);
+    const [early] = s.children;
+    await s.startSession();
+    assert.equal(s.children.length, 1, "no second bridge");
+    assert.equal(s.connection.pid, early!.pid);
+    assert.deepEqual(s.methods(), ["session.start"]);
+    assert.equal((await s.waitForLog((entry) => entry.method === "session.start")).pid, early!.pid);
+  });
+
+  test("a prepared bridge in another directory is stopped, and the session gets its own", async (t) => {
+    const s = setup(t);
+    s.connection.prepare(tmpdir());
+    const [early] = s.children;
+    await s.startSession();
+    assert.equal(s.children.length, 2);
+    await exited(early!);
+    const started = await s.waitForLog((entry) => entry.method === "session.start");
+    assert.equal(started.pid, s.children[1]!.pid);
+    assert.equal(s.log().filter((entry) => entry.pid === early!.pid && entry.kind === "request").length, 0);
   });
 
   test("session_start twice for the same session keeps one bridge (pi 0.73 fires it twice)", async (t) => {
