@@ -59,7 +59,8 @@ def attach(cwd: Path, *, start: bool = True) -> client.Connection | None:
             connection.close()
             raise client.ServiceUnavailable(f"the service failed to attach ({error})") from None
         if reply.get("attached") is True:
-            break
+            connection.sock.settimeout(None)  # a host session may be quiet for long
+            return connection
         connection.close()
         # A service started before this session's installation or settings has stopped
         # listening: a successor started now serves the session.
@@ -67,8 +68,7 @@ def attach(cwd: Path, *, start: bool = True) -> client.Connection | None:
             return None
         if not reply.get("retired") or attempt == 2:
             raise client.ServiceUnavailable(str(reply.get("refused", reply)))
-    connection.sock.settimeout(None)  # a host session may be quiet for as long as it likes
-    return connection
+    raise AssertionError("unreachable: the second refusal raises")
 
 
 def _message(line: bytes) -> dict[str, object] | None:
