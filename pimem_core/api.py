@@ -27,6 +27,7 @@ from pimem_core.manager import (
 )
 from pimem_core.scrub import Scrubber
 from pimem_core.services import (
+    CatchingUp,
     Compacting,
     MemoryIndex,
     MemoryStore,
@@ -320,6 +321,18 @@ class Pimem:
         """Index *scope*'s store: only *files* when given (after a write), else all of it."""
         with self._service("MemoryIndex.index"):
             return self.index(scope).index(reason, files, self._call(on_wait, progress))
+
+    def catch_up_memory(
+        self, scope: Scope, reason: str, *, on_wait: Callable[[str], None] | None = None
+    ) -> IndexReport:
+        """Bring *scope*'s index up to date with its store: only what changed since the index
+        last took it in, when the index can tell (:class:`CatchingUp`), else all of it."""
+        index = self.index(scope)
+        call = self._call(on_wait)
+        with self._service("MemoryIndex.index"):
+            if isinstance(index, CatchingUp):
+                return index.catch_up(call)
+            return index.index(reason, (), call)
 
     def search_memory(
         self,

@@ -103,6 +103,7 @@ from pimem_core.scopes import (
     project_scope,
 )
 from pimem_core.services import (
+    CatchingUp,
     Compacting,
     MemoryIndex,
     MemoryStore,
@@ -181,6 +182,7 @@ __all__ = [
     "Args",
     "BackendCall",
     "BranchEntry",
+    "CatchingUp",
     "Choice",
     "ChunkAddress",
     "CollectionMissing",

@@ -79,7 +79,7 @@ class MemoryIndex(Protocol):
     """The search index over one scope's memory store (its collection): what every index does.
 
     An index may offer more, each an optional capability below (:class:`SimilaritySearch`,
-    :class:`Warming`, :class:`PendingWork`, :class:`Compacting`): a caller checks for it with
+    :class:`Warming`, :class:`PendingWork`, :class:`CatchingUp`, :class:`Compacting`): a caller checks for it with
     ``isinstance`` when it needs it and does without when it is missing.
     """
 
@@ -140,6 +140,18 @@ class PendingWork(Protocol):
     def pending_operations(self) -> int:
         """Operations queued or running ahead of a search now (0: a search would not wait).
         Auto-context skips a prompt rather than wait in line."""
+        ...
+
+
+@runtime_checkable
+class CatchingUp(Protocol):
+    """An index capability: take in only what changed in the store since the index last did."""
+
+    def catch_up(self, call: BackendCall) -> IndexReport:
+        """Index the files new, changed or removed since the index last took the store in, and
+        nothing when none are: a host session's start asks for this (an index without it gets a
+        whole-store :meth:`MemoryIndex.index`), so starting a session on an index that is up to
+        date costs no database work."""
         ...
 
 

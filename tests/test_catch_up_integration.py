@@ -220,15 +220,16 @@ def test_a_teammates_anchor_reads_as_recorded_on_another_machine(
 
 
 def wait_for_the_start_catch_up(clone: Path) -> None:
-    """Until the session's catch-up index run of the whole store has recorded its state (the
-    only whole-store run here), so that what follows is this test's doing alone."""
+    """Until the session's catch-up index run has recorded its state (a fresh clone: every day
+    file is new to this machine), so that what follows is this test's doing alone."""
     state = clone / ".memsearch" / ".index-state.json"
-    memory = str(clone / ".memsearch" / "memory")
+    memory = clone / ".memsearch" / "memory"
+    days = sorted(str(day) for day in memory.glob("*.md"))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if state.exists():
             recorded = json.loads(state.read_text())
-            if recorded["status"] == "ok" and recorded["paths"] == [memory]:
+            if recorded["status"] == "ok" and sorted(recorded["paths"]) == days:
                 return
         time.sleep(0.05)
     raise AssertionError("the session's catch-up index run never finished")
@@ -363,3 +364,38 @@ def test_a_catch_up_that_cannot_index_fails_the_search_in_one_line(
     assert result.stderr.startswith("pimem: error: ")
     assert "local/not-here" in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_a_session_start_indexes_only_what_changed_and_nothing_when_nothing_did(
+    env: dict[str, str], alice: Path
+) -> None:
+    ok(pimem(env, alice, "index"))
+    state = alice / ".memsearch" / ".index-state.json"
+    indexed = state.read_bytes()
+
+    def session(number: int) -> None:
+        bridge = Bridge(env)
+        try:
+            started = bridge.call(
+                "session.start", session_id=f"alice-s{number}", cwd=str(alice), transcript=None
+            )
+            assert "result" in started, started
+            # The shutdown waits for the session's index runs, its start's catch-up included.
+            assert bridge.call("session.shutdown")["result"]["indexed_in_time"] is True
+        finally:
+            bridge.close()
+
+    # Up to date: the start runs no index (memsearch's state of the last run stays as it was).
+    session(1)
+    assert state.read_bytes() == indexed
+    # Another agent appended to a day while no session ran: the next start indexes that file.
+    day = alice / ".memsearch" / "memory" / "2026-08-12.md"
+    with day.open("a", encoding="utf-8") as stream:
+        stream.write(
+            "\n### 12:00\n<!-- session:other turn:o1 transcript:/elsewhere/o.jsonl -->\n"
+            "- the agent switched the queue from RabbitMQ to NATS JetStream\n"
+        )
+    session(2)
+    recorded = json.loads(state.read_text())
+    assert (recorded["status"], recorded["paths"]) == ("ok", [str(day.resolve())])
+    assert "NATS" in contents(search(env, alice, "which message queue do we use")[1])

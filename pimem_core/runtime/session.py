@@ -359,8 +359,12 @@ class Session:
         return {} if self._debounce is None else {"debounce": self._debounce}
 
     def _index(self, reason: str, files: tuple[Path, ...]) -> None:
-        if self.scope is not None:
+        if self.scope is None:
+            return
+        if files:
             self.pimem.index_memory(self.scope, reason, files=files)
+        else:  # the session's start, or a change it cannot name: what changed, if anything
+            self.pimem.catch_up_memory(self.scope, reason)
 
     def _settle_previous(self) -> None:
         """Before a session switch: write and index what the previous session left."""

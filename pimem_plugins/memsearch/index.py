@@ -302,30 +302,46 @@ class MemsearchMemoryIndex:
             (call.on_notice or log.info)(done.notice)
         return result
 
+    def catch_up(self, call: BackendCall) -> IndexReport:
+        """A session's start: the day files that changed since this machine last indexed them,
+        all of them; no database is opened when none did."""
+        pending = tuple(self.engine.ledger(self.scope).changed())
+        if not pending:
+            return IndexReport(indexed_chunks=0, total_files=0)
+        return self._index_outstanding(pending, None, call)[1]
+
     def _catch_up(self, call: BackendCall) -> CatchUp:
         """Index the day files that changed since this machine last indexed them, within the
         catch-up budget."""
+        return catch_up(
+            self.engine.ledger(self.scope),
+            CATCH_UP_MS.read(call.settings) / 1000,
+            lambda files, budget: self._index_outstanding(files, budget, call),
+        )
+
+    def _index_outstanding(
+        self, files: tuple[DayFile, ...], budget: float | None, call: BackendCall
+    ) -> tuple[int, IndexReport]:
+        """Index those of *files* still outstanding once the run's turn comes (within *budget*
+        seconds, at least one file): how many were, and the run's report."""
         scope, engine = self.scope, self.engine
         ledger = engine.ledger(scope)
 
-        def run(files: tuple[DayFile, ...], budget: float) -> tuple[int, IndexReport]:
-            def index() -> tuple[int, IndexReport]:
-                # Another run may have taken some in while this one waited in the queue.
-                left = ledger.outstanding(files)
-                if not left:
-                    return 0, IndexReport(indexed_chunks=0)
-                paths = tuple(Path(day.path) for day in left)
-                report = engine.index(scope, paths, None, budget=budget)
-                failed = {failure.path for failure in report.failed_files}
-                taken = [p for p in map(str, paths[: report.total_files]) if p not in failed]
-                self._adopt(taken)
-                if self.recall is not None:
-                    self.recall.complete(taken)
-                return len(left), report
+        def index() -> tuple[int, IndexReport]:
+            # Another run may have taken some in while this one waited in the queue.
+            left = ledger.outstanding(files)
+            if not left:
+                return 0, IndexReport(indexed_chunks=0)
+            paths = tuple(Path(day.path) for day in left)
+            report = engine.index(scope, paths, None, budget=budget)
+            failed = {failure.path for failure in report.failed_files}
+            taken = [p for p in map(str, paths[: report.total_files]) if p not in failed]
+            self._adopt(taken)
+            if self.recall is not None:
+                self.recall.complete(taken)
+            return len(left), report
 
-            return self._run("index", index, call, None)
-
-        return catch_up(ledger, CATCH_UP_MS.read(call.settings) / 1000, run)
+        return self._run("index", index, call, None)
 
     def _complete(self, call: BackendCall) -> None:
         """What pimem's ranker needs of what the run indexed, computed before it returns."""
