@@ -153,7 +153,7 @@ def breakdown_samples(
     parts: dict[str, list[float]] = {"check": [], "embed": [], "legs": [], "fuse": []}
     for text in queries:
         started = time.perf_counter()
-        recall.changed_sources()
+        recall.files.changed()
         parts["check"].append(_ms(started))
         started = time.perf_counter()
         vector = encode([text])[0]

@@ -6,10 +6,12 @@ settings, the typed facade and the CLI); ``pimem_plugins`` implements it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
+# Not imported from typing: an agent host waits for `pimem serve`'s ready line, written after
+# this package is imported and before anything else of pimem (typing costs milliseconds).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from pimem_core.api import Pimem
     from pimem_core.doors.service_client import ask_memory_service
     from pimem_core.errors import PimemError
@@ -34,6 +36,8 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'pimem_core' has no attribute {name!r}")
+    import importlib
+
     value = getattr(importlib.import_module(home), name)
     globals()[name] = value
     return value

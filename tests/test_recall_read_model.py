@@ -226,16 +226,16 @@ def test_recent_day_files_are_checked_on_every_search_and_all_of_them_once_a_sec
         stamp = time.time() - days_ago * 86_400
         os.utime(path, (stamp, stamp))
     recall = _recall(memory)
-    assert recall.changed_sources() == [str(old), str(today)]  # nothing seen yet
+    assert recall.files.changed() == [str(old), str(today)]  # nothing seen yet
     recall.files.stamps = recall.files.found()
     monkeypatch.setattr(store_files, "FULL_CHECK_SECONDS", 3_600.0)
-    assert recall.changed_sources() == []
+    assert recall.files.changed() == []
     with today.open("a", encoding="utf-8") as stream:
         stream.write("- another agent's entry\n")
     with old.open("a", encoding="utf-8") as stream:
         stream.write("- an edit of an old file\n")
-    assert recall.changed_sources() == [str(today)]  # the old file waits for a full check
+    assert recall.files.changed() == [str(today)]  # the old file waits for a full check
     (memory / "2026-12-03.md").write_text("- a new day\n", encoding="utf-8")
-    assert len(recall.changed_sources()) == 3  # a new file changes the directory: all checked
+    assert len(recall.files.changed()) == 3  # a new file changes the directory: all checked
     monkeypatch.setattr(store_files, "FULL_CHECK_SECONDS", 0.0)
-    assert str(old) in recall.changed_sources()
+    assert str(old) in recall.files.changed()

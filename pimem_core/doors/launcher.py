@@ -13,9 +13,12 @@ user's memory service takes it (on unless ``PIMEM_SERVICE=off``:
 from __future__ import annotations
 
 import sys
-from typing import TextIO
 
 from pimem_core.doors.protocol import ready_line
+
+TYPE_CHECKING = False  # as in pimem_core: typing is not imported before the ready line
+if TYPE_CHECKING:
+    from typing import TextIO
 
 
 def announce_ready(out: TextIO) -> None:

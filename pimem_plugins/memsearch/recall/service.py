@@ -38,6 +38,7 @@ from pimem_plugins.memsearch.recall.read_model import ReadModel
 from pimem_plugins.memsearch.recall.store_files import StoreFiles
 from pimem_plugins.memsearch.recall.text import facts, tokens
 from pimem_plugins.memsearch.recall.worker import Worker
+from pimem_plugins.memsearch.recall.written import OutstandingWrites
 
 log = logging.getLogger(__name__)
 
@@ -105,12 +106,7 @@ class Recall:
         self.origin = "not loaded"
         #: What index runs took in before the read model loaded (see :meth:`adopt`).
         self._adopted: list[tuple[list[str], list[dict[str, Any]]]] = []
-        #: Files this process wrote that the read model has not taken in yet, with a count of
-        #: the writes noted (see :meth:`note_written`). A file leaves once a refresh has taken
-        #: it in and no write came meanwhile. Guarded by its own lock: a writer never waits for
-        #: a refresh.
-        self._written: dict[str, int] = {}
-        self._written_lock = threading.Lock()
+        self._written = OutstandingWrites()
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -167,39 +163,17 @@ class Recall:
 
     # -- keeping in step -------------------------------------------------------------------
 
-    def changed_sources(self) -> list[str]:
-        """Store files whose stat differs from what the read model saw (:meth:`StoreFiles.changed`)."""
-        return self.files.changed()
-
     def note_written(self, sources: Sequence[str]) -> None:
-        """This process wrote *sources*: the background worker takes them in now. The writer
-        does not wait for the embedding (a capture that an exiting host waits for), and the
-        next search waits for it instead of serving what it had: reads still see the writes."""
-        with self._written_lock:
-            for source in sources:
-                self._written[source] = self._written.get(source, 0) + 1
+        """This process wrote *sources*: taken in by the worker, waited for by the next search
+        (:mod:`~pimem_plugins.memsearch.recall.written`)."""
+        self._written.note(sources)
         self._worker.wake(self._step)
 
-    def _has_written(self) -> bool:
-        with self._written_lock:
-            return bool(self._written)
-
-    def _written_now(self) -> dict[str, int]:
-        with self._written_lock:
-            return dict(self._written)
-
-    def _taken_in(self, written: dict[str, int]) -> None:
-        with self._written_lock:
-            for source, count in written.items():
-                if self._written.get(source) == count:
-                    del self._written[source]
-
     def refresh(self, sources: Sequence[str] | None = None, *, inline: int | None = None) -> bool:
-        """Bring the read model to the files' current chunks, and to the writes noted; ``False``
-        when more than *inline* chunks need embedding (they are left to the background worker),
-        or when *inline* is given and another thread is refreshing (the search serves what it
-        has, unless this process wrote something not taken in yet: then it waits)."""
-        if not self._refresh_lock.acquire(blocking=inline is None or self._has_written()):
+        """Bring the read model to the files' current chunks and the writes noted; ``False``
+        when more than *inline* chunks need embedding (left to the worker), or when *inline*
+        is given and another thread refreshes with no write outstanding (served as it is)."""
+        if not self._refresh_lock.acquire(blocking=inline is None or bool(self._written)):
             return False
         try:
             return self._refresh(sources, inline)
@@ -207,8 +181,8 @@ class Recall:
             self._refresh_lock.release()
 
     def _refresh(self, sources: Sequence[str] | None, inline: int | None) -> bool:
-        todo = self.changed_sources() if sources is None else list(sources)
-        written = self._written_now()
+        todo = self.files.changed() if sources is None else list(sources)
+        written = self._written.now()
         todo += [source for source in sorted(written) if source not in todo]
         if not todo:
             return True
@@ -237,7 +211,7 @@ class Recall:
                 self.files.stamps.pop(source, None)
             else:
                 self.files.stamps[source] = stamp
-        self._taken_in(written)
+        self._written.taken_in(written)
         self._dirty_since = self._dirty_since or time.monotonic()
         self._save_overlay()
         if self.model.needs_folding() or self._base is None:
@@ -325,8 +299,8 @@ class Recall:
         chunks read from the collection, else folding and saving; whether more is left."""
         try:
             with self._refresh_lock:  # the stamps change under this lock only
-                changed = self.changed_sources()
-            if changed or self._has_written():
+                changed = self.files.changed()
+            if changed or self._written:
                 # The newest few files a step: a pull or a fresh clone brings hundreds, and a
                 # process that exits (`pimem search`) waits for the step in hand.
                 self.refresh(changed[-STEP_FILES:])
@@ -391,8 +365,7 @@ class Recall:
     # -- searching -------------------------------------------------------------------------
 
     def search(self, text: str, top_k: int) -> tuple[SearchHit, ...]:
-        """The *top_k* best hits for *text*, after taking in files changed since the last
-        search (other agents' writes) when that is quick."""
+        """The *top_k* best hits for *text*, changed files taken in first when that is quick."""
         self.load()
         self.refresh(inline=INLINE_CHUNKS)
         query = self._collection.encode([text])[0]
