@@ -886,7 +886,7 @@ def _print_run_table(lines: Sequence[Mapping[str, Any]]) -> str:
         ("pi", "What", "without (p50)", "with (p50)", "added (p50)", "added (max)", "pairs"),
         rows,
     )
-    before = _before()
+    before, previous = _before(), _previous()
     return f"""
 
 What the adapter costs a user who runs pi once: pairs of one-prompt `pi -p` runs in the same
@@ -895,7 +895,13 @@ relaying to the user's memory service as pimem runs by default. pi's exit is tim
 first bytes of the answer on stdout to the process's end. The added time is the median of the
 pairs' differences. Capture is flushed before pi exits. The last index run goes on after pi has
 gone ([the pi adapter](pi-adapter.md#what-pi-waits-for)). Before the memory service, with
-bridges in process, the adapter added {before} to a one-prompt run.
+bridges in process, the adapter added {before} to a one-prompt run. The previous publication,
+through the service, measured {previous}: the bridge started at `session_start` (now as pi loads
+the extension, ADR 0024), each session's start ran a whole-store index (now only what changed,
+ADR 0025), capture's write embedded the entry before answering (now the read model takes it in
+the background, and the next search waits for it), and the scripted model's replies went out
+in two writes with Nagle's algorithm on, which held each reply about 40 ms for the client's
+delayed acknowledgement, both sides of a pair alike (now it answers at once).
 
 {table}"""
 
@@ -905,6 +911,15 @@ def _before() -> str:
 
     return " and ".join(
         f"{ms:.0f} ms (pi {line})" for line, ms in sorted(BEFORE_PRINT_RUN_EXTRA_MS.items())
+    )
+
+
+def _previous() -> str:
+    from bench.pi_latency import PREVIOUS_EXTRA_MS
+
+    return " and ".join(
+        f"{run:.0f} ms added to a run and {exit_:.0f} ms to exit (pi {line})"
+        for line, (run, exit_) in sorted(PREVIOUS_EXTRA_MS.items())
     )
 
 
