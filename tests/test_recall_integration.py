@@ -113,6 +113,26 @@ def test_a_write_leaves_its_embedding_to_the_background_and_the_next_search_wait
         assert fresh in searching.result(timeout=60)[0]
 
 
+def test_a_write_is_saved_in_the_overlay_without_saving_the_whole_read_model_again(
+    indexed: tuple[Pimem, Scope], memsearch_home: Path
+) -> None:
+    pimem, scope = indexed
+    recall = recall_of(pimem, scope)
+    search(pimem, scope, "warm up")
+    assert recall.idle(60)  # the read model saved whole once
+    (directory,) = (memsearch_home / ".cache" / "pimem" / "read-model").glob("*/manifest.json")
+    before = cache.load(directory.parent)
+    assert before is not None
+    fresh = "- the agent moved the nightly export job to 02:00 UTC to avoid the backup window"
+    pimem.append_entry(scope, entry(7, fresh, "2026-08-14T11:00"))
+    assert recall.idle(60)
+    after = cache.load(directory.parent)
+    assert after is not None
+    # The same base, the write in the overlay beside it: what a new process loads.
+    assert after.base == before.base
+    assert any(fresh in record.content for record, _ in after.added)
+
+
 def test_a_forgotten_entry_is_never_returned_after_forget_returns(
     indexed: tuple[Pimem, Scope],
 ) -> None:

@@ -98,6 +98,8 @@ class Recall:
         #: The saved base the overlay file belongs to (``None``: nothing saved yet).
         self._base: str | None = None
         self._overlay_saved = 0.0
+        #: Facts embedded since the overlay was last saved.
+        self._overlay_behind = False
         #: Chunks waiting for their facts' vectors, longest first (popped from the end).
         self._backfill: list[ChunkRecord] = []
         # The worker and an index run's completion both embed the waiting facts.
@@ -234,21 +236,7 @@ class Recall:
         self._worker.wake(self._step)
 
     def _take_in(self, sources: Sequence[str], rows: list[dict[str, Any]]) -> None:
-        records = self.model.records()
-        wanted = set(sources)
-        kept = {str(row["chunk_hash"]) for row in rows}
-        self.model.apply(
-            (
-                (_record(row, facts_ready=False), _vector(row))
-                for row in rows
-                if str(row["chunk_hash"]) not in records  # a chunk with its facts stays
-            ),
-            (key for key, record in records.items() if record.source in wanted and key not in kept),
-        )
-        # Unknown stats: the next refresh compares each file with these chunks once (it then
-        # embeds nothing), as after a load from the collection.
-        for source in wanted:
-            self.files.stamps[source] = (-1, -1)
+        take_in(self.model, self.files.stamps, sources, rows)
         self._dirty_since = self._dirty_since or time.monotonic()
 
     def complete(self, sources: Sequence[str] | None = None) -> None:
@@ -263,14 +251,7 @@ class Recall:
         wanted = None if sources is None else set(sources)
         waiting = [r for r in self._waiting() if wanted is None or r.source in wanted]
         for start in range(0, len(waiting), BACKFILL_BATCH):
-            ready = [_ready(record) for record in waiting[start : start + BACKFILL_BATCH]]
-            vectors = embed_facts(self._collection.encode, ready)
-            # A chunk forgotten meanwhile stays forgotten.
-            self.model.apply(
-                pair
-                for pair in zip(ready, vectors, strict=True)
-                if pair[0].chunk_hash in self.model
-            )
+            self._embed_facts(waiting[start : start + BACKFILL_BATCH])
         if not waiting:
             return
         self._dirty_since = self._dirty_since or time.monotonic()
@@ -283,6 +264,7 @@ class Recall:
 
     def _save_overlay(self) -> None:
         self._overlay_saved = time.monotonic()
+        self._overlay_behind = False
         directory = self._collection.cache_dir()
         if directory is None or self._base is None:
             return
@@ -309,7 +291,14 @@ class Recall:
                 if self.model.needs_folding():
                     self.model.fold()
                 return True
-            self.save()
+            # Every change is in the saved overlay but the last facts embedded: the whole read
+            # model is saved only when nothing of it was, or when its overlay outgrew it (a save
+            # per write would hold the service's interpreter while the next prompt waits).
+            if self._base is None or self.model.needs_folding():
+                self.save()
+            elif self._overlay_behind:
+                with self._refresh_lock:
+                    self._save_overlay()
             self._collection.rest()
         except Exception:
             log.exception("the read model of %s could not be updated", self.scope.collection)
@@ -332,17 +321,21 @@ class Recall:
                 record = self._backfill.pop()
                 batch.append(record)
                 count += len(facts(record.content))
-        ready = [_ready(record) for record in batch]
+        self._embed_facts(batch)
+        self._dirty_since = self._dirty_since or time.monotonic()
+        self._overlay_behind = True
+        if self._base is not None and time.monotonic() - self._overlay_saved > SAVE_EVERY_SECONDS:
+            with self._refresh_lock:
+                self._save_overlay()
+        return True
+
+    def _embed_facts(self, records: Sequence[ChunkRecord]) -> None:
+        ready = [_ready(record) for record in records]
         vectors = embed_facts(self._collection.encode, ready)
         # A chunk forgotten meanwhile stays forgotten.
         self.model.apply(
             pair for pair in zip(ready, vectors, strict=True) if pair[0].chunk_hash in self.model
         )
-        self._dirty_since = self._dirty_since or time.monotonic()
-        if self._base is not None and time.monotonic() - self._overlay_saved > SAVE_EVERY_SECONDS:
-            with self._refresh_lock:
-                self._save_overlay()
-        return True
 
     def pending_facts(self) -> int:
         return self.model.without_facts()
@@ -382,6 +375,28 @@ class Recall:
     def record(self, chunk_hash: str) -> ChunkRecord | None:
         self.load()
         return self.model.records().get(chunk_hash)
+
+
+def take_in(
+    model: ReadModel, stamps: dict[str, Stamp], sources: Sequence[str], rows: list[dict[str, Any]]
+) -> None:
+    """*sources*' chunks as an index run left them in the collection (*rows*), into *model*:
+    new chunks by their chunk vector, their facts to embed later; chunks gone, dropped."""
+    records = model.records()
+    wanted = set(sources)
+    kept = {str(row["chunk_hash"]) for row in rows}
+    model.apply(
+        (
+            (_record(row, facts_ready=False), _vector(row))
+            for row in rows
+            if str(row["chunk_hash"]) not in records  # a chunk with its facts stays
+        ),
+        (key for key, record in records.items() if record.source in wanted and key not in kept),
+    )
+    # Unknown stats: the next refresh compares each file with these chunks once (it then
+    # embeds nothing), as after a load from the collection.
+    for source in wanted:
+        stamps[source] = (-1, -1)
 
 
 def _record(row: dict[str, Any], *, facts_ready: bool) -> ChunkRecord:
