@@ -22,6 +22,8 @@ from typing import Any
 import attrs
 import pytest
 
+from pimem_core.doors import service_client
+
 ROOT = Path(__file__).resolve().parents[1]
 TRANSCRIPT = "/home/newcomer/.pi/agent/sessions/s1.jsonl"
 
@@ -105,7 +107,7 @@ class Newcomer:
 
 
 @pytest.fixture
-def newcomer(venv: Path, witness: _Witness, tmp_path: Path) -> Newcomer:
+def newcomer(venv: Path, witness: _Witness, tmp_path: Path) -> Iterator[Newcomer]:
     home = tmp_path / "home"
     home.mkdir()
     # Only what a login shell has, plus the witness in every place a download would go.
@@ -118,7 +120,13 @@ def newcomer(venv: Path, witness: _Witness, tmp_path: Path) -> Newcomer:
         **{name.lower(): witness.url for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")},
     }
     assert not any(name.startswith(("PIMEM_", "PI_MEMSEARCH_", "MEMSEARCH_")) for name in env)
-    return Newcomer(venv=venv, home=home, env=env)
+    yield Newcomer(venv=venv, home=home, env=env)
+    # The newcomer's commands started their memory service: it is not left to its idle timeout.
+    for running in service_client.every_service(env):
+        if running.env is not None and running.env.get("HOME") == str(home):
+            found = service_client.probe(running.path)
+            if found is not None:
+                service_client.stop(found, running.path)
 
 
 LIBRARY = """
