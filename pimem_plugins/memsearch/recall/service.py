@@ -98,8 +98,8 @@ class Recall:
         #: The saved base the overlay file belongs to (``None``: nothing saved yet).
         self._base: str | None = None
         self._overlay_saved = 0.0
-        #: Facts embedded since the overlay was last saved.
-        self._overlay_behind = False
+        #: Facts embedded since the overlay was last saved; batches run since the last rest.
+        self._overlay_behind = self._rest_due = False
         #: Chunks waiting for their facts' vectors, longest first (popped from the end).
         self._backfill: list[ChunkRecord] = []
         # The worker and an index run's completion both embed the waiting facts.
@@ -206,6 +206,7 @@ class Recall:
         if inline is not None and to_embed > inline:
             self._worker.wake(self._step)
             return False
+        self._rest_due = self._rest_due or to_embed > INLINE_CHUNKS
         for source, stamp, new, gone in planned:
             vectors = embed_facts(self._collection.encode, new)
             self.model.apply(zip(new, vectors, strict=True), gone)
@@ -299,7 +300,9 @@ class Recall:
             elif self._overlay_behind:
                 with self._refresh_lock:
                     self._save_overlay()
-            self._collection.rest()
+            if self._rest_due:  # not after an entry or two: a trim stalls every thread a while
+                self._rest_due = False
+                self._collection.rest()
         except Exception:
             log.exception("the read model of %s could not be updated", self.scope.collection)
         return False
@@ -323,7 +326,7 @@ class Recall:
                 count += len(facts(record.content))
         self._embed_facts(batch)
         self._dirty_since = self._dirty_since or time.monotonic()
-        self._overlay_behind = True
+        self._overlay_behind = self._rest_due = True
         if self._base is not None and time.monotonic() - self._overlay_saved > SAVE_EVERY_SECONDS:
             with self._refresh_lock:
                 self._save_overlay()
