@@ -17,7 +17,10 @@ Per line, with capture on as a user has it:
 
 1. one RPC session: the first prompt; then, once the bridge is idle (its start-up work, the
    catch-up index and the first capture done: a user's second prompt comes after the agent's
-   first answer, and the scripted model answers at once), the other prompts one after another;
+   first answer, and the scripted model answers at once), the other prompts one after another,
+   each ``PiPlan.think_s`` after the answer before it: sent the instant the answer ends, a
+   prompt meets the previous exchange's capture at work in pi (its distillation runs through
+   pi's model) and in the service, which no person's next prompt does;
 2. a short RPC session whose prompts follow each other from the start, while the bridge still
    imports memsearch and catches up its index: what prompts pay in a session's first seconds;
 3. short ``pi -p`` runs, each starting a bridge of its own: more ``bridge_ready`` samples and
@@ -92,6 +95,9 @@ class PiPlan:
     print_runs: int = 10
     #: Pairs of one-prompt ``pi -p`` runs, without the adapter and with it, alternating.
     paired_runs: int = 12
+    #: Seconds between an answer and the next prompt in the first RPC session (a person reads
+    #: for longer; the previous exchange's capture takes tens of milliseconds).
+    think_s: float = 0.3
     store_entries: int = 300
     seed: int = 0
 
@@ -190,7 +196,12 @@ def wait_until_idle(pi: RpcSession, *, at_least: float, quiet: float = 1.5) -> f
 
 
 def _rpc_session(
-    world: PiWorld, texts: Sequence[str], timings: Path, *, idle_after_first: bool
+    world: PiWorld,
+    texts: Sequence[str],
+    timings: Path,
+    *,
+    idle_after_first: bool,
+    think_s: float = 0.0,
 ) -> dict[str, Any]:
     world.env["PIMEM_PI_TIMINGS"] = str(timings)
     started = time.perf_counter()
@@ -200,6 +211,8 @@ def _rpc_session(
             pi.prompt(text, timeout=120)
             if number == 0 and idle_after_first:
                 idle_wait = wait_until_idle(pi, at_least=INDEX_DEBOUNCE_S + 2)
+            elif think_s:
+                time.sleep(think_s)
         code = pi.close(timeout=60)
     if code != 0:
         raise RuntimeError(f"pi {world.line.name} (rpc) exited with {code}")
@@ -298,7 +311,13 @@ def measure_line(
         clock = CpuClock.now()
         log(f"pi {line.name}: one RPC session of {plan.prompts} prompts, idle after the first")
         timings = project.root / f"timings-{line.name}"
-        rpc = _rpc_session(world, texts, Path(f"{timings}-rpc.jsonl"), idle_after_first=True)
+        rpc = _rpc_session(
+            world,
+            texts,
+            Path(f"{timings}-rpc.jsonl"),
+            idle_after_first=True,
+            think_s=plan.think_s,
+        )
         log(f"pi {line.name}: {plan.startup_prompts} prompts from the session's start")
         startup = _rpc_session(
             world,

@@ -953,7 +953,10 @@ The real pi CLI of each line, with the adapter loaded and its timing switch on
 (`PIMEM_PI_TIMINGS`), in a project whose memory holds {_count(plan["store_entries"])} indexed
 entries, against a scripted model on 127.0.0.1 that answers at once; auto-context off, capture
 on. Per line: one RPC session of {plan["prompts"]} prompts, which waits after the first prompt
-until its bridge is idle (a user's second prompt comes after the agent's first answer); one of
+until its bridge is idle (a user's second prompt comes after the agent's first answer), then
+sends each prompt {plan.get("think_s", 0) * 1000:.0f} ms after the answer before it (sent the
+instant it ends, a prompt meets the previous exchange's capture at work in pi and the service,
+which no person's next prompt does; with capture off, back to back, the p95 was 2-3 ms); one of
 {plan["startup_prompts"]} prompts sent back to back from the start; and {plan["print_runs"]}
 runs of `pi -p`, each with a bridge of its own, relaying to the memory service.
 
