@@ -300,7 +300,7 @@ class Recall:
             elif self._overlay_behind:
                 with self._refresh_lock:
                     self._save_overlay()
-            if self._rest_due:  # not after an entry or two: a trim stalls every thread a while
+            if self._rest_due:  # the arena grows with batches, not with an entry or two
                 self._rest_due = False
                 self._collection.rest()
         except Exception:
