@@ -126,10 +126,11 @@ class Relay:
                     return True  # the host left without a word: nothing to serve
                 self._connection = attach(self._cwd)
         except (OSError, ValueError, client.ServiceUnavailable) as error:
-            _warn(f"serving this session in process, the memory service is unavailable: {error}")
+            said = f"serving this session in process, the memory service is unavailable: {error}"
             if not first:
+                _warn(said)
                 return False
-            self._serve_in_process()
+            self._serve_in_process(said)
         reader = None
         if self._connection is not None:
             reader = threading.Thread(target=self._read_service, name="pimem-relay", daemon=True)
@@ -279,10 +280,10 @@ class Relay:
             self._end_input()
         return self._connection is not None
 
-    def _serve_in_process(self) -> None:
+    def _serve_in_process(self, said: str = "serving the rest of this session in process") -> None:
         """The rest of the session in this process: a pipe feeds its server the host's lines,
-        and the server answers the host directly."""
-        _warn("serving the rest of this session in process")
+        and the server answers the host directly. *said* is the one line the user is told."""
+        _warn(said)
         read_end, write_end = os.pipe()
         self._in_process = os.fdopen(write_end, "wb")
 
