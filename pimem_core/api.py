@@ -322,13 +322,11 @@ class Pimem:
         with self._service("MemoryIndex.index"):
             return self.index(scope).index(reason, files, self._call(on_wait, progress))
 
-    def catch_up_memory(
-        self, scope: Scope, reason: str, *, on_wait: Callable[[str], None] | None = None
-    ) -> IndexReport:
+    def catch_up_memory(self, scope: Scope, reason: str) -> IndexReport:
         """Bring *scope*'s index up to date with its store: only what changed since the index
         last took it in, when the index can tell (:class:`CatchingUp`), else all of it."""
         index = self.index(scope)
-        call = self._call(on_wait)
+        call = self._call()
         with self._service("MemoryIndex.index"):
             if isinstance(index, CatchingUp):
                 return index.catch_up(call)

@@ -79,8 +79,9 @@ class MemoryIndex(Protocol):
     """The search index over one scope's memory store (its collection): what every index does.
 
     An index may offer more, each an optional capability below (:class:`SimilaritySearch`,
-    :class:`Warming`, :class:`PendingWork`, :class:`CatchingUp`, :class:`Compacting`): a caller checks for it with
-    ``isinstance`` when it needs it and does without when it is missing.
+    :class:`Warming`, :class:`PendingWork`, :class:`CatchingUp`, :class:`Compacting`): a
+    caller checks for it with ``isinstance`` when it needs it and does without when it is
+    missing.
     """
 
     def index(self, reason: str, files: tuple[Path, ...], call: BackendCall) -> IndexReport:

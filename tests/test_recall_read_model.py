@@ -207,12 +207,44 @@ def test_a_cache_of_float16_vectors_is_read_and_worth_saving_again(
     assert keys(ReadModel(saved.generation), unit(0, 1), "login redirect")[0] == "b"
 
 
-def _recall(memory_dir: Path) -> Recall:
+class _CachedOnly:
+    """A collection with a cache directory and nothing to embed."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def cache_dir(self) -> Path:
+        return self.directory
+
+    def rest(self) -> None:
+        pass
+
+
+def test_a_cache_in_an_older_format_is_saved_again_by_the_next_background_step(
+    model: ReadModel, tmp_path: Path
+) -> None:
+    directory = tmp_path / "read-model" / "c"
+    cache.save(directory, model.generation(), {})
+    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    np.save(directory / "facts.npy", model.generation().dense.vectors(0, 3).astype(np.float16))
+    (directory / "scale.npy").unlink()
+    (directory / "manifest.json").write_text(json.dumps(manifest | {"format": 1}), "utf-8")
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    recall = _recall(memory, _CachedOnly(directory))
+    assert recall.load(cache_only=True)
+    recall.note_written([])  # any step of the background worker
+    assert recall.idle(30)
+    saved = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    assert saved["format"] == cache.FORMAT
+
+
+def _recall(memory_dir: Path, collection: object = None) -> Recall:
     scope = Scope(
         repository_dir=memory_dir.parent, scope_dir=memory_dir.parent, memory_dir=memory_dir,
         collection="ms_test_0123456789ab", index_state_path=None,
     )  # fmt: skip
-    return Recall(scope, cast(Collection, None))
+    return Recall(scope, cast(Collection, collection))
 
 
 def test_recent_day_files_are_checked_on_every_search_and_all_of_them_once_a_second(

@@ -127,7 +127,8 @@ class Recall:
                 self.model.replace(saved.generation)
                 self.model.apply(saved.added, saved.removed)
                 self.files.stamps = dict(saved.stamps)
-                self._base = saved.base
+                # An older format counts as nothing saved: the worker saves it whole again.
+                self._base = None if saved.outdated else saved.base
                 self.origin = "cache"
                 if saved.outdated:
                     self._dirty_since = time.monotonic()
@@ -293,8 +294,9 @@ class Recall:
                     self.model.fold()
                 return True
             # Every change is in the saved overlay but the last facts embedded: the whole read
-            # model is saved only when nothing of it was, or when its overlay outgrew it (a save
-            # per write would hold the service's interpreter while the next prompt waits).
+            # model is saved only when nothing of it was (or in an older format), or when its
+            # overlay outgrew it; after a write, a fold and a rewrite of every chunk would be
+            # work for nothing.
             if self._base is None or self.model.needs_folding():
                 self.save()
             elif self._overlay_behind:
