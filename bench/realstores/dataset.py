@@ -1,0 +1,165 @@
+"""The real-store development set: which public stores, which files, and the queries on them.
+
+``stores.json`` names each store by repository, commit and memory directory, and lists its day
+files with their size and SHA-256, so a prepared copy can be checked byte for byte. The files
+themselves are never in this repository: ``python -m bench.realstores.prepare DEST`` exports
+them from fetched snapshots. ``queries/<store>.json`` holds the queries written for each store.
+
+A query's relevant entries are named by their day file and a distinctive substring of their
+text: a hit is right when its source is that day file and its text holds the substring. That
+survives any chunking that keeps an entry's text whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import attrs
+
+HERE = Path(__file__).resolve().parent
+STORES = HERE / "stores.json"
+QUERIES = HERE / "queries"
+MEMORY_DIR = Path(".memsearch") / "memory"
+#: Repositories kept for an evaluation nobody here runs: never listed, exported or read.
+HELD_OUT = frozenset(
+    {
+        "bradygrapentine/carelog",
+        "mgourlis/pydomain",
+        "sh0tybumbati/polis",
+        "odphineguy/web-main",
+        "su0510/clawd-on-desk",
+    }
+)
+Kind = Literal["keyword", "paraphrase", "question", "no-answer"]
+KINDS: tuple[Kind, ...] = ("keyword", "paraphrase", "question", "no-answer")
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}\.md")
+
+
+class DatasetError(Exception):
+    """The store list, a query file or a prepared copy is not as this module expects."""
+
+
+@attrs.frozen(kw_only=True)
+class DayFile:
+    name: str
+    bytes: int
+    sha256: str
+
+
+@attrs.frozen(kw_only=True)
+class Store:
+    name: str
+    repo: str
+    commit: str
+    #: The memory directory inside the repository (memsearch's ``.memsearch/memory``).
+    memory_dir: str
+    #: Who wrote the entries: ``claude-code``, ``codex``, ``opencode``... (from their anchors).
+    agent: str
+    files: tuple[DayFile, ...]
+    note: str = ""
+
+    def memory(self, root: Path) -> Path:
+        """This store's memory directory in a prepared copy at *root*."""
+        return root / self.name / MEMORY_DIR
+
+
+@attrs.frozen(kw_only=True)
+class Relevant:
+    file: str
+    contains: str
+
+    def matches(self, source: str, content: str) -> bool:
+        return Path(source).name == self.file and self.contains in content
+
+
+@attrs.frozen(kw_only=True)
+class Query:
+    id: str
+    kind: Kind
+    text: str
+    #: Empty for a no-answer query: nothing in the store answers it.
+    relevant: tuple[Relevant, ...]
+
+    def rank(self, hits: Sequence[tuple[str, str]]) -> int | None:
+        """The 1-based rank of the first right hit among *hits* (source, content)."""
+        for i, (source, content) in enumerate(hits, 1):
+            if any(r.matches(source, content) for r in self.relevant):
+                return i
+        return None
+
+
+def _checked_repo(repo: str) -> str:
+    if repo.lower() in HELD_OUT:
+        raise DatasetError(f"{repo} is held out: it may not be part of the development set")
+    return repo
+
+
+def load_stores(path: Path = STORES) -> tuple[Store, ...]:
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    stores = tuple(
+        Store(
+            name=item["name"],
+            repo=_checked_repo(item["repo"]),
+            commit=item["commit"],
+            memory_dir=item["memory_dir"],
+            agent=item["agent"],
+            note=item.get("note", ""),
+            files=tuple(DayFile(**file) for file in item["files"]),
+        )
+        for item in raw["stores"]
+    )
+    for store in stores:
+        odd = [f.name for f in store.files if not _DAY.fullmatch(f.name)]
+        if odd:
+            raise DatasetError(f"{store.name}: not day files: {', '.join(odd)}")
+    return stores
+
+
+def load_queries(store: Store, directory: Path = QUERIES) -> tuple[Query, ...]:
+    raw = json.loads((directory / f"{store.name}.json").read_text(encoding="utf-8"))
+    queries = []
+    for item in raw["queries"]:
+        query = Query(
+            id=item["id"],
+            kind=item["kind"],
+            text=item["text"],
+            relevant=tuple(Relevant(**r) for r in item.get("relevant", ())),
+        )
+        if query.kind not in KINDS:
+            raise DatasetError(f"{store.name}/{query.id}: unknown kind {query.kind!r}")
+        if (query.kind == "no-answer") != (not query.relevant):
+            raise DatasetError(
+                f"{store.name}/{query.id}: a no-answer query has no relevant entry, and "
+                "every other query has one"
+            )
+        names = {f.name for f in store.files}
+        stray = [r.file for r in query.relevant if r.file not in names]
+        if stray:
+            raise DatasetError(f"{store.name}/{query.id}: {', '.join(stray)} not in the store")
+        queries.append(query)
+    ids = [q.id for q in queries]
+    if len(set(ids)) != len(ids):
+        raise DatasetError(f"{store.name}: query ids repeat")
+    return tuple(queries)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def verify(root: Path, store: Store) -> None:
+    """Check that *root* holds *store* as ``prepare`` exports it, byte for byte."""
+    memory = store.memory(root)
+    if not memory.is_dir():
+        raise DatasetError(
+            f"{memory}: missing; run `python -m bench.realstores.prepare {root}` first"
+        )
+    for file in store.files:
+        path = memory / file.name
+        if not path.is_file() or sha256(path.read_bytes()) != file.sha256:
+            raise DatasetError(f"{path}: missing or not the file of {store.repo}@{store.commit}")
