@@ -152,6 +152,37 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+_HEADING = re.compile(r"#{1,6} ")
+
+
+def entries(text: str) -> list[str]:
+    """*text* (a day file) cut before each markdown heading, as memsearch chunks it when no
+    section is too long: each ``### HH:MM`` entry with its anchor and body."""
+    parts: list[list[str]] = [[]]
+    for line in text.splitlines(keepends=True):
+        if _HEADING.match(line) and parts[-1]:
+            parts.append([])
+        parts[-1].append(line)
+    return ["".join(part) for part in parts if part]
+
+
+def ambiguous(root: Path, store: Store, queries: Sequence[Query]) -> list[str]:
+    """Every relevant entry of *queries* whose substring is not in exactly one entry of its
+    day file in the prepared copy at *root*: a query names one entry, never several or none."""
+    memory = store.memory(root)
+    cut = {f.name: entries((memory / f.name).read_text(encoding="utf-8")) for f in store.files}
+    problems = []
+    for query in queries:
+        for relevant in query.relevant:
+            found = sum(relevant.contains in entry for entry in cut[relevant.file])
+            if found != 1:
+                problems.append(
+                    f"{store.name}/{query.id}: {relevant.contains!r} is in {found} entries "
+                    f"of {relevant.file}"
+                )
+    return problems
+
+
 def verify(root: Path, store: Store) -> None:
     """Check that *root* holds *store* as ``prepare`` exports it, byte for byte."""
     memory = store.memory(root)

@@ -4,9 +4,9 @@ Export the real-store development set into DEST: for each store of ``stores.json
 files at the listed commit, byte for byte, into ``DEST/<store>/.memsearch/memory/``. Nothing is
 downloaded here: each repository must already be on this machine as a git directory under
 ``--mirrors`` (default ``/work/.mirror``, or ``$PIMEM_REALSTORES_MIRRORS``), at
-``<owner>+<name>/repo`` as a snapshot fetch leaves it, or at ``<owner>+<name>`` or
-``<owner>+<name>.git``: a ``git clone --bare https://github.com/<owner>/<name>
-<owner>+<name>.git`` does (the listed commits must be in it). Each exported file is checked
+``<owner>+<name>/repo`` as a snapshot fetch leaves it, or a clone at ``<owner>+<name>``
+(``git clone https://github.com/<owner>/<name> <owner>+<name>``, or ``--bare`` into
+``<owner>+<name>.git``): the listed commits must be in it. Each exported file is checked
 against the size and SHA-256 recorded in ``stores.json``; a store whose repository or commit is
 missing is named with what to do, and the others are still exported.
 """
@@ -32,6 +32,7 @@ def git_dir(mirrors: Path, repo: str) -> Path | None:
     flat = f"{owner}+{name}"
     for candidate in (
         mirrors / flat / "repo",
+        mirrors / flat / ".git",
         mirrors / flat,
         mirrors / f"{flat}.git",
         mirrors / owner / name,
