@@ -23,6 +23,8 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Literal, TypeVar
 
+import attrs
+
 from pimem_core.plugin import (
     HOW_TO_RESOLVE,
     ChunkAddress,
@@ -47,6 +49,7 @@ from pimem_core.plugin import (
     remove_entry,
 )
 from pimem_plugins.shared.day_merge import merge_day_file
+from pimem_plugins.shared.hollow import HollowCount, count_hollow
 
 T = TypeVar("T")
 RedactionKind = Literal["entry", "compact block"]
@@ -60,6 +63,7 @@ class MarkdownStore:
         # (file, session id) pairs: this session has a ``## Session`` heading in that file.
         self._headed: set[tuple[str, str]] = set()
         self._conflicts = ConflictScans()
+        self._hollow = HollowScans()
 
     @hookimpl(trylast=True)
     def pimem_open_store(self, scope: Scope) -> MemoryStore:
@@ -93,6 +97,47 @@ class MarkdownStore:
             lines=lines,
             data={"files": [str(file) for file in files]},
         )
+        yield hollow_section(self._hollow.count(scope.memory_dir))
+
+
+def hollow_section(count: HollowCount) -> StatusSection:
+    """The ``hollow`` status section: the store's entries that hold nothing to recall."""
+    lines: tuple[str, ...] = ()
+    if count.hollow:
+        lines = (
+            f"hollow entries: {count.hollow} of {count.entries} in the store hold nothing to "
+            f"recall ({count.failure_markers} failure "
+            f"{'marker' if count.failure_markers == 1 else 'markers'}, {count.blank} blank); "
+            "the snapshot leaves them out and search ranks them last",
+        )
+    return StatusSection(name="hollow", rank=22, lines=lines, data=attrs.asdict(count))
+
+
+class HollowScans:
+    """The hollow entries of a memory directory's day files, for a process that asks again and
+    again (the memory service answers status all day): a file whose stat is unchanged keeps
+    its count and is not read again."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, dict[str, tuple[tuple[int, int, int], HollowCount]]] = {}
+
+    def count(self, directory: Path) -> HollowCount:
+        before = self._known.get(str(directory), {})
+        now: dict[str, tuple[tuple[int, int, int], HollowCount]] = {}
+        with contextlib.suppress(OSError), os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name.startswith(".") or not entry.name.endswith(".md"):
+                    continue
+                with contextlib.suppress(OSError):
+                    status = entry.stat()
+                    stamp = (status.st_ino, status.st_size, status.st_mtime_ns)
+                    known = before.get(entry.name)
+                    if known is None or known[0] != stamp:
+                        text = Path(entry.path).read_text(encoding="utf-8", errors="replace")
+                        known = (stamp, count_hollow(text))
+                    now[entry.name] = known
+        self._known[str(directory)] = now
+        return sum((count for _, count in now.values()), HollowCount())
 
 
 class MarkdownMemoryStore:

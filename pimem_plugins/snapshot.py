@@ -1,5 +1,5 @@
 """The stable snapshot: usage instructions plus the latest entries of today's and yesterday's
-memory files.
+memory files, or of the latest earlier days when those two have none.
 
 It is appended to the agent's system prompt on every turn, and the session keeps it
 byte-identical between checkpoints so provider prefix caches survive.
@@ -10,15 +10,21 @@ Two layouts (``PIMEM_SNAPSHOT_LAYOUT``, ADR 0022):
 - ``entries`` (default): whole entries, newest last, each as its ``### HH:MM`` heading and its
   bullets without the session anchor; a section is cut only between entries. The day (the
   section's heading) and the time (the entry's) address an entry, as ``memory_search`` shows
-  it and ``memory_forget`` takes it; ``memory_expand`` gives the anchor.
+  it and ``memory_forget`` takes it; ``memory_expand`` gives the anchor. Hollow entries
+  (failure markers, bare headings, empty bullets: :mod:`pimem_plugins.shared.hollow`) are
+  left out. When neither today nor yesterday has an entry to show, the latest earlier days
+  that do are shown instead, newest day first, within the two days' budgets together.
 - ``tail``: the seed's layout, the files' last characters as they are, anchors included, cut
   at a line start.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import Literal
 
 import attrs
@@ -28,17 +34,20 @@ from pimem_core.plugin import (
     ENTRY_BOUNDARY,
     ENTRY_HEADING,
     GROUP_HEADING,
-    SESSION_HEADING,
     MemoryStore,
+    Scope,
     Settings,
     SettingSpec,
     hookimpl,
     without_anchors,
     without_conflicts,
 )
+from pimem_plugins.shared.hollow import is_hollow, without_empty_bullets
 
 TODAY_BUDGET = 3000
 YESTERDAY_BUDGET = 2000
+#: The earlier days' sections together, headings included, when today and yesterday show none.
+EARLIER_BUDGET = TODAY_BUDGET + YESTERDAY_BUDGET
 TRUNCATED = "[... earlier entries omitted]"
 #: After the head of an entry too long for the budget on its own.
 ENTRY_CUT = "[... the rest of this entry omitted]"
@@ -133,9 +142,10 @@ class Block:
 def blocks(body: str) -> Iterator[Block]:
     """The blocks of *body* in file order, as the ``entries`` layout shows them: an entry
     without its session anchor; a ``## Memory Compact`` block whole, its sub-headings
-    included; any other heading with its lines. A ``## Session HH:MM`` heading with nothing
-    under it is left out: in a shared file another session's entries may follow it, so the
-    grouping it suggests is not reliable, and each entry has its time."""
+    included; any other heading with its lines; each without its empty bullets. A hollow block
+    is left out: a failure marker or a heading with nothing under it, ``## Session HH:MM``
+    included (in a shared file another session's entries may follow it, so the grouping it
+    suggests is not reliable, and each entry has its time)."""
     lines = body.split("\n")
     starts = [0]
     in_compact = False
@@ -151,16 +161,21 @@ def blocks(body: str) -> Iterator[Block]:
         part = lines[start:end]
         entry = ENTRY_HEADING.match(part[0]) is not None
         text = (without_anchors("\n".join(part)) if entry else "\n".join(part)).strip("\n")
-        if not text.strip() or (SESSION_HEADING.match(text) and "\n" not in text.strip()):
+        if is_hollow(text):
             continue
-        yield Block(text=text, entry=entry)
+        yield Block(text=without_empty_bullets(text), entry=entry)
 
 
 def latest_blocks(body: str, budget: int) -> tuple[str, str | None]:
     """The newest whole blocks of *body* within *budget* characters, in file order, and the
     marker that says what was left out (``None``: nothing was). A block too long for the
     budget on its own shows its head, cut at a line end, rather than nothing."""
-    shown = list(blocks(body))
+    return _fit(list(blocks(body)), budget, head=True)
+
+
+def _fit(shown: list[Block], budget: int, *, head: bool) -> tuple[str, str | None]:
+    """:func:`latest_blocks` of blocks already read; with *head* false, a newest block too
+    long for *budget* gives nothing rather than its head."""
     kept: list[Block] = []
     used = 0
     for block in reversed(shown):
@@ -170,6 +185,8 @@ def latest_blocks(body: str, budget: int) -> tuple[str, str | None]:
         kept.append(block)
         used += cost
     kept.reverse()
+    if not kept and not head:
+        return "", None
     if not kept and shown:
         return _head(shown[-1].text, budget), _omitted(shown[:-1])
     text = "\n\n".join(block.text for block in kept)
@@ -197,7 +214,9 @@ def _omitted(left_out: list[Block]) -> str | None:
 
 
 @hookimpl(trylast=True)
-def pimem_build_snapshot(settings: Settings, now: datetime, store: MemoryStore) -> str:
+def pimem_build_snapshot(
+    scope: Scope, settings: Settings, now: datetime, store: MemoryStore
+) -> str:
     layout = LAYOUT.read(settings)
     today = now.date()
     sections = [INSTRUCTIONS if layout == "entries" else TAIL_INSTRUCTIONS]
@@ -205,12 +224,62 @@ def pimem_build_snapshot(settings: Settings, now: datetime, store: MemoryStore) 
         ("Today", today, TODAY_BUDGET),
         ("Yesterday", today - timedelta(days=1), YESTERDAY_BUDGET),
     ):
-        # A day file git left conflicted shows both sides, never the markers (ADR 0016).
-        body = without_conflicts(store.read_day(day) or "").strip()
+        body = _read(store, day)
         shown = _section(body, budget, layout) if body else ""
         if shown:
             sections.append(f"### {label} ({day.isoformat()})\n\n{shown}")
+    if len(sections) == 1 and layout == "entries":
+        # A store nobody wrote to for a while (a clone, another agent's, a holiday) still
+        # shows its latest memory; the seed's tail layout stays as it was.
+        sections += earlier_sections(store, scope.memory_dir, today)
     return "\n\n".join(sections)
+
+
+def _read(store: MemoryStore, day: date) -> str:
+    # A day file git left conflicted shows both sides, never the markers (ADR 0016).
+    return without_conflicts(store.read_day(day) or "").strip()
+
+
+_DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.md")
+
+
+def days_before(memory_dir: Path, day: date) -> list[date]:
+    """The days before *day* that have a daily memory file in *memory_dir*, newest first."""
+    found = []
+    try:
+        names = os.listdir(memory_dir)
+    except OSError:
+        return []  # no store yet, or one that cannot be listed: nothing earlier to show
+    for name in names:
+        match = _DAY_FILE.fullmatch(name)
+        if match is None:
+            continue
+        try:
+            found.append(date.fromisoformat(match.group(1)))
+        except ValueError:
+            continue  # a name shaped like a day that is none (2026-02-30.md)
+    return sorted((earlier for earlier in found if earlier < day), reverse=True)
+
+
+def earlier_sections(store: MemoryStore, memory_dir: Path, today: date) -> list[str]:
+    """The sections of the latest days before yesterday with entries to show, newest day
+    first, each headed by how long ago and the day, within :data:`EARLIER_BUDGET` all told.
+    A day is cut only between entries, and older days stop where one was cut."""
+    sections: list[str] = []
+    room = EARLIER_BUDGET
+    for day in days_before(memory_dir, today - timedelta(days=1)):
+        shown = list(blocks(_read(store, day)))
+        if not shown:
+            continue  # no entries, or only hollow ones
+        heading = f"### {(today - day).days} days ago ({day.isoformat()})"
+        kept, marker = _fit(shown, room - len(heading) - 2, head=not sections)
+        if not kept:
+            break
+        sections.append(f"{heading}\n\n{marker}\n\n{kept}" if marker else f"{heading}\n\n{kept}")
+        room -= len(sections[-1]) + 2
+        if marker:
+            break  # an older day's entries must not show while newer ones were left out
+    return sections
 
 
 def _section(body: str, budget: int, layout: Layout) -> str:

@@ -78,9 +78,21 @@ def test_whitespace_only_today_file_has_no_section(pimem: Pimem, repo: Path, mem
     assert snapshot.endswith("### Yesterday (2026-08-13)\n\n- decided yesterday")
 
 
-def test_only_yesterday_and_today_are_read(pimem: Pimem, repo: Path, memory: Path) -> None:
+def test_only_yesterday_and_today_are_read_when_they_have_entries(
+    pimem: Pimem, repo: Path, memory: Path
+) -> None:
     (memory / "2026-08-12.md").write_text("- two days ago\n")
+    (memory / "2026-08-13.md").write_text("- decided yesterday\n")
     (memory / "2026-08-15.md").write_text("- tomorrow\n")
+    assert pimem.build_snapshot(pimem.resolve_scope(repo)) == (
+        f"{INSTRUCTIONS}\n\n### Yesterday (2026-08-13)\n\n- decided yesterday"
+    )
+
+
+def test_a_day_after_today_is_never_shown(seed_pimem: Pimem, repo: Path, memory: Path) -> None:
+    (memory / "2026-08-15.md").write_text("- tomorrow\n")
+    assert seed_pimem.build_snapshot(seed_pimem.resolve_scope(repo)) == TAIL_INSTRUCTIONS
+    pimem = make_pimem({"PIMEM_NOW": "2026-08-14T10:00"})
     assert pimem.build_snapshot(pimem.resolve_scope(repo)) == INSTRUCTIONS
 
 
