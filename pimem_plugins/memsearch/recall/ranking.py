@@ -23,6 +23,7 @@ import numpy.typing as npt
 from pimem_core.plugin import LegScore, SearchHit
 from pimem_plugins.memsearch.recall.read_model import Candidate
 from pimem_plugins.memsearch.recall.text import clean_text, tokens
+from pimem_plugins.shared.hollow import is_hollow
 
 #: Candidates each leg contributes to the fusion.
 DEPTH = 100
@@ -112,7 +113,10 @@ def rank(
     fused = np.zeros(len(candidates))
     for leg in counted:
         fused += getattr(weights, leg) * _standardised([scores[leg] for scores in legs])
-    order = sorted(range(len(candidates)), key=lambda i: -fused[i])
+    # A hollow entry (a failure marker, a bare heading) goes below every other one, however
+    # well its words match: it holds nothing to recall.
+    hollow = [is_hollow(candidate.record.content) for candidate in candidates]
+    order = sorted(range(len(candidates)), key=lambda i: (hollow[i], -fused[i]))
     hits: list[SearchHit] = []
     seen: set[str] = set()
     for place, i in enumerate(order, 1):
