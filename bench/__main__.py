@@ -1,6 +1,6 @@
 """``python -m bench [--quick] [--only PARTS] [--workdir DIR] [--out DIR] [--report-only]``.
 
-The whole benchmark suite, in eight parts:
+The whole benchmark suite, in nine parts:
 
 * ``latency``: search and append latency against the memsearch CLI (2k and 20k chunks),
   capture's cost to the host and auto-context (latency and relevance);
@@ -24,7 +24,12 @@ The whole benchmark suite, in eight parts:
   session's reconnect after a SIGKILL (``bench/service.py``);
 * ``milvus``: several agents (in process and through the memory service) writing, indexing and
   searching at once through one ``milvus_lite server`` endpoint: latency by kind, nothing lost
-  (``bench/milvus_server.py``).
+  (``bench/milvus_server.py``);
+* ``realstores``: memory pimem did not write (public repositories' committed memsearch stores, the
+  development set prepared with ``python -m bench.realstores.prepare PATH`` and given with
+  ``--realstores PATH``; skipped without it), copied cold: the first search, every search while
+  indexing runs, index time and peak memory and recall while and after indexing, beside
+  memsearch's CLI on the same files (``bench/realstores/``).
 
 Each part writes its raw results as JSON under OUT; the report (``OUT/benchmarks.md``) is
 rendered from those files alone, and a full run publishes it as ``docs/benchmarks.md`` with
@@ -49,7 +54,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "bench" / "results"
 DOCS = ROOT / "docs"
-PARTS = ("latency", "pi", "quality", "locomo", "scaling", "workload", "service", "milvus")
+PARTS = (
+    "latency",
+    "pi",
+    "quality",
+    "locomo",
+    "scaling",
+    "workload",
+    "service",
+    "milvus",
+    "realstores",
+)
 #: What ``--quick`` measures without ``--only``: the service part (two minutes of whole
 #: processes even on its small store) is left to ``--quick --only service``.
 QUICK_PARTS = tuple(part for part in PARTS if part != "service")
@@ -128,6 +143,13 @@ def parse(argv: Sequence[str] | None, prog: str = "python -m bench") -> argparse
         metavar="PATH",
         help="LoCoMo's data/locomo10.zip (snap-research/locomo) for the locomo part; only its "
         "development conversations are read",
+    )
+    parser.add_argument(
+        "--realstores",
+        type=Path,
+        metavar="PATH",
+        help="the real-store development set, as `python -m bench.realstores.prepare PATH` "
+        "exports it, for the realstores part",
     )
     parser.add_argument(
         "--report-only",
@@ -216,6 +238,23 @@ def _locomo(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, An
     started_at = datetime.now().astimezone().isoformat(timespec="seconds")
     started = time.perf_counter()
     results = run.run_locomo(args.locomo, workdir, model, _log, quick=args.quick)
+    results["targets"] = report.targets(results["summary"])
+    results["meta"] = _meta(started_at, started, args.quick) | {"format": run.FORMAT}
+    return results
+
+
+def _realstores(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, Any] | None:
+    from bench.realstores import report, run
+
+    if args.realstores is None:
+        _log(
+            "realstores: skipped (prepare the set with `python -m bench.realstores.prepare PATH` "
+            "and give it with --realstores PATH)"
+        )
+        return None
+    started_at = datetime.now().astimezone().isoformat(timespec="seconds")
+    started = time.perf_counter()
+    results = run.run_realstores(args.realstores, workdir, model, _log, quick=args.quick)
     results["targets"] = report.targets(results["summary"])
     results["meta"] = _meta(started_at, started, args.quick) | {"format": run.FORMAT}
     return results
@@ -354,6 +393,7 @@ MEASURES: dict[str, Callable[[argparse.Namespace, Path, Any], dict[str, Any] | N
     "pi": _pi,
     "quality": _quality,
     "locomo": _locomo,
+    "realstores": _realstores,
     "scaling": _scaling,
     "workload": _workload,
     "service": _service,

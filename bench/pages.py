@@ -17,12 +17,14 @@ from typing import Any
 from bench import milvus_server, report, scaling_report, service_report, workload_report
 from bench.locomo import report as locomo_report
 from bench.quality import report as quality_report
+from bench.realstores import report as realstores_report
 
 RAW = {
     "latency": "latency.json",
     "pi": "pi/pi.json",
     "quality": "quality/quality.json",
     "locomo": "locomo/locomo.json",
+    "realstores": "realstores/realstores.json",
     "scaling": "scaling/scaling.json",
     "workload": "workload/workload.json",
     "service": "service/service.json",
@@ -33,6 +35,7 @@ TITLES = {
     "pi": "The pi adapter",
     "quality": "Retrieval quality",
     "locomo": "Recall on public conversational memory (LoCoMo)",
+    "realstores": "Memory pimem did not write (real stores)",
     "scaling": "Cost against store size",
     "workload": "Memory under a workload",
     "service": "The memory service",
@@ -164,6 +167,8 @@ def render_page(results: Results, plots: str) -> str:
         sections.append(quality_report.render(quality, f"{plots}/quality"))
     if "locomo" in results:
         sections.append(locomo_report.render(results["locomo"]))
+    if "realstores" in results:
+        sections.append(realstores_report.render(results["realstores"]))
     if "scaling" in results:
         sections.append(scaling_report.render(results["scaling"], f"{plots}/scaling"))
     if "workload" in results:
@@ -187,6 +192,8 @@ make bench BENCH_ARGS=--quick    # the smallest store of each part: under five m
 make bench BENCH_ARGS="--only scaling --workdir /tmp/pimem-bench"   # one part, kept stores
 make bench BENCH_ARGS="--only quality --sizes 10000 --seeds 1 --workdir /tmp/pimem-bench"
 make bench BENCH_ARGS="--only locomo --locomo locomo10.zip"   # data/locomo10.zip of snap-research/locomo
+python -m bench.realstores.prepare realstores   # the real stores, from fetched snapshots
+make bench BENCH_ARGS="--only realstores --realstores realstores"
 ```
 
 Search is pimem's own ranker (the default) everywhere, beside memsearch's hybrid search on the
@@ -221,7 +228,11 @@ def render(results: Results, out: Path) -> Path:
 #: What a published page says for the directory a run kept its stores in.
 PUBLISHED_WORKDIR = "/tmp/pimem-bench"
 #: ... and for the other paths a run was given.
-PUBLISHED_PATHS = {"--out": "bench/results", "--locomo": "locomo10.zip"}
+PUBLISHED_PATHS = {
+    "--out": "bench/results",
+    "--locomo": "locomo10.zip",
+    "--realstores": "realstores",
+}
 
 
 def local_paths(results: Results) -> dict[str, str]:
