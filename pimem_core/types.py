@@ -197,6 +197,10 @@ class IndexHealth:
     state: IndexState | None = None
     #: Why the state file could not be read, when it exists but is unusable.
     unreadable: str | None = None
+    #: The collection the state file was written for, when it is not this store's (a copied
+    #: project's file names the original's collection): ``state`` is ``None`` then, since
+    #: nothing is known of this collection's index.
+    other_collection: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -282,13 +283,55 @@ def test_the_index_state_path_is_configuration_and_its_health_comes_first(repo: 
 def test_read_index_health_keeps_the_parsed_state(repo: Path) -> None:
     path = repo / ".memsearch" / ".index-state.json"
     path.parent.mkdir(parents=True)
-    path.write_text(state_json(status="ok", collection="ms_x_12345678"))
-    pimem = make_pimem()
-    health = read_index_health(pimem.resolve_scope(repo))
+    scope = make_pimem().resolve_scope(repo)
+    path.write_text(state_json(status="ok", collection=scope.collection))
+    health = read_index_health(scope)
     assert health.state_path == path
     assert health.unreadable is None
+    assert health.other_collection is None
     assert health.state is not None
-    assert health.state.collection == "ms_x_12345678"
+    assert health.state.collection == scope.collection
+
+
+def test_a_state_file_of_another_collection_is_not_this_index_s_health(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A project copied with its ``.memsearch`` directory carries the original's state file,
+    which names the original's collection: status says this one is not indexed yet, never
+    ``ok`` beside 0 chunks."""
+    original = make_pimem().resolve_scope(repo)
+    path = repo / ".memsearch" / ".index-state.json"
+    path.parent.mkdir(parents=True)
+    (repo / ".memsearch" / "memory").mkdir()
+    (repo / ".memsearch" / "memory" / "2026-08-13.md").write_text("### 22:41\n- a fact\n")
+    path.write_text(
+        state_json(status="ok", collection=original.collection, last_completed_at="2026-08-14")
+    )
+    copy = tmp_path / "copy"
+    shutil.copytree(repo, copy)
+    scope = make_pimem().resolve_scope(copy)
+    assert scope.collection != original.collection
+    health = read_index_health(scope)
+    assert health == IndexHealth(
+        state_path=copy / ".memsearch" / ".index-state.json",
+        other_collection=original.collection,
+    )
+    section = index_status_sections(scope)[0]
+    assert section.lines == (
+        "index: not indexed yet (the state file here was written for another collection, "
+        f"{original.collection}, as a copied store carries it; the next index run writes "
+        "this one's)",
+    )
+    assert (section.data["status"], section.data["other_collection"]) == (
+        None,
+        original.collection,
+    )
+    # The original still reads its own state; a state naming no collection is taken as is.
+    assert describe_index_health(read_index_health(original)) == [
+        "index: ok (last indexed 2026-08-14)"
+    ]
+    path.write_text(state_json(status="ok"))
+    assert health_lines(repo, None) == ["index: ok"]
 
 
 def test_health_without_a_state_path_says_none_will_be_written(tmp_path: Path) -> None:

@@ -80,14 +80,20 @@ def read_index_state(path: Path) -> IndexState | None:
 
 
 def read_index_health(scope: Scope) -> IndexHealth:
-    """What *scope*'s state file says; an unreadable file is reported, never raised."""
+    """What *scope*'s state file says of its collection; an unreadable file is reported, never
+    raised. The file's place is the store's, not the collection's: copied with the store into
+    another directory (whose collection is another), it speaks of the original's index and is
+    not this one's state."""
     path = scope.index_state_path
     if path is None:
         return IndexHealth(state_path=None)
     try:
-        return IndexHealth(state_path=path, state=read_index_state(path))
+        state = read_index_state(path)
     except IndexStateError as error:
         return IndexHealth(state_path=path, unreadable=str(error))
+    if state is not None and state.collection not in (None, scope.collection):
+        return IndexHealth(state_path=path, other_collection=state.collection)
+    return IndexHealth(state_path=path, state=state)
 
 
 def describe_index_health(health: IndexHealth, *, has_memory: bool = True) -> list[str]:
@@ -105,6 +111,12 @@ def describe_index_health(health: IndexHealth, *, has_memory: bool = True) -> li
         lines.append(
             f"index: state unreadable ({health.unreadable}); the next `pimem index` writes it "
             "again (the file only records index health: no memory is lost)"
+        )
+    elif health.other_collection is not None:
+        lines.append(
+            f"index: not indexed yet (the state file here was written for another collection, "
+            f"{health.other_collection}, as a copied store carries it; the next index run "
+            "writes this one's)"
         )
     elif state is None and not has_memory:
         lines.append("index: no state recorded yet (no memory to index yet)")
@@ -138,6 +150,7 @@ def index_status_sections(scope: Scope) -> tuple[StatusSection, ...]:
                 "state_path": None if health.state_path is None else str(health.state_path),
                 "status": None if state is None else state.status,
                 "unreadable": health.unreadable,
+                "other_collection": health.other_collection,
                 "last_completed_at": None if state is None else state.last_completed_at,
                 "last_error": None if state is None else state.last_error,
                 "failed_files": []
