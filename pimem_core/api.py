@@ -25,6 +25,7 @@ from pimem_core.manager import (
     build_plugin_manager,
     shown_setting,
 )
+from pimem_core.scores import never_rising
 from pimem_core.scrub import Scrubber
 from pimem_core.services import (
     CatchingUp,
@@ -345,14 +346,17 @@ class Pimem:
 
         When a plugin reranks (``pimem_rerank_hits``), the index is asked for
         ``max(top_k, RERANK_DEPTH)`` candidates and the reranker's best ``top_k`` are kept;
-        without one, the index is asked for ``top_k`` and its answer stands. *on_notice* hears
-        what the index did first that the person should know (indexing changed day files)."""
+        without one, the index is asked for ``top_k`` and its answer stands. Either way a
+        relevance never rises down the answer (:func:`~pimem_core.scores.never_rising`).
+        *on_notice* hears what the index did first that the person should know (indexing
+        changed day files)."""
         reranking = bool(self.pm.implementing_plugins("pimem_rerank_hits"))
         asked = attrs.evolve(query, top_k=max(query.top_k, RERANK_DEPTH)) if reranking else query
         call = self._call(on_wait, read_only=read_only, on_notice=on_notice)
         with self._service("MemoryIndex.search"):
             hits = self.index(scope).search(asked, call)
-        return self.rerank_hits(query, hits) if reranking else hits
+        # Whoever ordered them, a relevance below never reads higher than one above.
+        return never_rising(self.rerank_hits(query, hits) if reranking else hits)
 
     def rerank_hits(self, query: SearchQuery, hits: tuple[SearchHit, ...]) -> tuple[SearchHit, ...]:
         """The reranker's best ``query.top_k`` of *hits*, or the first of *hits* when no plugin

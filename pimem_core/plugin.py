@@ -86,7 +86,7 @@ from pimem_core.hookspecs import hookimpl
 from pimem_core.paths import PimemPaths
 from pimem_core.private_dir import NotPrivate, make_private, runtime_dir
 from pimem_core.private_files import open_private, private_dir, replacing, tighten, write_private
-from pimem_core.render import render_hit_block
+from pimem_core.render import render_hit_block, render_hit_blocks
 from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.maintenance import (
     PLATFORM,
@@ -102,6 +102,7 @@ from pimem_core.scopes import (
     find_repository_dir,
     project_scope,
 )
+from pimem_core.scores import never_rising
 from pimem_core.services import (
     CatchingUp,
     Compacting,
@@ -272,6 +273,7 @@ __all__ = [
     "make_private",
     "marker_lines",
     "merge_attribute",
+    "never_rising",
     "open_private",
     "parse_fraction",
     "parse_milliseconds",
@@ -282,6 +284,7 @@ __all__ = [
     "remove_compact_block",
     "remove_entry",
     "render_hit_block",
+    "render_hit_blocks",
     "replacing",
     "run_git",
     "runtime_dir",

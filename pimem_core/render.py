@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from pimem_core.day_file import ANCHOR_LINE, without_anchors
+from pimem_core.scores import own_relevance, shown_score, ties
 from pimem_core.types import (
     CONFIGURATION_RANK,
     RELEVANCE_THRESHOLD,
@@ -42,6 +42,13 @@ SCORE_LABELS = {
 #: which must stay one short line.
 SHORT_HEADING = 40
 
+#: The cosine between a query and a hit's best fact from which a hit below the relevance
+#: threshold is still a close match in other words (the notice's second form). On the
+#: benchmark's two 1,000-entry worlds no off-topic query's first hit reached it (at most
+#: 0.2996, 0 of 120), while every right first hit below the threshold did (6 of 6, all
+#: paraphrases) and so did 86 of the 90 answerable queries left below it (docs/recall.md).
+CLOSE_COSINE = 0.30
+
 #: The line ``--explain`` gives once when no hit carries per-leg scores.
 NO_LEGS = "(this ranker reports no per-leg scores: each hit has only its score)"
 #: ... and when only some do (a cross-repo search over projects ranked differently).
@@ -65,22 +72,61 @@ def _explain_note(hits: Sequence[SearchHit]) -> str | None:
     return NO_LEGS if without == len(hits) else SOME_LEGS
 
 
+def _cosine(hit: SearchHit) -> float | None:
+    """The cosine of the query and *hit*'s best fact, when its ranker reports it."""
+    return next((leg.score for leg in hit.legs if leg.name == "dense"), None)
+
+
+def _close(number: int, hit: SearchHit) -> str | None:
+    """Why hit *number*, below the threshold as listed, may still be about the query: it means
+    nearly what the query asks in other words (:data:`CLOSE_COSINE`), or it reaches the
+    threshold on its own and was lowered to the hit above it. ``None`` when neither."""
+    own = own_relevance(hit)
+    if own >= RELEVANCE_THRESHOLD:
+        return f"hit {number} (relevance {shown_score(own)} on its own)"
+    cosine = _cosine(hit)
+    if cosine is not None and cosine >= CLOSE_COSINE:
+        return f"hit {number} (cosine {shown_score(cosine)} to the query)"
+    return None
+
+
 def none_relevant(query: str, hits: Sequence[SearchHit]) -> str | None:
     """The line a list of hits opens with when every hit is scored by relevance and none
     reaches :data:`RELEVANCE_THRESHOLD`; ``None`` otherwise. Without it a reader takes the best
-    of unrelated chunks for an answer."""
+    of unrelated chunks for an answer. It has two forms: memory probably holds nothing, or it
+    holds a close match in other words (:func:`_close`), which the reader should read before
+    saying memory has nothing: a right paraphrase at rank 1 must not be called nothing."""
     if not hits or any(hit.score_kind != "relevance" for hit in hits):
         return None
     best = max(hit.score for hit in hits)
     if best >= RELEVANCE_THRESHOLD:
         return None
-    # Rounded down: a best of 0.297 must not read as the threshold itself.
-    shown = math.floor(best * 100) / 100
-    return (
+    below = (
         f"No hit reaches the relevance threshold of {RELEVANCE_THRESHOLD:.2f} (the best scores "
-        f'{shown:.2f}): memory probably holds nothing about "{query}". The nearest chunks '
+        f"{shown_score(best)})"
+    )
+    close = [why for number, hit in enumerate(hits, 1) if (why := _close(number, hit))]
+    if close:
+        which = close[0] if len(close) == 1 else ", ".join(close[:-1]) + " and " + close[-1]
+        read = "it" if len(close) == 1 else "them"
+        return (
+            f'{below}, but memory holds a close match to "{query}", perhaps in other words: '
+            f"{which}. Read {read} before you say memory has nothing, and answer from "
+            f"{read} only if the text plainly does."
+        )
+    return (
+        f'{below}: memory probably holds nothing about "{query}". The nearest chunks '
         "follow; do not answer from them unless their text plainly does."
     )
+
+
+def render_hit_blocks(hits: Sequence[SearchHit], *, explain: bool = False) -> list[str]:
+    """Each hit of a best-first list as :func:`render_hit_block` shows it, numbered from 1,
+    a hit tied with the one above saying with which."""
+    return [
+        render_hit_block(number, hit, explain=explain, tied_with=tie)
+        for (number, hit), tie in zip(enumerate(hits, 1), ties(hits), strict=True)
+    ]
 
 
 def render_hits(query: str, hits: Sequence[SearchHit], *, explain: bool = False) -> str:
@@ -91,7 +137,7 @@ def render_hits(query: str, hits: Sequence[SearchHit], *, explain: bool = False)
         return f'No memories found for "{query}".'
     heading = f"{len(hits)} memory chunk(s), {_best_first(hits)}:"
     note = _explain_note(hits) if explain else None
-    blocks = [render_hit_block(number, hit, explain=explain) for number, hit in enumerate(hits, 1)]
+    blocks = render_hit_blocks(hits, explain=explain)
     irrelevant = none_relevant(query, hits)
     return "\n\n".join(
         [
@@ -102,15 +148,19 @@ def render_hits(query: str, hits: Sequence[SearchHit], *, explain: bool = False)
     )
 
 
-def render_hit_block(number: int, hit: SearchHit, *, explain: bool = False) -> str:
+def render_hit_block(
+    number: int, hit: SearchHit, *, explain: bool = False, tied_with: int | None = None
+) -> str:
     """One hit as the agent reads it: a metadata line (the day and time it was written, the
-    score and what kind it is, the chunk hash that chains into ``memory_expand``, and a
-    cross-repo hit's project label), then its text without the session anchor, which only
-    ``memory_expand`` shows. The path and lines are left to expand too: the agent cites dates."""
+    score and what kind it is, ``tied with N`` when it shows the same score as hit *tied_with*
+    above it, the chunk hash that chains into ``memory_expand``, and a cross-repo hit's project
+    label), then its text without the session anchor, which only ``memory_expand`` shows. The
+    path and lines are left to expand too: the agent cites dates."""
     day, heading = _day(hit.source), hit.heading.strip()
     shown = _shown_heading(heading, day)
     parts = [" ".join(part for part in (day, shown) if part)]
-    parts.append(f"{SCORE_LABELS.get(hit.score_kind, hit.score_kind)} {hit.score:.2f}")
+    score = f"{SCORE_LABELS.get(hit.score_kind, hit.score_kind)} {shown_score(hit.score)}"
+    parts.append(score if tied_with is None else f"{score} (tied with {tied_with})")
     parts.append(f"chunk {hit.chunk_hash}")
     if hit.project is not None:
         parts.append(f"project {hit.project}")
@@ -172,9 +222,7 @@ def render_cross_repo(query: str, result: CrossRepoResult, *, explain: bool = Fa
         )
     if not result.hits:
         return "\n".join([f'No memories found for "{query}" across {account}.', *notes])
-    blocks = [
-        render_hit_block(number, hit, explain=explain) for number, hit in enumerate(result.hits, 1)
-    ]
+    blocks = render_hit_blocks(result.hits, explain=explain)
     heading = f"{len(result.hits)} memory chunk(s), {account}, {_best_first(result.hits)}:"
     note = _explain_note(result.hits) if explain else None
     irrelevant = none_relevant(query, result.hits)
@@ -227,6 +275,16 @@ TRANSCRIPT_ELSEWHERE = (
     "file moved since): the entry above is all that was kept of it."
 )
 
+#: What an anchor's transcript shows, after its file name, when it was recorded on another
+#: machine: that machine's directories say nothing a reader here can use.
+WRITTEN_ELSEWHERE = "written elsewhere"
+
+#: A session anchor as any mesh agent writes it, its fields as ``key:value`` words: pimem's and
+#: Claude Code's ``session: turn: transcript:``, Codex's ``session: rollout:``, OpenCode's
+#: ``session: db:``; a field may be empty (Claude Code's ``turn:`` before its first turn).
+_ANY_ANCHOR = re.compile(r"^[ \t]*<!--\s*(session:.*?)\s*-->[ \t]*(?:\n|$)", re.MULTILINE)
+_FIELD = re.compile(r"([A-Za-z_]+):(\S*)")
+
 
 def shown_path(path: str | Path, project: Path | None = None) -> str:
     """*path* as a reader should see it: relative to *project* when it lies inside it, else
@@ -245,6 +303,32 @@ def shown_path(path: str | Path, project: Path | None = None) -> str:
     return str(given)
 
 
+def shown_transcript(path: str, project: Path | None = None, *, here: bool | None = None) -> str:
+    """An anchor's transcript as L2 shows it: as :func:`shown_path` does when it is on this
+    machine (*here*; looked up when ``None``) or lies under this project or home; else, an
+    absolute path of another machine, its file name and ``(written elsewhere)``."""
+    if here is None:
+        here = os.path.exists(path)
+    shown = shown_path(path, project)
+    if here or not os.path.isabs(path) or shown != str(Path(path)):
+        return shown
+    return f"{Path(path).name} ({WRITTEN_ELSEWHERE})"
+
+
+def _anchor_lines(comment: str, project: Path | None) -> list[str]:
+    """The lines L2 shows for an anchor pimem does not read as its own (another agent's form):
+    its ids on one line, each absolute path on its own, shown as :func:`shown_transcript`
+    shows a transcript."""
+    fields = [(key, value) for key, value in _FIELD.findall(comment) if value]
+    ids = [f"{key}: {value}" for key, value in fields if not os.path.isabs(value)]
+    paths = [
+        f"{key}: {shown_transcript(value, project)}"
+        for key, value in fields
+        if os.path.isabs(value)
+    ]
+    return [" | ".join(ids), *paths] if ids else paths
+
+
 def render_section(
     section: Section, *, transcript_here: bool = True, project: Path | None = None
 ) -> str:
@@ -253,17 +337,23 @@ def render_section(
     and ``transcript: <path>``, after a line saying so when the transcript is not on this
     machine (not *transcript_here*). The anchor comment and a first line repeating the heading
     are left out of the text, and paths are shown relative to *project* or ``~``
-    (:func:`shown_path`): three lines of metadata at most."""
+    (:func:`shown_path`), another machine's transcript as its file name, ``written
+    elsewhere`` (:func:`shown_transcript`): three lines of metadata at most. An anchor in
+    another agent's form is shown the same way, field by field."""
     text = f"{shown_path(section.source, project)}:{section.start_line}-{section.end_line}"
     text += f" | {section.heading}\n\n"
-    content = ANCHOR_LINE.sub("", section.content, count=1) if section.anchor else section.content
+    other = None if section.anchor else _ANY_ANCHOR.search(section.content)
+    anchored = section.anchor is not None or other is not None
+    content = ANCHOR_LINE.sub("", section.content, count=1) if anchored else section.content
     text += _clean_heading(content, section.heading.strip())
     if section.anchor is not None:
         text += "\n\n" if transcript_here else f"\n\n{TRANSCRIPT_ELSEWHERE}\n"
+        shown = shown_transcript(section.anchor.transcript, project, here=transcript_here)
         text += (
-            f"session: {section.anchor.session} | turn: {section.anchor.turn}"
-            f"\ntranscript: {shown_path(section.anchor.transcript, project)}"
+            f"session: {section.anchor.session} | turn: {section.anchor.turn}\ntranscript: {shown}"
         )
+    elif other is not None and (lines := _anchor_lines(other.group(1), project)):
+        text += "\n\n" + "\n".join(lines)
     return text
 
 

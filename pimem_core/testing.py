@@ -406,11 +406,14 @@ class ShownHit:
     legs: tuple[str, ...]
     #: The text under the line: the chunk without its anchor and its repeated heading.
     content: str
+    #: The hit above it this one shows the same score as (``(tied with 1)``), if any.
+    tied_with: int | None = None
 
 
 _HIT_LINE = re.compile(
     r"^(?P<number>\d+)\. (?:(?P<when>[^|\n]+?) \| )?(?P<label>[a-z][a-z ]*?) "
-    r"(?P<score>-?\d+\.\d+) \| chunk (?P<hash>[0-9a-f]+)(?: \| project (?P<project>[^\n]+))?$",
+    r"(?P<score>-?\d+\.\d+)(?: \(tied with (?P<tied>\d+)\))? \| chunk (?P<hash>[0-9a-f]+)"
+    r"(?: \| project (?P<project>[^\n]+))?$",
     re.MULTILINE,
 )
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -485,6 +488,7 @@ def read_hits(text: str) -> tuple[ShownHit, ...]:
                 project=match["project"],
                 legs=tuple(legs),
                 content="\n".join(lines).strip("\n"),
+                tied_with=int(match["tied"]) if match["tied"] else None,
             )
         )
     return tuple(hits)

@@ -41,7 +41,7 @@ from pimem_core.plugin import (
     hookimpl,
     parse_fraction,
     parse_switch,
-    render_hit_block,
+    render_hit_blocks,
     without_anchors,
 )
 
@@ -145,8 +145,7 @@ def build_message(hits: Sequence[SearchHit]) -> str | None:
     cut if it must be)."""
     blocks: list[str] = []
     used = 0
-    for number, hit in enumerate(hits, 1):
-        block = render_hit_block(number, hit)
+    for block in render_hit_blocks(hits):
         if blocks and used + len(block) > CHAR_BUDGET:
             break
         blocks.append(block[:CHAR_BUDGET])

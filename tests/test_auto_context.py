@@ -158,13 +158,19 @@ def test_at_most_three_chunks_in_rank_order() -> None:
 
 
 def test_the_message_is_search_blocks_after_a_preamble() -> None:
-    message = build_message([hit(1), hit(2)])
+    message = build_message([hit(1), hit(2, score=0.85)])
     assert message is not None
     assert message == (
         f"{PREAMBLE}\n\n"
         "1. 2026-08-13 22:41 | similarity 0.90 | chunk 0000000000000001\n- fact number 1\n\n"
-        "2. 2026-08-13 22:41 | similarity 0.90 | chunk 0000000000000002\n- fact number 2"
+        "2. 2026-08-13 22:41 | similarity 0.85 | chunk 0000000000000002\n- fact number 2"
     )
+
+
+def test_injected_hits_tied_on_their_score_say_so_as_a_search_does() -> None:
+    message = build_message([hit(1, score=0.904), hit(2, score=0.901)])
+    assert message is not None
+    assert "2. 2026-08-13 22:41 | similarity 0.90 (tied with 1) | chunk 0000000000000002" in message
 
 
 def test_blocks_stop_at_the_character_budget_and_a_long_first_one_is_cut() -> None:

@@ -130,10 +130,11 @@ def test_write_index_search_expand_forget_round_trip(
     # The file is shown relative to the project; the JSON keeps the whole path.
     shown = Path(str(best["source"])).relative_to(repo)
     assert text.startswith(f"{shown}:{best['start_line']}-{best['end_line']} | 22:41\n")
-    # The transcript is not on this machine: a line above the anchor says the entry is all.
+    # The transcript is not on this machine: a line above the anchor says the entry is all,
+    # and the anchor names the transcript by its file, written elsewhere.
     assert text.endswith(
         "the entry above is all that was kept of it.\n"
-        "session: s1 | turn: t1\ntranscript: /home/user/s1.jsonl\n"
+        "session: s1 | turn: t1\ntranscript: s1.jsonl (written elsewhere)\n"
     )
     assert section["transcript_on_this_machine"] is False
 
@@ -380,6 +381,29 @@ def test_status_reports_backend_store_and_health(memsearch_env: dict[str, str], 
     assert "bootstrap: not needed" in text
     assert re.search(r"^index: ok \(last indexed \S+\)$", text, re.MULTILINE)
     assert "indexed chunks: 3" in lines
+
+
+def test_status_in_a_copied_project_reads_its_own_collection_not_the_originals(
+    memsearch_env: dict[str, str], repo: Path, tmp_path: Path
+) -> None:
+    """A copy carries the original's state file, which names the original's collection: the
+    copy is not indexed yet, and status says so beside its 0 chunks, until its own index run."""
+    write_entries(memsearch_env, repo)
+    ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
+    copy = tmp_path / "copy"
+    shutil.copytree(repo, copy)
+    lines = ok(pimem(memsearch_env, "status", "--cwd", str(copy))).splitlines()
+    assert (
+        "index: not indexed yet (the state file here was written for another collection, "
+        f"{derive_collection(repo)}, as a copied store carries it; the next index run writes "
+        "this one's)"
+    ) in lines
+    assert "indexed chunks: 0 (collection not created yet; `pimem index` builds it)" in lines
+    assert not [line for line in lines if line.startswith("index: ok")]
+    ok(pimem(memsearch_env, "index", "--cwd", str(copy)))
+    copied = ok(pimem(memsearch_env, "status", "--cwd", str(copy)))
+    assert re.search(r"^index: ok \(last indexed \S+\)$", copied, re.MULTILINE)
+    assert "indexed chunks: 3" in copied.splitlines()
 
 
 def test_a_damaged_database_is_one_message_at_status_and_search_never_a_traceback(

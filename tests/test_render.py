@@ -245,14 +245,21 @@ def test_shown_path_prefers_the_project_then_home(
 
 def test_expand_says_when_the_transcript_is_not_on_this_machine() -> None:
     """A teammate's entry, pulled: the line above the anchor says the entry is all there is,
-    and the anchor stays last, for the transcript tool."""
+    and the anchor stays last, its transcript named by its file, written elsewhere (the
+    teammate's directories mean nothing here); the JSON keeps the path whole."""
     section = anchored_section()
     assert render_section(section, transcript_here=False) == (
         f"{DAY_FILE}:4-7 | 22:41\n\n{BULLETS}\n\n"
         "The session's transcript is not on this machine (it was recorded on another one, or "
         "the file moved since): the entry above is all that was kept of it.\n"
-        f"session: 3f2c9b1e | turn: ab12cd34\ntranscript: {TRANSCRIPT}"
+        "session: 3f2c9b1e | turn: ab12cd34\n"
+        "transcript: 2026-08-13T22-41-07_3f2c9b1e.jsonl (written elsewhere)"
     )
+    assert section_to_json(section, transcript_here=False)["anchor"] == {
+        "session": "3f2c9b1e",
+        "turn": "ab12cd34",
+        "transcript": TRANSCRIPT,
+    }
     assert section_to_json(section, transcript_here=False)["transcript_on_this_machine"] is False
     unanchored = attrs.evolve(section, anchor=None)
     assert section_to_json(unanchored)["transcript_on_this_machine"] is None

@@ -201,3 +201,29 @@ def test_a_wrong_answer_names_the_reranker(
         f"pimem_rerank_hits answered with {wrong}: a reranker reorders the hits it is given. "
         "The reranker 'odd-reranker' is broken; block it with PIMEM_DISABLE_PLUGINS"
     )
+
+
+class KeepsRelevance:
+    """A reranker that keeps the index's order and scores each hit by a relevance that rises
+    with its minute: its list would read higher further down."""
+
+    @hookimpl
+    def pimem_rerank_hits(self, hits: tuple[SearchHit, ...]) -> tuple[SearchHit, ...]:
+        return tuple(
+            attrs.evolve(hit, score=0.2 + 0.1 * int(hit.heading[-1]), score_kind="relevance")
+            for hit in hits
+        )
+
+
+def test_a_reranker_that_keeps_relevance_cannot_make_the_list_rise(
+    make_pimem: MakePimem, pimem_project: TempProject
+) -> None:
+    """The facade holds every answer to the rule: the reranker's order stands, and a hit
+    never reads more relevant than the one above it (its own relevance kept as a leg)."""
+    pimem, _ = searching(make_pimem, pimem_project, KeepsRelevance())
+    hits = search(pimem, pimem_project)
+    assert [hit.heading for hit in hits] == ["22:00", "22:01", "22:02"]
+    assert [hit.score for hit in hits] == [0.2, 0.2, 0.2]
+    (own,) = [leg for leg in hits[2].legs if leg.name == "relevance"]
+    assert (own.rank, round(own.score or 0, 6)) == (1, 0.4)
+    assert "2026-08-13 22:02 | relevance 0.20 (tied with 1) | chunk " in render_hits("c", hits)

@@ -31,7 +31,8 @@ const TOOLS: ToolSpec[] = [
       "its score and its chunk hash (for memory_expand), then its text. The heading says what the score " +
       "is: relevance (0 to 1, low when nothing fits) or rank fusion (it only orders the hits, so read " +
       "the chunks to judge them). When no hit reaches the relevance threshold (0.30), the answer opens " +
-      "with a line saying so: memory then most likely holds nothing on the question. " +
+      "with a line saying so: memory then most likely holds nothing on the question, unless the line " +
+      "names a close match in other words, which you should read before deciding. " +
       'scope "all" also searches the other projects under PI_MEMSEARCH_SCAN_ROOTS; use it after a ' +
       "project search found nothing or when the user asks about other projects.",
     promptSnippet: "Search the shared project memory for past decisions, fixes and context",

@@ -20,7 +20,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from pimem_core.plugin import LegScore, SearchHit
+from pimem_core.plugin import LegScore, SearchHit, never_rising
 from pimem_plugins.memsearch.recall.read_model import Candidate
 from pimem_plugins.memsearch.recall.text import clean_text, tokens
 from pimem_plugins.shared.hollow import is_hollow
@@ -154,4 +154,5 @@ def rank(
         )
         if len(hits) == top_k:
             break
-    return tuple(hits)
+    # Relevance is not what ordered them: a hit below never reads higher than one above.
+    return never_rising(hits)
