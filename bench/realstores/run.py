@@ -243,14 +243,15 @@ def search(command: Sequence[str], cwd: Path, env: Mapping[str, str], timeout: f
 
 
 def pimem_search(copy: Copy, env: Mapping[str, str], text: str, timeout: float) -> Answer:
+    # After "--": a query may start with a dash ("--flash-attn ...").
     return search(
-        [str(PIMEM), "search", text, "--json", "-k", str(TOP_K)], copy.project, env, timeout
+        [str(PIMEM), "search", "--json", "-k", str(TOP_K), "--", text], copy.project, env, timeout
     )
 
 
 def memsearch_search(copy: Copy, env: Mapping[str, str], text: str) -> Answer:
-    command = [str(MEMSEARCH), "search", text, "-j", "-k", str(TOP_K)]
-    return search([*command, "-c", MEMSEARCH_COLLECTION], copy.project, env, FIRST_TIMEOUT_S)
+    command = [str(MEMSEARCH), "search", "-j", "-k", str(TOP_K), "-c", MEMSEARCH_COLLECTION]
+    return search([*command, "--", text], copy.project, env, FIRST_TIMEOUT_S)
 
 
 def rises(scores: Sequence[float]) -> int:
@@ -279,11 +280,11 @@ def record(query: Query, answer: Answer, at_s: float, **extra: Any) -> dict[str,
     }
 
 
-def pending(copy: Copy, env: Mapping[str, str]) -> bool:
+def pending(project: Path, env: Mapping[str, str]) -> bool:
     """Whether ``pimem status`` shows indexing work still under way: facts the ranker still
     embeds, an index run in progress, or files left to index (each only if status says so;
     a status that fails to answer counts as pending)."""
-    _, done = call([str(PIMEM), "status", "--json"], copy.project, env, SEARCH_TIMEOUT_S)
+    _, done = call([str(PIMEM), "status", "--json"], project, env, SEARCH_TIMEOUT_S)
     if done is None or done.returncode != 0:
         return True
     try:
@@ -316,8 +317,9 @@ def first_cold(copy: Copy, env: Mapping[str, str], query: Query) -> dict[str, An
 
 
 def warm_up(copy: Copy, env: Mapping[str, str]) -> float:
-    """A search in another project: the service started and its model loaded, as a user's
-    memory service is when they clone a repository whose memory is committed."""
+    """A search and an index run in another project, then nothing pending there: the
+    service started, its model loaded and idle, as a user's memory service is when they clone
+    a repository whose memory is committed. The search's time."""
     other = copy.root / "warm-up"
     (other / ".git").mkdir(parents=True)
     (other / MEMORY_DIR).mkdir(parents=True)
@@ -325,6 +327,10 @@ def warm_up(copy: Copy, env: Mapping[str, str]) -> float:
     answer = search([str(PIMEM), "search", "build cache", "--json"], other, env, FIRST_TIMEOUT_S)
     if not answer.ok or service_pid(env) is None:
         raise RuntimeError(f"the warm-up search failed: {answer.note}")
+    call([str(PIMEM), "index", "--json"], other, env, INDEX_PATIENCE_S)
+    deadline = time.monotonic() + SETTLE_PATIENCE_S
+    while pending(other, env) and time.monotonic() < deadline:
+        time.sleep(STATUS_EVERY_S)
     return answer.ms
 
 
@@ -352,7 +358,7 @@ def during_and_after(
             returned_s = now
         if returned_s is not None and now - asked_s >= STATUS_EVERY_S:
             asked_s = now
-            if not pending(copy, env):
+            if not pending(copy.project, env):
                 settled_s = time.perf_counter() - began
                 break
         if now > INDEX_PATIENCE_S + SETTLE_PATIENCE_S:
@@ -402,7 +408,7 @@ def pimem_index(copy: Copy, env: Mapping[str, str]) -> dict[str, Any]:
         at_return = _mb(copy)
         settled_s = None
         while time.perf_counter() - began < INDEX_PATIENCE_S + SETTLE_PATIENCE_S:
-            if not pending(copy, env):
+            if not pending(copy.project, env):
                 settled_s = time.perf_counter() - began
                 break
             time.sleep(STATUS_EVERY_S)
