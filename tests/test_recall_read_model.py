@@ -219,6 +219,12 @@ class _CachedOnly:
     def rest(self) -> None:
         pass
 
+    def index_behind(self) -> bool:
+        return False
+
+    def encode_behind(self, texts: list[str]) -> object:
+        raise AssertionError("nothing to embed")
+
 
 def test_a_cache_in_an_older_format_is_saved_again_by_the_next_background_step(
     model: ReadModel, tmp_path: Path

@@ -31,6 +31,7 @@ from pimem_plugins.memsearch.compat import (
 from pimem_plugins.memsearch.database_uri import is_server, keep_database_private
 from pimem_plugins.memsearch.embedders import Embedders
 from pimem_plugins.memsearch.errors import database_failure, is_contention
+from pimem_plugins.memsearch.like_length import like_length
 from pimem_plugins.memsearch.turns import Turns
 from pimem_plugins.memsearch.work_queue import BackendQueue
 
@@ -102,7 +103,7 @@ class Database:
         served = self.serve(str(config.milvus.uri), create=create)
         try:
             memsearch = memsearch_with_embedder(
-                embedder,
+                like_length(embedder, self._embedders.precedence.step_aside),
                 paths=list(paths),
                 embedding_provider=config.embedding.provider,
                 embedding_model=config.embedding.model or None,

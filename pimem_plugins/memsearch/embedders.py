@@ -13,6 +13,7 @@ from pimem_plugins.memsearch.compat import onnx_sessions_without_spinning, relea
 from pimem_plugins.memsearch.config import global_config_path
 from pimem_plugins.memsearch.configuration import Configurations
 from pimem_plugins.memsearch.embedding_model import EmbeddingModelMissing, load_embedder
+from pimem_plugins.memsearch.precedence import Precedence
 
 
 class Embedders:
@@ -25,6 +26,8 @@ class Embedders:
         # threads): two loading at once would keep two copies of the model.
         self._lock = threading.Lock()
         self._event_loop: asyncio.AbstractEventLoop | None = None
+        #: Searches embed before the background's next batch.
+        self.precedence = Precedence()
 
     def event_loop(self) -> asyncio.AbstractEventLoop:
         """One event loop for every call: memsearch's HTTP-based providers break on a new one."""

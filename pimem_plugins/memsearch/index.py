@@ -9,11 +9,11 @@ writes; search, expand and compact answer with install instructions.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
@@ -121,8 +121,12 @@ class MemsearchIndex:
     def pimem_open_index(self, scope: Scope, settings: Settings) -> MemoryIndex:
         self.engine.linger = DB_LINGER_MS.read(settings) / 1000
         ranks = RANKER.read(settings) == "pimem"
+        # Only a process that lives on indexes behind the requests: a one-shot command would
+        # exit in the middle of an index run (in process, the CLI's searches read the files,
+        # and a session's start or `pimem index` indexes them).
+        behind = settings.service
         return MemsearchMemoryIndex(
-            scope, self.engine, (lambda: self._recall(scope)) if ranks else None
+            scope, self.engine, (lambda: self._recall(scope, behind)) if ranks else None
         )
 
     @hookimpl
@@ -139,11 +143,11 @@ class MemsearchIndex:
         if ledger is not None:
             ledger.hold(change.file)
 
-    def _recall(self, scope: Scope) -> Recall:
+    def _recall(self, scope: Scope, index_behind: bool) -> Recall:
         key = (str(scope.memory_dir), scope.collection)
         with self._recalls_lock:  # one read model per collection, whichever thread asks first
             if key not in self._recalls:
-                self._recalls[key] = open_recall(scope, self.engine)
+                self._recalls[key] = open_recall(scope, self.engine, index_behind=index_behind)
             return self._recalls[key]
 
 
@@ -229,19 +233,24 @@ class MemsearchMemoryIndex:
     def search(self, query: SearchQuery, call: BackendCall) -> tuple[SearchHit, ...]:
         if not has_memory_files(self.scope.memory_dir):
             raise no_memory_yet(self.scope)  # before the embedder loads: there is nothing to search
+        recall = self.recall
+        if recall is not None:
+            # pimem's ranker reads the day files themselves: it never waits for an index run,
+            # and its worker indexes what the collection is behind on (ADR 0026).
+            hits = recall.search(query.text, query.top_k)
+            ranked, held = recall.meaning()
+            if ranked < held and call.on_notice is not None:
+                call.on_notice(
+                    f"ranked {ranked} of {held} chunks by meaning, the rest by their words; "
+                    "indexing in the background"
+                )
+            return hits
         if call.read_only:
             return self._search(query, call)  # another project's store: nothing is indexed
         return self._caught_up(lambda: self._search(query, call), call, first=True)
 
     def _search(self, query: SearchQuery, call: BackendCall) -> tuple[SearchHit, ...]:
         scope, engine = self.scope, self.engine
-        recall = self.recall
-        if recall is not None:
-            if not recall.load(cache_only=True):  # else reads the collection, once per process
-                # A load that outlasts the search's time limit goes on in the queue: the next
-                # search finds it loaded.
-                self._run("search", recall.load, call, call.settings.search_timeout_ms)
-            return recall.search(query.text, query.top_k)
         return self._run(
             "search",
             lambda: engine.search(scope, query.text, query.top_k, bootstrap=not call.read_only),
@@ -383,8 +392,6 @@ class MemsearchMemoryIndex:
         if recall is not None:
             if not has_memory_files(self.scope.memory_dir):
                 return ()
-            if not recall.load(cache_only=True):
-                self.queue.run("read model load", recall.load, is_contention=is_contention)
             return recall.similar(text, top_k)
         return self.queue.run(
             "similarity search",
@@ -396,10 +403,7 @@ class MemsearchMemoryIndex:
         recall = self.recall
         if recall is not None:
             if has_memory_files(self.scope.memory_dir):
-                with contextlib.suppress(CollectionMissing):
-                    if not recall.load(cache_only=True):  # the cache needs no turn in the queue
-                        self.queue.run("read model load", recall.load, is_contention=is_contention)
-                    recall.search("warm-up", 1)
+                recall.search("warm-up", 1)  # loads it from its cache or the day files
             return
         self.queue.run("warm-up", lambda: self.engine.warm(self.scope), is_contention=is_contention)
 
@@ -416,10 +420,16 @@ class MemsearchMemoryIndex:
 class _EngineCollection:
     """*scope*'s collection as the read model sees it, through the plugin's engine."""
 
-    def __init__(self, scope: Scope, engine: MemsearchEngine) -> None:
+    def __init__(self, scope: Scope, engine: MemsearchEngine, *, index_behind: bool) -> None:
         self.scope = scope
         self.engine = engine
         self._encoder: Callable[[list[str]], Any] | None = None
+        self._encoder_behind: Callable[[list[str]], Any] | None = None
+        self._indexes_behind = index_behind
+        #: Day files the collection was found behind on, newest first, left to index.
+        self._behind: list[DayFile] = []
+        #: Day files (as their bytes were) an index run failed on: not retried.
+        self._failed: set[DayFile] = set()
 
     def encode(self, texts: list[str]) -> Any:
         if self._encoder is None:
@@ -427,6 +437,20 @@ class _EngineCollection:
 
             self._encoder = encoder_for(self.engine.embedder(self.scope), self.engine.event_loop)
         return self._encoder(texts)
+
+    def encode_behind(self, texts: list[str]) -> Any:
+        if self._encoder_behind is None:
+            from pimem_plugins.memsearch.recall.encoding import encoder_for
+
+            self._encoder_behind = encoder_for(
+                self.engine.embedder(self.scope),
+                self.engine.event_loop,
+                self.engine.embedders.precedence.step_aside,
+            )
+        return self._encoder_behind(texts)
+
+    def searching(self) -> AbstractContextManager[None]:
+        return self.engine.embedders.precedence.search()
 
     def rows(self) -> list[dict[str, Any]]:
         return self.engine.rows(self.scope)
@@ -447,9 +471,42 @@ class _EngineCollection:
         root = PimemPaths.from_env().cache_dir
         return cache_dir(root, uri, self.scope.collection, self.model_name())
 
+    def index_behind(self) -> bool:
+        if not self._indexes_behind:
+            return False
+        if not self._behind:
+            failed = self._failed
+            self._behind = [
+                day for day in self.engine.ledger(self.scope).changed() if day not in failed
+            ]
+            if not self._behind:
+                return False
+        day = self._behind.pop(0)
 
-def open_recall(scope: Scope, engine: MemsearchEngine) -> Recall:
-    """A read model of *scope*'s collection on *engine*; nothing is loaded until a search."""
+        def index() -> None:
+            ledger = self.engine.ledger(self.scope)
+            if ledger.outstanding((day,)):  # a session's catch-up may have taken it meanwhile
+                report = self.engine.index(self.scope, (Path(day.path),), None)
+                if report.failed_files:
+                    self._failed.add(day)
+
+        try:
+            self.engine.queue.run("index", index, is_contention=is_contention)
+        except Exception as error:
+            if is_contention(error):
+                # Another process holds the database through every retry: the next search or
+                # write wakes the worker, and the file is tried again then.
+                self._behind.insert(0, day)
+                return False
+            # Not retried until its bytes change; a search goes on reading the file itself.
+            self._failed.add(day)
+            log.warning("%s could not be indexed in the background", day.path, exc_info=True)
+        return True
+
+
+def open_recall(scope: Scope, engine: MemsearchEngine, *, index_behind: bool = False) -> Recall:
+    """A read model of *scope*'s collection on *engine*; nothing is loaded until a search.
+    With *index_behind*, its worker indexes the day files the collection is behind on."""
     from pimem_plugins.memsearch.recall.service import Recall
 
-    return Recall(scope, _EngineCollection(scope, engine))
+    return Recall(scope, _EngineCollection(scope, engine, index_behind=index_behind))

@@ -71,14 +71,22 @@ def _ranker_section(index: MemsearchMemoryIndex) -> StatusSection:
         data: dict[str, object] = {"ranker": "pimem", "loaded": False}
     else:
         chunks, pending = len(recall.model), recall.pending_facts()
+        by_meaning, _ = recall.meaning()
         line = f"ranker: pimem (read model of {chunks} chunks, loaded from {recall.origin}"
-        line += f"; {pending} still ranked by their chunk vector)" if pending else ")"
+        if by_meaning < chunks:
+            line += (
+                f"; {by_meaning} ranked by meaning, the rest by their words until the "
+                "background embeds them)"
+            )
+        else:
+            line += f"; {pending} still ranked by their chunk vector)" if pending else ")"
         data = {
             "ranker": "pimem",
             "loaded": True,
             "chunks": chunks,
             "origin": recall.origin,
             "facts_pending": pending,
+            "ranked_by_meaning": by_meaning,
         }
     return StatusSection(name="ranker", rank=63, lines=(line,), data=data)
 

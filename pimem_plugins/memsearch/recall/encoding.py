@@ -50,14 +50,17 @@ def length_batches(texts: Sequence[str], rows: int, budget: int) -> list[list[in
 
 
 def encoder_for(
-    embedder: Any, loop: Callable[[], asyncio.AbstractEventLoop]
+    embedder: Any,
+    loop: Callable[[], asyncio.AbstractEventLoop],
+    before_batch: Callable[[], None] | None = None,
 ) -> Callable[[list[str]], npt.NDArray[np.float32]]:
     """A synchronous encoder over memsearch's embedder. memsearch's ONNX provider encodes in
     its ``_encode`` (thread-safe: ONNX Runtime sessions are), in batches of like length
     (:func:`length_batches`): a batch pads every text to its longest, and the model's working
     memory grows with the rows times the square of that length. Other providers go through
     their async ``embed`` on the engine's loop. These are pimem's own vectors (facts, queries):
-    the collection's are memsearch's, embedded by memsearch in its own batches."""
+    the collection's are memsearch's, embedded by memsearch in its own batches.
+    *before_batch* is called before each batch (background work steps aside there)."""
     direct = getattr(embedder, "_encode", None)
 
     def encode(texts: list[str]) -> npt.NDArray[np.float32]:
@@ -65,6 +68,8 @@ def encoder_for(
             rows = max(1, int(getattr(embedder, "batch_size", 0) or 32))
             found: list[Any] = [None] * len(texts)
             for batch in length_batches(texts, rows, BATCH_CHARS):
+                if before_batch is not None:
+                    before_batch()
                 for position, vector in zip(batch, direct([texts[i] for i in batch]), strict=True):
                     found[position] = vector
             return np.asarray(found, np.float32)

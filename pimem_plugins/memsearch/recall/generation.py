@@ -84,7 +84,8 @@ class Generation:
         """A generation of *entries* (record, its vectors); *lexical* reuses an index built
         over the same records in the same order (only vectors changed)."""
         records = [record for record, _ in entries]
-        dimension = next((vectors.shape[1] for _, vectors in entries if vectors.size), 0)
+        # A chunk taken in by its words has no vectors, but their dimension all the same.
+        dimension = next((vectors.shape[1] for _, vectors in entries if vectors.ndim == 2), 0)
         groups = [vectors.reshape(-1, dimension) for _, vectors in entries]
         owners = np.repeat(np.arange(len(groups), dtype=np.int32), [len(g) for g in groups])
         # Encoded chunk by chunk into one array: no float copy of every vector at once.

@@ -85,7 +85,7 @@ def coverage(query_tokens: Sequence[str], content: str, idf: Callable[[str], flo
     return sum(idf(token) for token in wanted & have) / total if total else 0.0
 
 
-def _standardised(values: Sequence[float]) -> npt.NDArray[np.float64]:
+def _standardised(values: Sequence[float] | npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """z-scores of *values* (all 0 when they are all equal)."""
     found = np.asarray(values, np.float64)
     spread = float(np.std(found))
@@ -111,8 +111,17 @@ def rank(
     # A hit explains itself with the legs that counted (the own ones always).
     counted = [leg for leg, weight in attrs.asdict(weights).items() if weight or "_" not in leg]
     fused = np.zeros(len(candidates))
+    # A chunk taken in by its words alone (not embedded yet) has no dense score: it sits at
+    # the embedded candidates' mean in the dense legs, and the lexical ones decide.
+    embedded = np.array([candidate.embedded for candidate in candidates], bool)
     for leg in counted:
-        fused += getattr(weights, leg) * _standardised([scores[leg] for scores in legs])
+        values = np.array([scores[leg] for scores in legs], np.float64)
+        if leg.startswith("dense"):
+            standardised = np.zeros(len(candidates))
+            standardised[embedded] = _standardised(values[embedded])
+        else:
+            standardised = _standardised(values)
+        fused += getattr(weights, leg) * standardised
     # A hollow entry (a failure marker, a bare heading) goes below every other one, however
     # well its words match: it holds nothing to recall.
     hollow = [is_hollow(candidate.record.content) for candidate in candidates]

@@ -38,6 +38,9 @@ class Candidate:
     #: The BM25 of the chunk and its neighbours, summed.
     lexical_context: float
     ranks: dict[str, int | None] = attrs.field(eq=False)
+    #: Whether the chunk has a vector yet (else it was taken in by its words alone, and its
+    #: dense scores mean nothing until the worker embeds it).
+    embedded: bool = True
 
     def legs(self) -> dict[str, float]:
         return {
@@ -89,6 +92,31 @@ class ReadModel:
             )
             waiting = sum(1 for pending in added.values() if not pending.record.facts_ready)
             return generation.without_facts - hidden + waiting
+
+    def waits_for_facts(self, chunk_hash: str) -> bool:
+        """Whether the chunk is in the model without its facts' vectors."""
+        with self._lock:
+            pending = self._added.get(chunk_hash)
+            if pending is not None:
+                return not pending.record.facts_ready
+            at = self._generation.positions.get(chunk_hash)
+            if at is None or chunk_hash in self._removed:
+                return False
+            return not self._generation.records[at].facts_ready
+
+    def without_vectors(self) -> int:
+        """Chunks taken in by their words alone, not embedded yet."""
+        with self._lock:
+            generation, added, removed = self._generation, self._added, self._removed
+            starts = generation.starts
+            bare = starts[1:] == starts[:-1]
+            hidden = sum(
+                1
+                for key in removed | added.keys()
+                if key in generation.positions and bare[generation.positions[key]]
+            )
+            waiting = sum(1 for pending in added.values() if not len(pending.vectors))
+            return int(bare.sum()) - hidden + waiting
 
     def __contains__(self, chunk_hash: object) -> bool:
         with self._lock:
@@ -185,15 +213,18 @@ class ReadModel:
         context_of = dict(zip(scored.tolist(), dense_context.tolist(), strict=True))
         records = [generation.records[p] for p in pooled.tolist()]
         rows = [(cosine[p], lexical[p], context_of[p], lexical_context[p]) for p in pooled.tolist()]
+        having = generation.starts[1:] > generation.starts[:-1]
+        embedded = [bool(having[p]) for p in pooled.tolist()]
         words = generation.lexical.score_documents(query_tokens, [item.tokens for item in pending])
         for i, item in enumerate(pending):
             records.append(item.record)
+            embedded.append(len(item.vectors) > 0)
             at = placed.get(i)
             if at is None:  # new: no neighbours until the overlay is folded
                 rows.append((float(best[i]), words[i], float(best[i]), words[i]))
             else:
                 rows.append((best[i], lexical[at], context_of[at], lexical_context[at]))
-        return _ranked(records, np.array(rows, np.float64).reshape(-1, 4), depth), (
+        return _ranked(records, np.array(rows, np.float64).reshape(-1, 4), embedded, depth), (
             generation.context_share
         )
 
@@ -308,7 +339,10 @@ _LEGS = ("dense", "lexical", "dense_context", "lexical_context")
 
 
 def _ranked(
-    records: Sequence[ChunkRecord], scores: npt.NDArray[np.float64], depth: int
+    records: Sequence[ChunkRecord],
+    scores: npt.NDArray[np.float64],
+    embedded: Sequence[bool],
+    depth: int,
 ) -> list[Candidate]:
     """The pooled chunks (*scores*: a row per chunk, a column per leg of ``_LEGS``) some leg
     ranks among its *depth* best, with their rank in each leg (a lexical leg gives no rank to a
@@ -319,6 +353,9 @@ def _ranked(
         ranks[order, column] = np.arange(1, len(order) + 1)
         if leg.startswith("lexical"):
             ranks[scores[:, column] <= 0, column] = 0
+    # A chunk with no vector yet has no place in the dense legs.
+    bare = ~np.asarray(embedded, bool)
+    ranks[bare, 0] = ranks[bare, 2] = 0
     kept = ((ranks > 0) & (ranks <= depth)).any(axis=1)
     return [
         Candidate(
@@ -328,6 +365,7 @@ def _ranked(
             dense_context=float(scores[i, 2]),
             lexical_context=float(scores[i, 3]),
             ranks={leg: int(ranks[i, c]) or None for c, leg in enumerate(_LEGS)},
+            embedded=embedded[i],
         )
         for i in np.flatnonzero(kept).tolist()
     ]

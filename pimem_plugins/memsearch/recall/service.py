@@ -12,6 +12,12 @@ Where the read model's chunks come from (ADR 0013):
   searchable at once, a forgotten entry unsearchable at once, and another agent's write
   searchable before its indexer ran.
 
+A search never waits for an index run. A day file the read model has not seen (a clone, a pull,
+another agent's store met for the first time) is taken in at once *by its words*: its chunks
+join the lexical leg with no vector, and the background worker embeds their facts, then has
+memsearch index the file into the collection (for the other agents of the mesh), a step at a
+time (ADR 0026).
+
 Nothing is written to the collection: it stays memsearch's, the same for every agent.
 """
 
@@ -22,11 +28,13 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+from attrs import evolve
 
 from pimem_core.plugin import Scope, SearchHit, without_marker_lines
 from pimem_plugins.memsearch.recall import cache
@@ -34,7 +42,7 @@ from pimem_plugins.memsearch.recall.cache import Stamp
 from pimem_plugins.memsearch.recall.encoding import embed_facts
 from pimem_plugins.memsearch.recall.generation import ChunkRecord, Generation
 from pimem_plugins.memsearch.recall.ranking import DEPTH, rank, weights_for
-from pimem_plugins.memsearch.recall.read_model import ReadModel
+from pimem_plugins.memsearch.recall.read_model import Candidate, ReadModel
 from pimem_plugins.memsearch.recall.store_files import StoreFiles
 from pimem_plugins.memsearch.recall.text import facts, tokens
 from pimem_plugins.memsearch.recall.worker import Worker
@@ -46,10 +54,16 @@ log = logging.getLogger(__name__)
 BACKFILL_BATCH = 32
 #: Chunks a search embeds itself when it finds a changed file; more go to the background.
 INLINE_CHUNKS = 16
+#: Characters of facts a search embeds before it ranks, for its best candidates by words that
+#: have no vector yet (about a tenth of a second on two cores); at least one chunk's.
+LEADER_CHARS = 2_000
+#: Characters of facts the worker embeds per step: a search that comes in meanwhile waits for
+#: the step in hand.
+STEP_CHARS = 3_000
 #: Facts a load from the collection embeds before it returns; more are left to the background.
 INLINE_FACTS = 256
-#: Changed files the background worker takes in per step.
-STEP_FILES = 4
+#: Chunks up to which a store met for the first time is folded on the search's path.
+FOLD_INLINE = 20_000
 #: Seconds between saves of the overlay while the background backfill goes on.
 SAVE_EVERY_SECONDS = 30.0
 
@@ -59,6 +73,15 @@ class Collection(Protocol):
 
     def encode(self, texts: list[str]) -> npt.NDArray[np.float32]:
         """Unit vectors of *texts* by the collection's embedding model."""
+        ...
+
+    def encode_behind(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        """:meth:`encode` for work behind the requests: it steps aside for searches between
+        its batches."""
+        ...
+
+    def searching(self) -> AbstractContextManager[None]:
+        """A search runs in this block: background embedding waits for it."""
         ...
 
     def rows(self) -> list[dict[str, Any]]:
@@ -75,6 +98,11 @@ class Collection(Protocol):
 
     def cache_dir(self) -> Path | None:
         """Where the read model is saved (``None``: nowhere)."""
+        ...
+
+    def index_behind(self) -> bool:
+        """Index one day file the collection is behind on (memsearch's index, which the other
+        agents read); ``False`` when it holds every file as it is."""
         ...
 
     def rest(self) -> None:
@@ -109,13 +137,16 @@ class Recall:
         #: What index runs took in before the read model loaded (see :meth:`adopt`).
         self._adopted: list[tuple[list[str], list[dict[str, Any]]]] = []
         self._written = OutstandingWrites()
+        self._dimension: int | None = None
 
     # -- loading ---------------------------------------------------------------------------
 
-    def load(self, *, cache_only: bool = False) -> bool:
-        """Load the read model: from its cache, else from the collection (seconds at 20k).
-        With *cache_only* nothing touches the database, so it needs no turn in the backend
-        queue (behind a session's catch-up index run); ``False`` when there is no cache."""
+    def load(self, *, cache_only: bool = False, from_files: bool = False) -> bool:
+        """Load the read model: from its cache, else from the collection (seconds at 20k), or
+        with *from_files* from the store's day files by their words (milliseconds: nothing
+        embedded, no database). With *cache_only* or *from_files* nothing touches the
+        database, so it needs no turn in the backend queue; ``False`` when *cache_only* found
+        no cache."""
         with self._load_lock:
             if self._loaded:
                 return True
@@ -132,6 +163,13 @@ class Recall:
                 self.origin = "cache"
                 if saved.outdated:
                     self._dirty_since = time.monotonic()
+                for sources, rows in self._adopted:
+                    self._take_in(sources, rows)
+            elif from_files:
+                # Every day file is new to it: the refresh below takes them in by their words,
+                # and the worker embeds them.
+                self.origin = "day files"
+                self._dirty_since = time.monotonic()
                 for sources, rows in self._adopted:
                     self._take_in(sources, rows)
             else:
@@ -173,9 +211,10 @@ class Recall:
         self._worker.wake(self._step)
 
     def refresh(self, sources: Sequence[str] | None = None, *, inline: int | None = None) -> bool:
-        """Bring the read model to the files' current chunks and the writes noted; ``False``
-        when more than *inline* chunks need embedding (left to the worker), or when *inline*
-        is given and another thread refreshes with no write outstanding (served as it is)."""
+        """Bring the read model to the files' current chunks and the writes noted. With
+        *inline*, at most that many new chunks are embedded here: more are taken in by their
+        words, their facts left to the worker; ``False`` when another thread refreshes with no
+        write outstanding (the search is served as the model is)."""
         if not self._refresh_lock.acquire(blocking=inline is None or bool(self._written)):
             return False
         try:
@@ -204,23 +243,43 @@ class Recall:
             new = [chunk for chunk in chunks if chunk.chunk_hash not in records]
             to_embed += len(new)
             planned.append((source, stamp, new, by_source.get(source, set()) - expected))
-        if inline is not None and to_embed > inline:
-            self._worker.wake(self._step)
-            return False
-        self._rest_due = self._rest_due or to_embed > INLINE_CHUNKS
+        # Too many to embed on a search's path: searchable by their words now, by their
+        # meaning once the worker embedded them.
+        by_words = inline is not None and to_embed > inline
+        self._rest_due = self._rest_due or (to_embed > INLINE_CHUNKS and not by_words)
+        # A search's refresh embeds a few chunks before it answers; the worker's and an index
+        # run's are behind the requests.
+        encode = self._collection.encode if inline is not None else self._collection.encode_behind
         for source, stamp, new, gone in planned:
-            vectors = embed_facts(self._collection.encode, new)
-            self.model.apply(zip(new, vectors, strict=True), gone)
+            if by_words:
+                unembedded = [evolve(record, facts_ready=False) for record in new]
+                self.model.apply(((record, self._no_vectors()) for record in unembedded), gone)
+            else:
+                vectors = embed_facts(encode, new)
+                self.model.apply(zip(new, vectors, strict=True), gone)
             if stamp is None:
                 self.files.stamps.pop(source, None)
             else:
                 self.files.stamps[source] = stamp
         self._written.taken_in(written)
         self._dirty_since = self._dirty_since or time.monotonic()
+        if by_words and self.model.needs_folding() and len(self.model) <= FOLD_INLINE:
+            # A store met for the first time: its words are scored against the statistics of
+            # the whole store, not of an empty generation (milliseconds at this size).
+            self.model.fold()
         self._save_overlay()
-        if self.model.needs_folding() or self._base is None:
+        if by_words or self.model.needs_folding() or self._base is None:
             self._worker.wake(self._step)
         return True
+
+    def _no_vectors(self) -> npt.NDArray[np.float32]:
+        """The vectors of a chunk taken in by its words: none, of the collection's dimension."""
+        if self._dimension is None:
+            dimension = self.model.generation().dense.dimension
+            if not dimension:
+                dimension = int(self._collection.encode(["dimension"]).shape[1])
+            self._dimension = dimension
+        return np.zeros((0, self._dimension), np.float32)
 
     def adopt(self, sources: Sequence[str], rows: list[dict[str, Any]]) -> None:
         """Take in *sources* as the collection holds them right after an index run of them
@@ -285,13 +344,17 @@ class Recall:
             with self._refresh_lock:  # the stamps change under this lock only
                 changed = self.files.changed()
             if changed or self._written:
-                # The newest few files a step: a pull or a fresh clone brings hundreds, and a
-                # process that exits (`pimem search`) waits for the step in hand.
-                self.refresh(changed[-STEP_FILES:])
+                # Taken in by their words (milliseconds, under the lock a search takes too);
+                # their facts are embedded by the next steps, outside it.
+                self.refresh(changed, inline=0)
                 return True
             if self._backfill_some():
                 if self.model.needs_folding():
                     self.model.fold()
+                return True
+            # The ranker's own vectors first, then memsearch's index of the day files the
+            # collection is behind on (the other agents' search), a file a step.
+            if self._collection.index_behind():
                 return True
             # Every change is in the saved overlay but the last facts embedded: the whole read
             # model is saved only when nothing of it was (or in an older format), or when its
@@ -321,11 +384,15 @@ class Recall:
                 if not self._backfill:
                     return False
             batch: list[ChunkRecord] = []
-            count = 0
-            while self._backfill and count < BACKFILL_BATCH:
+            count = size = 0
+            while self._backfill and count < BACKFILL_BATCH and size < STEP_CHARS:
                 record = self._backfill.pop()
-                batch.append(record)
-                count += len(facts(record.content))
+                if self.model.waits_for_facts(record.chunk_hash):  # else a search or a run did
+                    batch.append(record)
+                    count += len(facts(record.content))
+                    size += len(record.content)
+        if not batch:
+            return True
         self._embed_facts(batch)
         self._dirty_since = self._dirty_since or time.monotonic()
         self._overlay_behind = self._rest_due = True
@@ -335,8 +402,9 @@ class Recall:
         return True
 
     def _embed_facts(self, records: Sequence[ChunkRecord]) -> None:
+        """Embed *records*' facts, behind the requests."""
         ready = [_ready(record) for record in records]
-        vectors = embed_facts(self._collection.encode, ready)
+        vectors = embed_facts(self._collection.encode_behind, ready)
         # A chunk forgotten meanwhile stays forgotten.
         self.model.apply(
             pair for pair in zip(ready, vectors, strict=True) if pair[0].chunk_hash in self.model
@@ -363,15 +431,46 @@ class Recall:
     # -- searching -------------------------------------------------------------------------
 
     def search(self, text: str, top_k: int) -> tuple[SearchHit, ...]:
-        """The *top_k* best hits for *text*, changed files taken in first when that is quick."""
-        self.load()
-        self.refresh(inline=INLINE_CHUNKS)
-        query = self._collection.encode([text])[0]
-        query_tokens = tokens(text)
-        candidates, context_share = self.model.candidates(query, query_tokens, DEPTH)
+        """The *top_k* best hits for *text*, changed files taken in first (new chunks by their
+        words when there are many)."""
+        self.load(from_files=True)
+        with self._collection.searching():
+            self.refresh(inline=INLINE_CHUNKS)
+            query = self._collection.encode([text])[0]
+            query_tokens = tokens(text)
+            candidates, context_share = self.model.candidates(query, query_tokens, DEPTH)
+            if self._embed_leaders(candidates, top_k):
+                candidates, context_share = self.model.candidates(query, query_tokens, DEPTH)
         return rank(
             candidates, query_tokens, top_k, self.model.idf, weights=weights_for(context_share)
         )
+
+    def _embed_leaders(self, candidates: Sequence[Candidate], top_k: int) -> bool:
+        """Embed the facts of the best candidates that have no vector yet (the store is still
+        being embedded): a hit is shown with its true relevance, and ranked by its meaning
+        among the others. At most ``LEADER_CHARS`` of them, the best by their words first."""
+        bare = [candidate for candidate in candidates if not candidate.embedded]
+        if not bare:
+            return False
+        bare.sort(key=lambda candidate: -candidate.lexical)
+        leaders: list[ChunkRecord] = []
+        size = 0
+        for candidate in bare[:top_k]:
+            size += len(candidate.record.content)
+            if leaders and size > LEADER_CHARS:
+                break
+            leaders.append(_ready(candidate.record))
+        vectors = embed_facts(self._collection.encode, leaders)
+        self.model.apply(
+            pair for pair in zip(leaders, vectors, strict=True) if pair[0].chunk_hash in self.model
+        )
+        self._overlay_behind = True
+        return True
+
+    def meaning(self) -> tuple[int, int]:
+        """How many of the read model's chunks are ranked by their meaning (they have a
+        vector), and how many it holds."""
+        return len(self.model) - self.model.without_vectors(), len(self.model)
 
     def similar(self, text: str, top_k: int) -> tuple[tuple[SearchHit, float], ...]:
         """The best hits with their relevance (auto-context filters on it)."""
@@ -419,8 +518,6 @@ def _record(row: dict[str, Any], *, facts_ready: bool) -> ChunkRecord:
 
 
 def _ready(record: ChunkRecord) -> ChunkRecord:
-    from attrs import evolve
-
     return evolve(record, facts_ready=True)
 
 
