@@ -92,6 +92,9 @@ def onnx_sessions_without_spinning() -> Iterator[None]:
             # other core busy).
             options.intra_op_num_threads = min(4, _usable_cpus())
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # Weights are not copied into pre-packed layouts: MiniLM's session takes 97 MB instead
+        # of 129, and batches of like length embed as fast (measured on 140 real chunks).
+        options.add_session_config_entry("session.disable_prepacking", "1")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         return create(path, options, *args, **kwargs)
 

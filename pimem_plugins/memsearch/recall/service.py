@@ -130,8 +130,13 @@ class Recall:
         self._overlay_behind = self._rest_due = False
         #: Chunks waiting for their facts' vectors, longest first (popped from the end).
         self._backfill: list[ChunkRecord] = []
-        # The worker and an index run's completion both embed the waiting facts.
+        # The worker and an index run's completion both embed the waiting facts, taking their
+        # batches from one list; how many batches are being embedded.
         self._backfill_lock = threading.Lock()
+        self._backfill_done = threading.Condition(self._backfill_lock)
+        self._backfilling = 0
+        #: Index runs completing the read model now (the worker embeds nothing meanwhile).
+        self._completing = 0
         #: Where the read model came from, for ``pimem status``.
         self.origin = "not loaded"
         #: What index runs took in before the read model loaded (see :meth:`adopt`).
@@ -307,13 +312,24 @@ class Recall:
         searches after it do. A search's catch-up names what it indexed, and leaves older
         chunks still waiting for their facts to the background. The changes are saved as the
         overlay (milliseconds); the whole read model only when nothing of it was saved yet."""
-        self.load()
+        # From the files when there is no cache: the facts are embedded here anyway, and the
+        # collection's vectors would cost a read of every row.
+        self.load(from_files=True)
         self.refresh()
         wanted = None if sources is None else set(sources)
-        waiting = [r for r in self._waiting() if wanted is None or r.source in wanted]
-        for start in range(0, len(waiting), BACKFILL_BATCH):
-            self._embed_facts(waiting[start : start + BACKFILL_BATCH])
-        if not waiting:
+        embedded = False
+        # The batches are taken from the worker's own list: the two never embed a chunk twice,
+        # and the worker leaves the rest to this run (two embedding at once are slower).
+        self._completing += 1
+        try:
+            while self._backfill_some(wanted):
+                embedded = True
+            with self._backfill_done:  # the worker's batch in hand may hold some of them
+                self._backfill_done.wait_for(lambda: not self._backfilling)
+        finally:
+            self._completing -= 1
+            self._worker.wake(self._step)
+        if not embedded:
             return
         self._dirty_since = self._dirty_since or time.monotonic()
         if self._base is None:
@@ -348,6 +364,8 @@ class Recall:
                 # their facts are embedded by the next steps, outside it.
                 self.refresh(changed, inline=0)
                 return True
+            if self._completing:
+                return False  # the run wakes the worker when it is done
             if self._backfill_some():
                 if self.model.needs_folding():
                     self.model.fold()
@@ -375,31 +393,48 @@ class Recall:
     def _waiting(self) -> list[ChunkRecord]:
         return [r for r in self.model.records().values() if not r.facts_ready]
 
-    def _backfill_some(self) -> bool:
-        """Embed the facts of one batch of chunks that have only their chunk vector; ``False``
-        when there are none left. Shortest first: a batch pads to its longest fact."""
+    def _backfill_some(self, sources: set[str] | None = None) -> bool:
+        """Embed the facts of one batch of chunks that have no fact vectors yet (of *sources*'
+        chunks only, when given); ``False`` when there are none left. Shortest first: a batch
+        pads to its longest fact."""
         with self._backfill_lock:
-            if not self._backfill:
+            batch = self._take_batch(sources)
+            if not batch:
+                # Chunks taken in since the list was made (or only some files' wanted).
                 self._backfill = sorted(self._waiting(), key=lambda r: -len(r.content))
-                if not self._backfill:
-                    return False
-            batch: list[ChunkRecord] = []
-            count = size = 0
-            while self._backfill and count < BACKFILL_BATCH and size < STEP_CHARS:
-                record = self._backfill.pop()
-                if self.model.waits_for_facts(record.chunk_hash):  # else a search or a run did
-                    batch.append(record)
-                    count += len(facts(record.content))
-                    size += len(record.content)
-        if not batch:
-            return True
-        self._embed_facts(batch)
+                batch = self._take_batch(sources)
+            if not batch:
+                return False
+            self._backfilling += 1
+        try:
+            self._embed_facts(batch)
+        finally:
+            with self._backfill_lock:
+                self._backfilling -= 1
+                self._backfill_done.notify_all()
         self._dirty_since = self._dirty_since or time.monotonic()
         self._overlay_behind = self._rest_due = True
         if self._base is not None and time.monotonic() - self._overlay_saved > SAVE_EVERY_SECONDS:
             with self._refresh_lock:
                 self._save_overlay()
         return True
+
+    def _take_batch(self, sources: set[str] | None) -> list[ChunkRecord]:
+        """The next batch off the worker's list (of *sources*' chunks only, when given); under
+        the backfill lock."""
+        batch: list[ChunkRecord] = []
+        count = size = 0
+        kept: list[ChunkRecord] = []
+        while self._backfill and count < BACKFILL_BATCH and size < STEP_CHARS:
+            record = self._backfill.pop()
+            if sources is not None and record.source not in sources:
+                kept.append(record)
+            elif self.model.waits_for_facts(record.chunk_hash):  # else a search or a run did
+                batch.append(record)
+                count += len(facts(record.content))
+                size += len(record.content)
+        self._backfill.extend(reversed(kept))
+        return batch
 
     def _embed_facts(self, records: Sequence[ChunkRecord]) -> None:
         """Embed *records*' facts, behind the requests."""
