@@ -24,7 +24,6 @@ Nothing is written to the collection: it stays memsearch's, the same for every a
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -36,13 +35,14 @@ import numpy as np
 import numpy.typing as npt
 from attrs import evolve
 
-from pimem_core.plugin import Scope, SearchHit, without_marker_lines
+from pimem_core.plugin import Scope, SearchHit
 from pimem_plugins.memsearch.recall import cache
-from pimem_plugins.memsearch.recall.cache import Stamp
+from pimem_plugins.memsearch.recall.backfill import Backfill
 from pimem_plugins.memsearch.recall.encoding import embed_facts
-from pimem_plugins.memsearch.recall.generation import ChunkRecord, Generation
+from pimem_plugins.memsearch.recall.generation import ChunkRecord
+from pimem_plugins.memsearch.recall.intake import changes, embed_leaders, of_rows, take_in
 from pimem_plugins.memsearch.recall.ranking import DEPTH, rank, weights_for
-from pimem_plugins.memsearch.recall.read_model import Candidate, ReadModel
+from pimem_plugins.memsearch.recall.read_model import ReadModel
 from pimem_plugins.memsearch.recall.store_files import StoreFiles
 from pimem_plugins.memsearch.recall.text import facts, tokens
 from pimem_plugins.memsearch.recall.worker import Worker
@@ -50,16 +50,8 @@ from pimem_plugins.memsearch.recall.written import OutstandingWrites
 
 log = logging.getLogger(__name__)
 
-#: Facts embedded per batch by the background backfill (sorted by length: little padding).
-BACKFILL_BATCH = 32
 #: Chunks a search embeds itself when it finds a changed file; more go to the background.
 INLINE_CHUNKS = 16
-#: Characters of facts a search embeds before it ranks, for its best candidates by words that
-#: have no vector yet (about a tenth of a second on two cores); at least one chunk's.
-LEADER_CHARS = 2_000
-#: Characters of facts the worker embeds per step: a search that comes in meanwhile waits for
-#: the step in hand.
-STEP_CHARS = 3_000
 #: Facts a load from the collection embeds before it returns; more are left to the background.
 INLINE_FACTS = 256
 #: Chunks up to which a store met for the first time is folded on the search's path.
@@ -128,35 +120,24 @@ class Recall:
         self._overlay_saved = 0.0
         #: Facts embedded since the overlay was last saved; batches run since the last rest.
         self._overlay_behind = self._rest_due = False
-        #: Chunks waiting for their facts' vectors, longest first (popped from the end).
-        self._backfill: list[ChunkRecord] = []
-        # The worker and an index run's completion both embed the waiting facts, taking their
-        # batches from one list; how many batches are being embedded.
-        self._backfill_lock = threading.Lock()
-        self._backfill_done = threading.Condition(self._backfill_lock)
-        self._backfilling = 0
-        #: Index runs completing the read model now (the worker embeds nothing meanwhile).
-        self._completing = 0
+        self._backfill = Backfill(self.model, collection.encode_behind)
         #: Where the read model came from, for ``pimem status``.
         self.origin = "not loaded"
         #: What index runs took in before the read model loaded (see :meth:`adopt`).
         self._adopted: list[tuple[list[str], list[dict[str, Any]]]] = []
         self._written = OutstandingWrites()
-        self._dimension: int | None = None
+        self._dimension = 0
 
     # -- loading ---------------------------------------------------------------------------
 
     def load(self, *, cache_only: bool = False, from_files: bool = False) -> bool:
         """Load the read model: from its cache, else from the collection (seconds at 20k), or
-        with *from_files* from the store's day files by their words (milliseconds: nothing
-        embedded, no database). With *cache_only* or *from_files* nothing touches the
-        database, so it needs no turn in the backend queue; ``False`` when *cache_only* found
-        no cache."""
+        with *from_files* from the day files by their words (milliseconds, no database, no
+        queue); ``False`` when *cache_only* found no cache."""
         with self._load_lock:
             if self._loaded:
                 return True
-            directory = self._collection.cache_dir()
-            saved = cache.load(directory) if directory is not None else None
+            saved = cache.load(directory) if (directory := self._collection.cache_dir()) else None
             if saved is None and cache_only:
                 return False
             if saved is not None:
@@ -178,21 +159,15 @@ class Recall:
                 for sources, rows in self._adopted:
                     self._take_in(sources, rows)
             else:
-                rows = self._collection.rows()
-                entries = [(_record(row, facts_ready=False), _vector(row)) for row in rows]
-                self.model.replace(Generation.build(entries))
-                # Unknown stats: each file is compared with the collection's chunks once.
-                store = self.files.directory()
-                self.files.stamps = {
-                    record.source: (-1, -1)
-                    for record, _ in entries
-                    if os.path.dirname(record.source) == store
-                }
+                generation, self.files.stamps = of_rows(self._collection.rows(), self.files)
+                self.model.replace(generation)
                 self.origin = "collection"
                 self._dirty_since = time.monotonic()
                 # A small store gets its facts now, a large one in the background.
-                while 0 < sum(len(facts(r.content)) for r in self._waiting()) <= INLINE_FACTS:
-                    self._backfill_some()
+                while (
+                    0 < sum(len(facts(r.content)) for r in self._backfill.waiting()) <= INLINE_FACTS
+                ):
+                    self._backfill.some()
             self._adopted.clear()  # the collection's rows hold them already
             self._loaded = True
         self.refresh(inline=INLINE_CHUNKS)
@@ -216,10 +191,9 @@ class Recall:
         self._worker.wake(self._step)
 
     def refresh(self, sources: Sequence[str] | None = None, *, inline: int | None = None) -> bool:
-        """Bring the read model to the files' current chunks and the writes noted. With
-        *inline*, at most that many new chunks are embedded here: more are taken in by their
-        words, their facts left to the worker; ``False`` when another thread refreshes with no
-        write outstanding (the search is served as the model is)."""
+        """Bring the read model to the files' chunks and the writes noted. Over *inline* new
+        chunks, they are taken in by their words and left to the worker to embed; ``False``
+        when another thread refreshes with no write outstanding (served as it is)."""
         if not self._refresh_lock.acquire(blocking=inline is None or bool(self._written)):
             return False
         try:
@@ -233,21 +207,8 @@ class Recall:
         todo += [source for source in sorted(written) if source not in todo]
         if not todo:
             return True
-        records = self.model.records()
-        by_source: dict[str, set[str]] = {}
-        for key, record in records.items():
-            by_source.setdefault(record.source, set()).add(key)
-        planned: list[tuple[str, Stamp | None, list[ChunkRecord], set[str]]] = []
-        to_embed = 0
-        for source in todo:
-            stamp, chunks = self.files.chunks(Path(source))
-            if chunks is None:
-                planned.append((source, stamp, [], set()))
-                continue
-            expected = {chunk.chunk_hash for chunk in chunks}
-            new = [chunk for chunk in chunks if chunk.chunk_hash not in records]
-            to_embed += len(new)
-            planned.append((source, stamp, new, by_source.get(source, set()) - expected))
+        planned = changes(self.files, self.model.records(), todo)
+        to_embed = sum(len(new) for _, _, new, _ in planned)
         # Too many to embed on a search's path: searchable by their words now, by their
         # meaning once the worker embedded them.
         by_words = inline is not None and to_embed > inline
@@ -279,11 +240,9 @@ class Recall:
 
     def _no_vectors(self) -> npt.NDArray[np.float32]:
         """The vectors of a chunk taken in by its words: none, of the collection's dimension."""
-        if self._dimension is None:
-            dimension = self.model.generation().dense.dimension
-            if not dimension:
-                dimension = int(self._collection.encode(["dimension"]).shape[1])
-            self._dimension = dimension
+        if not self._dimension:
+            known = self.model.generation().dense.dimension
+            self._dimension = known or int(self._collection.encode(["dimension"]).shape[1])
         return np.zeros((0, self._dimension), np.float32)
 
     def adopt(self, sources: Sequence[str], rows: list[dict[str, Any]]) -> None:
@@ -317,17 +276,9 @@ class Recall:
         self.load(from_files=True)
         self.refresh()
         wanted = None if sources is None else set(sources)
-        embedded = False
-        # The batches are taken from the worker's own list: the two never embed a chunk twice,
-        # and the worker leaves the rest to this run (two embedding at once are slower).
-        self._completing += 1
         try:
-            while self._backfill_some(wanted):
-                embedded = True
-            with self._backfill_done:  # the worker's batch in hand may hold some of them
-                self._backfill_done.wait_for(lambda: not self._backfilling)
+            embedded = self._backfill.finish(wanted)
         finally:
-            self._completing -= 1
             self._worker.wake(self._step)
         if not embedded:
             return
@@ -364,11 +315,10 @@ class Recall:
                 # their facts are embedded by the next steps, outside it.
                 self.refresh(changed, inline=0)
                 return True
-            if self._completing:
+            if self._backfill.finishing:
                 return False  # the run wakes the worker when it is done
-            if self._backfill_some():
-                if self.model.needs_folding():
-                    self.model.fold()
+            if self._backfill.some():
+                self._embedded_some()
                 return True
             # The ranker's own vectors first, then memsearch's index of the day files the
             # collection is behind on (the other agents' search), a file a step.
@@ -390,60 +340,15 @@ class Recall:
             log.exception("the read model of %s could not be updated", self.scope.collection)
         return False
 
-    def _waiting(self) -> list[ChunkRecord]:
-        return [r for r in self.model.records().values() if not r.facts_ready]
-
-    def _backfill_some(self, sources: set[str] | None = None) -> bool:
-        """Embed the facts of one batch of chunks that have no fact vectors yet (of *sources*'
-        chunks only, when given); ``False`` when there are none left. Shortest first: a batch
-        pads to its longest fact."""
-        with self._backfill_lock:
-            batch = self._take_batch(sources)
-            if not batch:
-                # Chunks taken in since the list was made (or only some files' wanted).
-                self._backfill = sorted(self._waiting(), key=lambda r: -len(r.content))
-                batch = self._take_batch(sources)
-            if not batch:
-                return False
-            self._backfilling += 1
-        try:
-            self._embed_facts(batch)
-        finally:
-            with self._backfill_lock:
-                self._backfilling -= 1
-                self._backfill_done.notify_all()
+    def _embedded_some(self) -> None:
+        """A batch of facts was embedded by the worker: folded and saved in time."""
+        if self.model.needs_folding():
+            self.model.fold()
         self._dirty_since = self._dirty_since or time.monotonic()
         self._overlay_behind = self._rest_due = True
         if self._base is not None and time.monotonic() - self._overlay_saved > SAVE_EVERY_SECONDS:
             with self._refresh_lock:
                 self._save_overlay()
-        return True
-
-    def _take_batch(self, sources: set[str] | None) -> list[ChunkRecord]:
-        """The next batch off the worker's list (of *sources*' chunks only, when given); under
-        the backfill lock."""
-        batch: list[ChunkRecord] = []
-        count = size = 0
-        kept: list[ChunkRecord] = []
-        while self._backfill and count < BACKFILL_BATCH and size < STEP_CHARS:
-            record = self._backfill.pop()
-            if sources is not None and record.source not in sources:
-                kept.append(record)
-            elif self.model.waits_for_facts(record.chunk_hash):  # else a search or a run did
-                batch.append(record)
-                count += len(facts(record.content))
-                size += len(record.content)
-        self._backfill.extend(reversed(kept))
-        return batch
-
-    def _embed_facts(self, records: Sequence[ChunkRecord]) -> None:
-        """Embed *records*' facts, behind the requests."""
-        ready = [_ready(record) for record in records]
-        vectors = embed_facts(self._collection.encode_behind, ready)
-        # A chunk forgotten meanwhile stays forgotten.
-        self.model.apply(
-            pair for pair in zip(ready, vectors, strict=True) if pair[0].chunk_hash in self.model
-        )
 
     def pending_facts(self) -> int:
         return self.model.without_facts()
@@ -474,33 +379,15 @@ class Recall:
             query = self._collection.encode([text])[0]
             query_tokens = tokens(text)
             candidates, context_share = self.model.candidates(query, query_tokens, DEPTH)
-            if self._embed_leaders(candidates, top_k):
+            # The best candidates by their words that have no vector yet (the store is still
+            # being embedded) are embedded now: shown with their true relevance, and ranked
+            # by their meaning among the others.
+            if embed_leaders(self.model, self._collection.encode, candidates, top_k):
+                self._overlay_behind = True
                 candidates, context_share = self.model.candidates(query, query_tokens, DEPTH)
         return rank(
             candidates, query_tokens, top_k, self.model.idf, weights=weights_for(context_share)
         )
-
-    def _embed_leaders(self, candidates: Sequence[Candidate], top_k: int) -> bool:
-        """Embed the facts of the best candidates that have no vector yet (the store is still
-        being embedded): a hit is shown with its true relevance, and ranked by its meaning
-        among the others. At most ``LEADER_CHARS`` of them, the best by their words first."""
-        bare = [candidate for candidate in candidates if not candidate.embedded]
-        if not bare:
-            return False
-        bare.sort(key=lambda candidate: -candidate.lexical)
-        leaders: list[ChunkRecord] = []
-        size = 0
-        for candidate in bare[:top_k]:
-            size += len(candidate.record.content)
-            if leaders and size > LEADER_CHARS:
-                break
-            leaders.append(_ready(candidate.record))
-        vectors = embed_facts(self._collection.encode, leaders)
-        self.model.apply(
-            pair for pair in zip(leaders, vectors, strict=True) if pair[0].chunk_hash in self.model
-        )
-        self._overlay_behind = True
-        return True
 
     def meaning(self) -> tuple[int, int]:
         """How many of the read model's chunks are ranked by their meaning (they have a
@@ -514,47 +401,3 @@ class Recall:
     def record(self, chunk_hash: str) -> ChunkRecord | None:
         self.load()
         return self.model.records().get(chunk_hash)
-
-
-def take_in(
-    model: ReadModel, stamps: dict[str, Stamp], sources: Sequence[str], rows: list[dict[str, Any]]
-) -> None:
-    """*sources*' chunks as an index run left them in the collection (*rows*), into *model*:
-    new chunks by their chunk vector, their facts to embed later; chunks gone, dropped."""
-    records = model.records()
-    wanted = set(sources)
-    kept = {str(row["chunk_hash"]) for row in rows}
-    model.apply(
-        (
-            (_record(row, facts_ready=False), _vector(row))
-            for row in rows
-            if str(row["chunk_hash"]) not in records  # a chunk with its facts stays
-        ),
-        (key for key, record in records.items() if record.source in wanted and key not in kept),
-    )
-    # Unknown stats: the next refresh compares each file with these chunks once (it then
-    # embeds nothing), as after a load from the collection.
-    for source in wanted:
-        stamps[source] = (-1, -1)
-
-
-def _record(row: dict[str, Any], *, facts_ready: bool) -> ChunkRecord:
-    return ChunkRecord(
-        chunk_hash=str(row["chunk_hash"]),
-        # Another agent may have indexed a conflicted file markers and all.
-        content=without_marker_lines(str(row["content"])),
-        source=str(row["source"]),
-        heading=str(row.get("heading", "")),
-        heading_level=int(row.get("heading_level", 0)),
-        start_line=int(row["start_line"]),
-        end_line=int(row["end_line"]),
-        facts_ready=facts_ready,
-    )
-
-
-def _ready(record: ChunkRecord) -> ChunkRecord:
-    return evolve(record, facts_ready=True)
-
-
-def _vector(row: dict[str, Any]) -> npt.NDArray[np.float32]:
-    return np.asarray(row["embedding"], np.float32).reshape(1, -1)
