@@ -70,8 +70,10 @@ def test_the_collection_holds_the_vectors_the_memsearch_cli_computes_for_long_en
         store.close()
     theirs = vectors(rows)
     assert ours.keys() == theirs.keys()
-    different = [key for key in ours if not np.array_equal(ours[key], theirs[key])]
-    assert different == []
+    # pimem's index runs embed memsearch's texts in batches of like length: the same vectors
+    # to float32 rounding (2e-7 at most, measured), never another text or model.
+    apart = {key: float(np.abs(ours[key] - theirs[key]).max()) for key in ours}
+    assert max(apart.values()) < 1e-6
 
 
 def test_pimems_own_vectors_come_back_in_their_texts_order(offline_model: OfflineModel) -> None:

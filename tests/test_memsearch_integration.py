@@ -41,6 +41,10 @@ def memsearch_env(memsearch_home: Path, offline_model: OfflineModel) -> dict[str
     return {"HOME": str(memsearch_home), **offline_model.environment()}
 
 
+#: memsearch's ranker: its searches go through the collection (pimem's read the day files).
+MEMSEARCH_RANKED = {"PIMEM_RANKER": "memsearch"}
+
+
 def pimem(env: dict[str, str], *args: str, clock: str = CLOCK) -> Result:
     return run_cli(*args, env={**env, "PIMEM_NOW": clock})
 
@@ -292,8 +296,15 @@ def test_a_database_never_released_fails_with_the_lock_message(
     forget_read_model(memsearch_env)
     holder = hold_database(memsearch_env, tmp_path, repo, seconds=30)
     try:
+        # pimem's ranker reads the day files: it answers with the database held.
+        answered = pimem(memsearch_env, "search", "login redirect", "--cwd", str(repo))
+        assert (answered.code, answered.stderr) == (0, "")
+        assert "login redirect loop" in answered.stdout
+        # memsearch's searches the collection, and waits for it.
         started = time.monotonic()
-        result = pimem(memsearch_env, "search", "login redirect", "--cwd", str(repo))
+        result = pimem(
+            {**memsearch_env, **MEMSEARCH_RANKED}, "search", "login redirect", "--cwd", str(repo)
+        )
         elapsed = time.monotonic() - started
     finally:
         holder.kill()
@@ -354,13 +365,17 @@ def test_a_collection_never_indexed_here_is_built_by_the_first_search_or_expand(
     found = pimem(memsearch_env, "search", "login redirect", "--json", "--cwd", str(repo))
     assert (found.code, found.stderr) == (0, "")
     assert "login redirect loop" in json.loads(found.stdout)[0]["content"]
-    # Another store, never indexed: the search indexes it first and tells.
-    other = repo.parent / "other"
-    (other / ".git").mkdir(parents=True)
-    write_entries(memsearch_env, other)
-    first = pimem(memsearch_env, "search", "login redirect", "--json", "--cwd", str(other))
-    assert (first.code, first.stderr) == (0, notice)
-    assert "login redirect loop" in json.loads(first.stdout)[0]["content"]
+    # Another store, never indexed: pimem's ranker reads its day files (three chunks, embedded
+    # before it answers), and memsearch's indexes them first and tells.
+    for name, ranked, said in (("other", {}, ""), ("third", MEMSEARCH_RANKED, notice)):
+        other = repo.parent / name
+        (other / ".git").mkdir(parents=True)
+        write_entries(memsearch_env, other)
+        first = pimem(
+            {**memsearch_env, **ranked}, "search", "login redirect", "--json", "--cwd", str(other)
+        )
+        assert (first.code, first.stderr) == (0, said)
+        assert "login redirect loop" in json.loads(first.stdout)[0]["content"]
 
 
 def test_status_reports_backend_store_and_health(memsearch_env: dict[str, str], repo: Path) -> None:
@@ -419,7 +434,12 @@ def test_a_damaged_database_is_one_message_at_status_and_search_never_a_tracebac
     assert "the memory database could not be used" in status.stdout
     assert status.stderr == ""
     forget_read_model(memsearch_env)
-    found = pimem(memsearch_env, "search", "login redirect", "--cwd", str(repo))
+    # pimem's ranker reads the day files, whatever became of the database.
+    assert "login redirect loop" in ok(pimem(memsearch_env, "search", "login", "--cwd", str(repo)))
+    forget_read_model(memsearch_env)
+    found = pimem(
+        {**memsearch_env, **MEMSEARCH_RANKED}, "search", "login redirect", "--cwd", str(repo)
+    )
     assert found.code == 1
     assert found.stderr.startswith("pimem: error: memory search failed: the memory database")
     assert found.stderr.count("\n") == 1
@@ -449,7 +469,7 @@ def test_a_search_timeout_names_the_limit(memsearch_env: dict[str, str], repo: P
         "login",
         "--cwd",
         str(repo),
-        env={**memsearch_env, "PI_MEMSEARCH_SEARCH_TIMEOUT_MS": "1"},
+        env={**memsearch_env, **MEMSEARCH_RANKED, "PI_MEMSEARCH_SEARCH_TIMEOUT_MS": "1"},
     )
     assert result.code == 1
     assert "timed out after 0.001 s" in result.stderr

@@ -168,7 +168,7 @@ def test_a_new_process_loads_the_read_model_from_its_cache(
     pimem, scope = indexed
     recall = recall_of(pimem, scope)
     search(pimem, scope, "warm up")
-    assert recall.origin == "collection"
+    assert recall.origin == "day files"  # the index run read them, and embedded their facts
     assert recall.idle(60)  # facts embedded and the read model saved
     assert recall.pending_facts() == 0
     script = (
@@ -272,7 +272,7 @@ def test_read_your_writes_and_forget_against_a_milvus_server(
         pimem.append_entry(scope, entry(number, content, f"2026-08-1{number}T10:00"))
     assert pimem.index_memory(scope, "test").indexed_chunks == 3
     assert "Redis" in search(pimem, scope, "which cache did we choose", 1)[0]
-    assert recall_of(pimem, scope).origin == "collection"
+    assert recall_of(pimem, scope).origin == "day files"
 
     fresh = "- the agent moved the nightly export job to 02:00 UTC"
     pimem.append_entry(scope, entry(9, fresh, "2026-08-14T11:00"))
