@@ -225,3 +225,17 @@ def test_no_published_best_first_list_has_a_relevance_rising_down_it() -> None:
         if run.rises(search["scores"])
     ]
     assert rising == []
+
+
+def test_any_chunk_of_the_right_entry_is_right(tmp_path: Path) -> None:
+    """memsearch cuts a long entry in several chunks: the one without the substring still finds
+    the entry (its other lines are the entry's), and a chunk of another entry does not."""
+    day = tmp_path / "2026-01-02.md"
+    day.write_text(
+        "### 10:00\n<!-- session:a -->\n- the cache is Redis\n- its TTL is five minutes\n\n"
+        "### 11:00\n<!-- session:a -->\n- the queue is NATS\n"
+    )
+    relevant = dataset.Relevant(file=day.name, contains="the cache is Redis")
+    assert relevant.matches(str(day), "### 10:00\n- its TTL is five minutes\n")
+    assert not relevant.matches(str(day), "### 11:00\n- the queue is NATS\n")
+    assert not relevant.matches(str(day), "### 10:00\n")

@@ -12,6 +12,7 @@ survives any chunking that keeps an entry's text whole.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -74,7 +75,16 @@ class Relevant:
     contains: str
 
     def matches(self, source: str, content: str) -> bool:
-        return Path(source).name == self.file and self.contains in content
+        """Whether a hit (its day file and its text) is this entry: it holds the substring, or
+        it is another chunk of the same entry (memsearch cuts an entry longer than its chunk
+        size in several; the one that answers is found by any of them, and expanded whole)."""
+        if Path(source).name != self.file:
+            return False
+        if self.contains in content:
+            return True
+        entry = _entry_holding(source, self.contains)
+        body = [line for line in content.splitlines() if line.strip() and not _aside(line)]
+        return entry is not None and bool(body) and all(line in entry for line in body)
 
 
 @attrs.frozen(kw_only=True)
@@ -164,6 +174,22 @@ def entries(text: str) -> list[str]:
             parts.append([])
         parts[-1].append(line)
     return ["".join(part) for part in parts if part]
+
+
+def _aside(line: str) -> bool:
+    """A heading or an anchor comment: a continuation chunk repeats the entry's."""
+    stripped = line.strip()
+    return bool(_HEADING.match(stripped)) or stripped.startswith("<!--")
+
+
+@functools.lru_cache(maxsize=512)
+def _entry_holding(source: str, contains: str) -> str | None:
+    """The entry of the day file at *source* that holds *contains* (``None``: no such)."""
+    try:
+        text = Path(source).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return next((entry for entry in entries(text) if contains in entry), None)
 
 
 def ambiguous(root: Path, store: Store, queries: Sequence[Query]) -> list[str]:

@@ -33,9 +33,9 @@ from pimem_plugins.memsearch.recall.text import lexical_words
 #: 2: fact vectors as 8-bit codes and their scale. 4: the lexical index holds words without
 #: their plural and past endings, and each entry's day (3 stemmed more, and was never
 #: released). A cache of an older format is read, its vectors encoded and its lexical index
-#: rebuilt from its chunks, so an upgrade embeds nothing again.
-FORMAT = 4
-READABLE = (1, 2, 3, 4)
+#: rebuilt from its chunks, so an upgrade embeds nothing again. 5: a path's parts are words too.
+FORMAT = 5
+READABLE = (1, 2, 3, 4, 5)
 
 #: A store file's stat: (mtime in ns, size), what the read model last saw of it.
 Stamp = tuple[int, int]

@@ -2,9 +2,10 @@
 
 An entry's anchor comment and its headings are metadata: the words that matter are the body's.
 Identifiers, versions and file names (``auth_service.py``, ``0.19.0``, ``POST /v1/users``) are
-single words to a person who types them, so they stay whole tokens. Plain words lose their
-plural and past endings (``donate``, ``donated`` and ``donates`` are one word): people ask in
-another tense than they wrote. ``-ing`` stays: in code memory ``billing`` and ``logging`` are
+single words to a person who types them, so they stay whole tokens; a path is also each of its
+parts, since an entry names ``scripts/bench.sh`` where a question says ``bench.sh``. Plain
+words lose their plural and past endings (``donate``, ``donated`` and ``donates`` are one
+word): people ask in another tense than they wrote. ``-ing`` stays: in code memory ``billing`` and ``logging`` are
 names of things, not forms of ``bill`` and ``log``. The day an entry was written is in its file's name, not in its
 text; :func:`day_words` gives it in the words a question uses ("in May 2023", "on 3 May").
 """
@@ -22,6 +23,8 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 _BULLET = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,3}[.)])\s+")
 # A word, or words joined by the punctuation of paths, versions and identifiers.
 _TOKEN = re.compile(r"\w+(?:[./:@+\-]\w+)*")
+# Where a path or a qualified name parts (``src/app.py``, ``crate::module``, ``user@host``).
+_PARTS = re.compile(r"/|::|@")
 _STOP_WORDS = frozenset(STOPWORDS_EN)
 _DAY_FILE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md")
 _MONTHS = (
@@ -85,13 +88,18 @@ def stem(word: str) -> str:
 
 
 def tokens(text: str) -> list[str]:
-    """The lexical words of *text*: lower case, stop words left out, compounds kept whole,
-    plain words stemmed."""
-    return [
-        stem(token)
-        for token in (match.group().lower() for match in _TOKEN.finditer(text))
-        if token not in _STOP_WORDS
-    ]
+    """The lexical words of *text*: lower case, stop words left out, compounds kept whole (a
+    path or a qualified name also gives each of its parts: ``docs/spec-home.md`` is found by
+    ``spec-home.md``), plain words stemmed."""
+    found: list[str] = []
+    for match in _TOKEN.finditer(text):
+        token = match.group().lower()
+        if token in _STOP_WORDS:
+            continue
+        found.append(stem(token))
+        parts = [part for part in _PARTS.split(token) if part] if _PARTS.search(token) else ()
+        found += [stem(part) for part in parts if part not in _STOP_WORDS]
+    return found
 
 
 def day_words(source: str) -> str:
