@@ -12,16 +12,16 @@ import numpy as np
 import numpy.typing as npt
 from attrs import evolve
 
-from pimem_core.plugin import without_marker_lines
+from pimem_core.plugin import SearchHit, without_marker_lines
 from pimem_plugins.memsearch.recall.cache import Stamp
 from pimem_plugins.memsearch.recall.encoding import embed_facts
 from pimem_plugins.memsearch.recall.generation import ChunkRecord, Generation
 from pimem_plugins.memsearch.recall.read_model import Candidate, ReadModel
 from pimem_plugins.memsearch.recall.store_files import StoreFiles
 
-#: Characters of chunks a search embeds before it ranks, for its best candidates by words that
-#: have no vector yet (about a tenth of a second on two cores); at least one chunk's.
-LEADER_CHARS = 2_000
+#: Characters of chunks a search embeds before it answers, of the hits it would show that have
+#: no vector yet (about a tenth of a second on two cores); at least one chunk's.
+LEADER_CHARS = 3_000
 #: One day file's change: its path, its new stat, its chunks not in the model, and the keys of
 #: its chunks gone from it.
 Change = tuple[str, Stamp | None, list[ChunkRecord], set[str]]
@@ -62,12 +62,13 @@ def embed_leaders(
     model: ReadModel,
     encode: Callable[[list[str]], npt.NDArray[np.float32]],
     candidates: Sequence[Candidate],
-    top_k: int,
+    hits: Sequence[SearchHit],
 ) -> bool:
-    """Embed the facts of *candidates* that have no vector yet, the best by their words first,
-    at most *top_k* of them and ``LEADER_CHARS`` of text; whether any were."""
-    bare = sorted((c for c in candidates if not c.embedded), key=lambda c: -c.lexical)
-    leaders = [ready(c.record) for c in within(bare[:top_k], LEADER_CHARS)]
+    """Embed the facts of the *hits* that have no vector yet, best first, at most
+    ``LEADER_CHARS`` of them (one at least); whether any were."""
+    bare = {c.record.chunk_hash: c for c in candidates if not c.embedded}
+    shown = [bare[hit.chunk_hash] for hit in hits if hit.chunk_hash in bare]
+    leaders = [ready(c.record) for c in within(shown, LEADER_CHARS)]
     if not leaders:
         return False
     vectors = embed_facts(encode, leaders)

@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 
 #: Chunks a search embeds itself when it finds a changed file; more go to the background.
 INLINE_CHUNKS = 16
+#: Times a search embeds the hits it would show that have no vector yet, and ranks again.
+LEADER_ROUNDS = 2
 #: Facts a load from the collection embeds before it returns; more are left to the background.
 INLINE_FACTS = 256
 #: Chunks up to which a store met for the first time is folded on the search's path.
@@ -371,27 +373,28 @@ class Recall:
     # -- searching -------------------------------------------------------------------------
 
     def search(self, text: str, top_k: int) -> tuple[SearchHit, ...]:
-        """The *top_k* best hits for *text*, changed files taken in first (new chunks by their
-        words when there are many)."""
+        """The *top_k* best hits for *text*, changed files taken in first (by their words)."""
         self.load(from_files=True)
         with self._collection.searching():
             self.refresh(inline=INLINE_CHUNKS)
             query = self._collection.encode([text])[0]
             query_tokens = tokens(text)
             candidates, context_share = self.model.candidates(query, query_tokens, DEPTH)
-            # The best candidates by their words that have no vector yet (the store is still
-            # being embedded) are embedded now: shown with their true relevance, and ranked
-            # by their meaning among the others.
-            if embed_leaders(self.model, self._collection.encode, candidates, top_k):
+            weights = weights_for(context_share)
+            hits = rank(candidates, query_tokens, top_k, self.model.idf, weights=weights)
+            # Hits with no vector yet are embedded and the candidates ranked again, twice: what
+            # is shown has its true relevance, and is ranked by its meaning among the others.
+            for _ in range(LEADER_ROUNDS):
+                if not embed_leaders(self.model, self._collection.encode, candidates, hits):
+                    break
                 self._overlay_behind = True
                 candidates, context_share = self.model.candidates(query, query_tokens, DEPTH)
-        return rank(
-            candidates, query_tokens, top_k, self.model.idf, weights=weights_for(context_share)
-        )
+                weights = weights_for(context_share)
+                hits = rank(candidates, query_tokens, top_k, self.model.idf, weights=weights)
+        return hits
 
     def meaning(self) -> tuple[int, int]:
-        """How many of the read model's chunks are ranked by their meaning (they have a
-        vector), and how many it holds."""
+        """How many chunks are ranked by their meaning (have a vector), and how many in all."""
         return len(self.model) - self.model.without_vectors(), len(self.model)
 
     def similar(self, text: str, top_k: int) -> tuple[tuple[SearchHit, float], ...]:
