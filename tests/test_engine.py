@@ -6,7 +6,6 @@ import fcntl
 import gc
 import importlib.metadata
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -117,10 +116,9 @@ def test_with_no_linger_the_database_is_closed_after_every_call(
 def test_with_a_linger_the_database_is_released_once_calls_stop(
     indexed: tuple[Pimem, Scope], memsearch_home: Path, repo: Path
 ) -> None:
-    pimem = make_pimem({"PIMEM_DB_LINGER_MS": "2000"})
+    # memsearch's ranker searches the collection (pimem's reads the day files).
+    pimem = make_pimem({"PIMEM_DB_LINGER_MS": "2000", "PIMEM_RANKER": "memsearch"})
     scope = pimem.resolve_scope(repo)
-    # Not the read model's cache (the index run left one): this search reads the collection.
-    shutil.rmtree(memsearch_home / ".cache" / "pimem" / "read-model")
     texts(pimem, scope, "cache")
     assert database_locked(memsearch_home)  # leased while calls may follow
     deadline = datetime.now().timestamp() + 20

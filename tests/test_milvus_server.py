@@ -123,7 +123,11 @@ def test_a_server_that_does_not_answer_is_named_not_called_damaged(
     (Path(server_env["HOME"]) / ".memsearch" / "config.toml").write_text(
         memsearch_config(uri, offline_model.provider, offline_model.model)
     )
-    searched = pimem(server_env, "search", "login redirect", "--cwd", str(repo))
+    # pimem's ranker reads the day files: it answers with the server gone.
+    assert "login redirect" in ok(pimem(server_env, "search", "login redirect", "--cwd", str(repo)))
+    # memsearch's searches the collection, and says which server did not answer.
+    memsearch_ranked = {**server_env, "PIMEM_RANKER": "memsearch"}
+    searched = pimem(memsearch_ranked, "search", "login redirect", "--cwd", str(repo))
     assert searched.code == 1
     assert f"The Milvus server at {uri} did not answer" in searched.stderr
     assert "drop collection" not in searched.stderr

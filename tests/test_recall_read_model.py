@@ -50,8 +50,10 @@ def test_each_bullet_is_a_fact_and_continuations_stay_with_it() -> None:
 
 
 def test_tokens_keep_versions_paths_and_identifiers_whole() -> None:
+    # A path is also each of its parts: a question names the file, not where it lives.
     assert tokens("Pinned httpx to 0.19.0 in services/billing/client.py (test_login_flow)") == [
-        "pin", "httpx", "0.19.0", "services/billing/client.py", "test_login_flow",
+        "pin", "httpx", "0.19.0", "services/billing/client.py", "servic", "billing", "client.py",
+        "test_login_flow",
     ]  # fmt: skip
 
 

@@ -67,6 +67,7 @@ PROCESS_KEYS = {
     ("ranker", "chunks"),
     ("ranker", "origin"),
     ("ranker", "facts_pending"),
+    ("ranker", "ranked_by_meaning"),
     ("index", "last_completed_at"),
     ("service",),
 }

@@ -93,11 +93,11 @@ def test_two_clones_share_memory_through_git(
         assert day_file(bob).count(bullet) == 1
         assert day_file(bob).count(f"<!-- session:{session} ") == 1
     assert "<<<<<<<" not in day_file(bob)
-    # Each search found the teammate's entry, indexing the pulled day file first.
+    # Each search found the teammate's entry in the pulled day file, with no index run first.
     first, second = walk.stdout.split("memory chunk(s)")[1:]
     assert ALICE[2:] in first
     assert BOB[2:] in second
-    assert walk.stderr.count("indexed") >= 2, walk.stderr
+    assert "indexed" not in walk.stderr, walk.stderr
     # The index state stays on each machine.
     tracked = sh("git ls-files .memsearch", bob, env).stdout.split()
     assert tracked == [f".memsearch/memory/{DAY}.md"]

@@ -122,7 +122,7 @@ class Recall:
         self._overlay_saved = 0.0
         #: Facts embedded since the overlay was last saved; batches run since the last rest.
         self._overlay_behind = self._rest_due = False
-        self._backfill = Backfill(self.model, collection.encode_behind)
+        self._backfill = Backfill(self.model, lambda texts: self._collection.encode_behind(texts))
         #: Where the read model came from, for ``pimem status``.
         self.origin = "not loaded"
         #: What index runs took in before the read model loaded (see :meth:`adopt`).
