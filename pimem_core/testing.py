@@ -68,8 +68,8 @@ Example, for a plugin module ``my_plugin`` installed under the entry-point name 
         index = InMemoryIndexPlugin()  # no database, no model
         anchor = ["--session", "s1", "--turn", "t1", "--transcript", "/t/s1.jsonl"]
         written = run_pimem(
-            "write", "- the build needs node 22", *anchor, "--json",
-            plugins=[index], installed=True, cwd=notes,
+            "write", "-", *anchor, "--json",
+            plugins=[index], installed=True, cwd=notes, stdin="- the build needs node 22",
         )
         assert written.exit_code == 0, written.stderr
         assert Path(written.json["file"]).parent == notes / ".memsearch" / "memory"

@@ -358,11 +358,11 @@ def _cli_and_bridge(box: Sandbox, outcome: Outcome, label: str, *, warnings: int
     lines of fallback on its stderr (0: served by the service, 1: in process)."""
     session = ("--session", "s", "--transcript", "/t/s.jsonl", "--cwd", str(box.project))
     turn = "w-" + "-".join(label.split())
-    for argv in (
-        ("write", f"- a fact written with {label}", "--turn", turn, *session),
-        ("status", "--cwd", str(box.project)),
+    for argv, stdin in (
+        (("write", "-", "--turn", turn, *session), f"- a fact written with {label}\n"),
+        (("status", "--cwd", str(box.project)), ""),
     ):
-        done = box.pimem(*argv, extra=SERVICE)
+        done = box.pimem(*argv, extra=SERVICE, stdin=stdin)
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         said = [line for line in lines if "memory service" in line]
         outcome.expect(

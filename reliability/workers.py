@@ -107,8 +107,14 @@ def append_cli(args: dict[str, Any]) -> dict[str, Any]:
             # start-up a quick run cannot afford.
             from pimem_core.doors.cli import main
 
-            with contextlib.redirect_stdout(io.StringIO()):  # "Saved the memory entry to ..."
-                return main(argv) == 0
+            # stdout: "Saved the memory entry to ..."; stderr: the warning that the entry is in
+            # argv, once per entry, which would fill the pipe the scenario reads at the end.
+            said = io.StringIO()
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(said):
+                code = main(argv)
+            if code != 0:
+                errors.append(said.getvalue().strip()[-300:])
+            return code == 0
         done = subprocess.run(
             [sys.executable, "-m", "pimem_core", *argv], capture_output=True, text=True, check=False
         )

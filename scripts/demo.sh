@@ -25,9 +25,11 @@ uri = "$project/milvus.db"
 TOML
 
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+# The entry goes in on stdin: other local users can read a command line while it runs.
 write() {
-    PIMEM_NOW="2026-08-13T$1" step pimem write "$2" --cwd "$repo/src" \
-        --session demo-session --turn "$3" --transcript "$transcript"
+    local args=(--cwd "$repo/src" --session demo-session --turn "$3" --transcript "$transcript")
+    printf '\n\033[1m$ echo "%s" | pimem write - %s\033[0m\n' "$2" "${args[*]}"
+    printf '%s\n' "$2" | PIMEM_NOW="2026-08-13T$1" pimem write - "${args[@]}"
 }
 
 step pimem scope --cwd "$repo/src"

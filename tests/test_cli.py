@@ -72,6 +72,23 @@ def test_write_reads_content_from_stdin_and_names_the_file(repo: Path) -> None:
     assert file.read_text(encoding="utf-8").endswith("- décidé: café au lait\n\n")
 
 
+def test_write_warns_once_when_the_text_is_in_the_command_line_and_not_for_stdin(
+    repo: Path,
+) -> None:
+    given = run_cli("write", "- given as an argument", "--cwd", str(repo), *ANCHOR)
+    assert given.code == 0, given.stderr
+    assert given.stderr == (
+        "pimem: warning: other local users can read a command line (ps, /proc) and this one "
+        "holds the entry's text; pipe the text in instead: pimem write - --session ...\n"
+    )
+    piped = run_cli("write", "-", "--cwd", str(repo), *ANCHOR, stdin="- piped in\n")
+    assert piped.code == 0, piped.stderr
+    assert piped.stderr == ""
+    day_file = (repo / ".memsearch" / "memory" / "2026-08-13.md").read_text()
+    assert "- given as an argument" in day_file
+    assert "- piped in" in day_file
+
+
 def test_write_json_output(repo: Path) -> None:
     result = run_cli("write", "- x", "--cwd", str(repo), "--json", *ANCHOR)
     assert json.loads(result.stdout) == {
@@ -152,9 +169,8 @@ def test_usage_errors_exit_2(args: tuple[str, ...]) -> None:
 
 
 def test_user_errors_exit_1_with_one_line_and_no_traceback(repo: Path) -> None:
-    result = run_cli(
-        "write", "- x", "--cwd", str(repo), "--session", "s1", "--turn", "", "--transcript", "/t"
-    )
+    no_turn = ("--session", "s1", "--turn", "", "--transcript", "/t")
+    result = run_cli("write", "-", "--cwd", str(repo), *no_turn, stdin="- x")
     assert result.code == 1
     assert result.stderr.count("\n") == 1
     assert result.stderr.startswith("pimem: error: ")

@@ -22,6 +22,7 @@ import pytest
 
 from pimem_core.doors import service as service_module
 from pimem_core.doors import service_client, service_wire
+from pimem_core.doors.cli import ARGV_CONTENT_WARNING
 from pimem_core.doors.service import MemoryTrim, Peer, peer_allowed
 
 from conftest import CLOCK, Result, alive, run_cli
@@ -328,6 +329,8 @@ def test_write_and_forget_through_the_service(service_env: dict[str, str], repo:
     )
     assert written.code == 0, written.stderr
     assert WARNING not in written.stderr
+    # Said by the service, relayed once: the client does not run the command again.
+    assert written.stderr.count(ARGV_CONTENT_WARNING) == 1
     day_file = Path(json.loads(written.stdout)["file"])
     assert "moved the queue to NATS" in day_file.read_text()
     assert hello(service_env).current
@@ -345,7 +348,13 @@ def test_write_and_forget_through_the_service(service_env: dict[str, str], repo:
     piped = run_cli("write", "-", *second, env=service_env, cwd=repo, stdin="- a piped entry")
     assert piped.code == 0, piped.stderr
     assert WARNING not in piped.stderr
+    assert ARGV_CONTENT_WARNING not in piped.stderr
     assert "a piped entry" in day_file.read_text()
+    # The service the first write started took no memory text in its own command line.
+    cmdline = Path(f"/proc/{hello(service_env).pid}/cmdline")
+    if cmdline.exists():
+        words = cmdline.read_bytes().split(b"\0")[1:-1]
+        assert words == [b"-m", b"pimem_core", b"service", b"run"]
 
 
 def test_a_service_that_cannot_start_says_why(service_env: dict[str, str], repo: Path) -> None:

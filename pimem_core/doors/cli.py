@@ -37,6 +37,13 @@ from pimem_core.errors import PimemError, StoreError
 from pimem_core.manager import shown_setting
 from pimem_core.types import Scope
 
+#: Said on stderr by ``pimem write CONTENT``: its text sits in ``/proc/<pid>/cmdline`` unscrubbed
+#: while the command runs, where any local user can read it; stdin is private.
+ARGV_CONTENT_WARNING = (
+    "pimem: warning: other local users can read a command line (ps, /proc) and this one holds "
+    "the entry's text; pipe the text in instead: pimem write - --session ..."
+)
+
 
 class CliDoor(Door):
     """The command line: the scope of ``--cwd``, waiting and notes on stderr."""
@@ -550,6 +557,9 @@ def execute(
             command.check(values)
     except UsageError as error:
         parser.error(str(error))
+    if command.path == ("write",) and values["content"] != "-":
+        # Said here, where the command line and the memory service both run it: once either way.
+        print(ARGV_CONTENT_WARNING, file=err)
     try:
         door = make_door(args.cwd)
         if command.progress and err.isatty() and not args.json:

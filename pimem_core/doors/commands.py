@@ -539,7 +539,8 @@ SHARED: tuple[Command, ...] = (
                 name="content",
                 required=True,
                 metavar="CONTENT",
-                help="markdown bullets, or - to read them from stdin",
+                help="- to read the markdown bullets from stdin; the bullets themselves work "
+                "too, but other local users can read a command line",
             ),
             Param(
                 name="session",

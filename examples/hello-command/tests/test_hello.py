@@ -28,7 +28,9 @@ def test_the_command_runs_on_the_project_it_is_given(
 ) -> None:
     where = ("--cwd", str(pimem_project.directory))
     anchor = ("--session", "s1", "--turn", "t1", "--transcript", "/t/s1.jsonl")
-    wrote = run_pimem("write", "- we chose tabs", *where, *anchor, installed=True, env=NOW)
+    wrote = run_pimem(
+        "write", "-", *where, *anchor, installed=True, env=NOW, stdin="- we chose tabs"
+    )
     assert wrote.exit_code == 0, wrote.stderr
     greeted = run_pimem("hello", "Ada", "--json", *where, installed=True, env=NOW)
     assert greeted.exit_code == 0, greeted.stderr

@@ -56,10 +56,10 @@ def repository(tmp_path: Path) -> Repository:
     return Repository(primary, (tmp_path / "app-feature", tmp_path / "app-fix"))
 
 
-def pimem_json(run_pimem: RunPimem, *args: str | Path) -> Any:
+def pimem_json(run_pimem: RunPimem, *args: str | Path, stdin: str | None = None) -> Any:
     """``pimem ARGS --json`` with the installed plugins (this one among them, through its entry
-    point, as pip installed it); its answer."""
-    result = run_pimem(*args, "--json", installed=True)
+    point, as pip installed it), reading *stdin*; its answer."""
+    result = run_pimem(*args, "--json", installed=True, stdin=stdin)
     assert result.exit_code == 0, result.stderr
     return result.json
 
@@ -125,7 +125,7 @@ def test_two_worktrees_resolve_to_one_store_and_collection(
     written = pimem_json(
         run_pimem,
         "write",
-        "- written in the feature worktree",
+        "-",
         "--cwd",
         repository.worktrees[0],
         "--session",
@@ -134,5 +134,6 @@ def test_two_worktrees_resolve_to_one_store_and_collection(
         "t1",
         "--transcript",
         "/t.jsonl",
+        stdin="- written in the feature worktree",
     )
     assert Path(written["file"]).parent == Path(primary["memory_dir"])
