@@ -97,6 +97,29 @@ def test_both_legs_find_and_the_overlay_adds_and_removes(model: ReadModel) -> No
     assert len(model) == 3
 
 
+def test_chunks_taken_in_by_their_words_are_found_by_them_and_fold_with_the_rest() -> None:
+    """A store met before it is embedded: chunks with no vector sit beside embedded ones (the
+    neighbours of one another in one day file), are found by their words, and a fold measures
+    the context share on the embedded ones only."""
+    bare = np.zeros((0, 8), np.float32)
+    entries = [
+        (attrs.evolve(record(f"{n:016x}", f"- note {n} about the cache"), start_line=n), bare)
+        for n in range(40)
+    ]
+    entries[3] = (record("a" * 16, "- chose Redis for the hot cache"), unit(1, 0))
+    entries[4] = (record("b" * 16, "- fixed the login redirect loop"), unit(0, 1))
+    model = ReadModel(Generation.build(entries))
+    assert model.without_vectors() == 38
+    found, _ = model.candidates(unit(0, 0, 1)[0], tokens("note 17"), 10)
+    best = max((c for c in found if not c.embedded), key=lambda c: c.lexical)
+    assert best.record.chunk_hash == f"{17:016x}"
+    assert keys(model, unit(0, 1), "login redirect")[0] == "b"
+    model.apply([(record("c" * 16, "- deploys use blue-green releases"), unit(0, 0, 1))])
+    model.fold()
+    assert model.without_vectors() == 38
+    assert model.generation().context_share == 0.0
+
+
 def test_the_counts_follow_the_overlay_as_the_chunks_do(model: ReadModel) -> None:
     def counted() -> tuple[int, int]:
         records = model.records()

@@ -192,14 +192,18 @@ def _neighbours(
 def _context_share(generation: Generation) -> float:
     """How much the context legs count in *generation*, from how much more alike neighbours
     are than any two chunks (each chunk by its first fact, on a fixed sample of pairs)."""
-    linked = np.flatnonzero(generation.next >= 0)
+    # Only chunks with vectors have a first fact (one taken in by its words has none yet).
+    having = generation.starts[1:] > generation.starts[:-1]
+    following = generation.next
+    linked = np.flatnonzero(having & (following >= 0) & having[np.maximum(following, 0)])
+    embedded = np.flatnonzero(having)
     size = len(generation.records)
-    if len(linked) == 0 or size < 3 or not len(generation.dense.owners):
+    if len(linked) == 0 or len(embedded) < 3:
         return 0.0
     firsts = linked[:: max(1, len(linked) // COHERENCE_PAIRS)][:COHERENCE_PAIRS]
     spread = np.random.default_rng(size)
-    left = spread.integers(0, size, COHERENCE_PAIRS)
-    right = spread.integers(0, size, COHERENCE_PAIRS)
+    left = embedded[spread.integers(0, len(embedded), COHERENCE_PAIRS)]
+    right = embedded[spread.integers(0, len(embedded), COHERENCE_PAIRS)]
     apart = left != right
 
     def mean_cosine(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> float:
