@@ -372,11 +372,12 @@ def test_a_client_that_says_nothing_does_not_hold_up_the_others(
     assert pimem(service_env, "status", "--cwd", str(repo)).code == 0
     silent = service_client.connect(service_wire.socket_path(service_env))
     try:
-        # Each connection has its own thread: this one waits for a request that never comes.
+        # Each connection has its own thread: this one waits for a request that never comes
+        # (until its bound, tests/test_service_edges.py).
         result = pimem(service_env, "search", "redis", "--cwd", str(repo))
         assert result.code == 0, result.stderr
         assert WARNING not in result.stderr
-        assert silent.ask({"op": "status"})["pid"] == silent.hello.pid
+        assert hello(service_env).pid == silent.hello.pid
     finally:
         silent.close()
 

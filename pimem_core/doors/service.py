@@ -33,6 +33,7 @@ from pimem_core.doors import service_wire as wire
 from pimem_core.doors.commands import Door, UsageError
 from pimem_core.doors.installation import Footprint
 from pimem_core.doors.serve import Server
+from pimem_core.doors.service_limits import BACKLOG, Requests, unrouted
 from pimem_core.errors import PimemError
 from pimem_core.private_files import open_private, write_private
 from pimem_core.types import Scope
@@ -356,7 +357,12 @@ class Service:
     )
     _retired: str | None = attrs.field(default=None, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    #: Connections open, and of those the ones running a request or an attached session: only
+    #: a busy one holds off the idle exit; one still waiting for its request is given at most
+    #: its bound (``service_limits.REQUEST_S``) by the drain.
     _active: int = attrs.field(default=0, init=False)
+    _busy: int = attrs.field(default=0, init=False)
+    #: When the last request or session ended: what the idle time counts from.
     _last: float = attrs.field(factory=time.monotonic, init=False)
     _stopping: threading.Event = attrs.field(factory=threading.Event, init=False)
     _inode: int | None = attrs.field(default=None, init=False)
@@ -382,7 +388,7 @@ class Service:
             listener.bind(str(self.path))
         finally:
             os.umask(old)
-        listener.listen(64)
+        listener.listen(BACKLOG)
         listener.settimeout(_TICK_S)
         self._inode = self.path.stat().st_ino
         self._listener = listener
@@ -393,7 +399,10 @@ class Service:
         """``<socket>.json``: what this service was started with, for ``pimem service status``
         to say what sets each of the user's services apart (private, as the directory is)."""
         identity = wire.identity(os.environ, declared=self.declared)
-        text = json.dumps({"pid": self.info.pid, "started": self.info.started, **identity})
+        # Named so that `pimem service status` masks their values (as it does *_KEY and the like).
+        secret = sorted(spec.env for spec in self.pimem.pm.declared_settings if spec.secret)
+        record = {"pid": self.info.pid, "started": self.info.started, **identity, "secret": secret}
+        text = json.dumps(record)
         write_private(self.path.with_suffix(".json"), text, root=self.path.parent)
 
     def serve(self) -> None:
@@ -423,9 +432,7 @@ class Service:
     def _idle(self) -> bool:
         with self._lock:
             return (
-                self.idle_s > 0
-                and self._active == 0
-                and time.monotonic() - self._last >= self.idle_s
+                self.idle_s > 0 and self._busy == 0 and time.monotonic() - self._last >= self.idle_s
             )
 
     def _outdated(self, *, idle: bool = False) -> str | None:
@@ -481,7 +488,8 @@ class Service:
             os.close(claimed)
 
     def _drain(self) -> None:
-        """Let running requests finish (bounded) before the process exits."""
+        """Let running requests finish (bounded) before the process exits; a connection still
+        waiting for its request is waited for no longer than its bound allows it."""
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             with self._lock:
@@ -491,29 +499,52 @@ class Service:
 
     def _connection(self, conn: socket.socket) -> None:
         try:
-            with conn, conn.makefile("rb") as stream:
-                peer = Peer.of(conn)
-                if not peer_allowed(peer, os.getuid()):
-                    log.warning("refused a connection from user %s", peer.uid)
-                    return
-                wire.send(conn, self.info.hello())
-                while (request := wire.receive(stream)) is not None:
-                    if request.get("op") == "attach":
-                        self._attach(conn, stream, peer, request)
-                        return
-                    with _heartbeat(conn) as send:
-                        send(self._answer(request, peer))
-                    if request.get("op") == "stop":
-                        return
+            with conn:
+                requests = Requests(conn)
+                try:
+                    self._serve_connection(conn, requests)
+                except wire.BadLine as error:
+                    # One refusal, and the connection closed: after a line too long, what
+                    # follows is the rest of it, not a request.
+                    log.info("a client sent a bad request: %s", error)
+                    with contextlib.suppress(OSError):
+                        wire.send(conn, {"refused": f"a bad request: {error}"})
         except (OSError, ValueError) as error:
             log.info("a client connection ended: %s", error)
         finally:
             with self._lock:
                 self._active -= 1
-                self._last = time.monotonic()
                 idle = self._active == 0
             if idle:
                 give_back_memory()  # a service that lives for hours keeps no busy minute
+
+    def _serve_connection(self, conn: socket.socket, requests: Requests) -> None:
+        peer = Peer.of(conn)
+        if not peer_allowed(peer, os.getuid()):
+            log.warning("refused a connection from user %s", peer.uid)
+            return
+        wire.send(conn, self.info.hello())
+        while (request := requests.next()) is not None:
+            with self._working():
+                if request.get("op") == "attach":
+                    self._attach(conn, requests.stream, peer, request)
+                    return
+                with _heartbeat(conn) as send:
+                    send(self._answer(request, peer))
+            if request.get("op") == "stop":
+                return
+
+    @contextlib.contextmanager
+    def _working(self) -> Iterator[None]:
+        """A request or an attached session running: the idle time starts again at its end."""
+        with self._lock:
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy -= 1
+                self._last = time.monotonic()
 
     def _attach(
         self, conn: socket.socket, stream: BinaryIO, peer: Peer, request: dict[str, object]
@@ -594,6 +625,9 @@ class Service:
         argv = request.get("argv")
         if not isinstance(argv, list) or not all(isinstance(word, str) for word in argv):
             return {"refused": "argv must be a list of strings"}
+        not_served = unrouted(argv)
+        if not_served is not None:
+            return {"refused": not_served}
         refusal = self._refusal(request, peer)
         if refusal is not None:
             return refusal

@@ -14,7 +14,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
@@ -45,6 +45,10 @@ SERVICE_MALLOC = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "262144"}
 CLAIMED_WAIT_S = 3.0
 STOP_TIMEOUT_S = 5.0
 CONNECT_TIMEOUT_S = 2.0
+#: Variables named like these hold secrets whatever declares them (``OPENAI_API_KEY``): where
+#: a service's settings are listed, their values are shown as :data:`MASK`.
+SECRET_ENDINGS = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+MASK = "****"
 
 
 class ServiceUnavailable(Exception):
@@ -97,10 +101,16 @@ def _ask(
 ) -> tuple[int, str, str]:
     handed_over = False
     try:
+        line = wire.encode(request)
+        if len(line) > wire.MAX_LINE:
+            # The service would refuse it unread: in process, a long `write -` is run as ever.
+            raise ServiceUnavailable(
+                f"the request is longer than the memory service takes ({wire.MAX_LINE} bytes)"
+            )
         for attempt in (1, 2):
             connection = ensure()
             try:
-                wire.send(connection.sock, request)
+                connection.sock.sendall(line)
                 handed_over = True
                 reply = connection.answer(on_quiet)
             finally:
@@ -197,12 +207,29 @@ def command_word(argv: Sequence[str]) -> str | None:
 
 def routed(argv: Sequence[str], environ: dict[str, str] | None = None) -> bool:
     """This command line goes to the service."""
-    command = command_word(argv)
-    if not enabled(environ) or command not in ROUTED:
+    return enabled(environ) and routable(argv)
+
+
+def routable(argv: Sequence[str]) -> bool:
+    """A command line the service runs: a routed command, and nothing of this process's own.
+    Help, the version, --in-process and -v (its log goes to this process's stderr) are the
+    local process's to answer. Before the command only ``--cwd`` and ``--json`` are taken,
+    spelled out: an abbreviation the parser would accept (``--cw``) could make another word
+    than :func:`command_word`'s the command."""
+    if any(word in _LOCAL or word.startswith("-vv") for word in argv):
         return False
-    # Help, the version, --in-process and -v (its log goes to this process's stderr) are the
-    # local process's to answer.
-    return not any(word in _LOCAL or word.startswith("-vv") for word in argv)
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _VALUED:
+            skip = True
+        elif word.startswith("-"):
+            if word != "--json" and not word.startswith("--cwd="):
+                return False
+        else:
+            return word in ROUTED
+    return False
 
 
 def absolute_paths(argv: Sequence[str], cwd: Path) -> list[str]:
@@ -496,19 +523,32 @@ class Running(NamedTuple):
     hello: Hello
     #: The environment it was started with (the part its answers depend on), when it says.
     env: dict[str, str] | None
+    #: The settings its plugins declare secret (``SettingSpec(secret=True)``).
+    secret: frozenset[str] = frozenset()
 
-    def differences(self, environ: dict[str, str] | None = None) -> list[str]:
+    def differences(
+        self, environ: dict[str, str] | None = None, *, secret: Collection[str] = ()
+    ) -> list[str]:
         """What sets it apart from *environ*'s service: ``NAME=value`` for a value it has
-        that *environ* has not (``NAME unset`` for one it lacks)."""
+        that *environ* has not (``NAME unset`` for one it lacks), the value of a secret
+        (:func:`is_secret`; *secret*: this installation's declared ones) masked."""
         if self.env is None:
             return ["started by an older pimem"]
         here = wire.env_fingerprint(environ)
         names = sorted(self.env.keys() | here.keys())
+        hidden = self.secret | frozenset(secret)
         return [
-            f"{name}={self.env[name]}" if name in self.env else f"{name} unset"
+            f"{name}={MASK if is_secret(name, hidden) else self.env[name]}"
+            if name in self.env
+            else f"{name} unset"
             for name in names
             if self.env.get(name) != here.get(name)
         ]
+
+
+def is_secret(name: str, declared: Collection[str] = ()) -> bool:
+    """Whether the variable *name* holds a secret: declared so by a plugin, or named like one."""
+    return name in declared or name.upper().endswith(SECRET_ENDINGS)
 
 
 def every_service(environ: dict[str, str] | None = None) -> list[Running]:
@@ -521,12 +561,14 @@ def every_service(environ: dict[str, str] | None = None) -> list[Running]:
         if connection is None:
             continue
         connection.close()
+        secret: frozenset[str] = frozenset()
         try:
             record = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
             env = {str(key): str(value) for key, value in dict(record["env"]).items()}
-        except (OSError, ValueError, KeyError, TypeError):
+            secret = frozenset(str(name) for name in record.get("secret", ()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             env = None
-        found.append(Running(path, connection.hello, env))
+        found.append(Running(path, connection.hello, env, secret))
     return found
 
 

@@ -31,6 +31,8 @@ HEARTBEAT_S = 1.0
 QUIET_S = 2.0
 #: ...and one that hears nothing for this long takes the service for wedged.
 SILENCE_S = 10.0
+#: The longest line either end takes (a 6 MB ``write -`` fits): a longer one is refused unread,
+#: so a request cannot make the service hold more than this of it in memory.
 MAX_LINE = 8 * 1024 * 1024
 #: The environment variables that change what a command answers: a client whose values differ
 #: from the service's must not be answered by it. Plugins add theirs (``pimem_declare_settings``),
@@ -191,16 +193,34 @@ def publish_declared(declared: Declared, environ: Mapping[str, str] | None = Non
     write_private(path, text, root=path.parent)
 
 
+def encode(message: dict[str, object]) -> bytes:
+    """*message* as the line that carries it."""
+    return json.dumps(message).encode("utf-8") + b"\n"
+
+
 def send(sock: socket.socket, message: dict[str, object]) -> None:
-    sock.sendall(json.dumps(message).encode("utf-8") + b"\n")
+    sock.sendall(encode(message))
+
+
+class BadLine(ValueError):
+    """A line that is not one JSON object of at most :data:`MAX_LINE` bytes; the message says
+    what is wrong with it, never what it holds."""
 
 
 def receive(stream: BinaryIO) -> dict[str, object] | None:
-    """One JSON object from a socket file, or ``None`` when the peer closed it."""
+    """One JSON object from a socket file, or ``None`` when the peer closed it; raise
+    :class:`BadLine` for anything else (the rest of a line too long is left unread)."""
     line = stream.readline(MAX_LINE + 1)
     if not line:
         return None
-    value = json.loads(line)
+    if len(line) > MAX_LINE:
+        raise BadLine(f"a line is at most {MAX_LINE} bytes")
+    try:
+        value = json.loads(line)
+    except RecursionError:  # the decoder's own recursion, on [[[[... a hundred thousand deep
+        raise BadLine("not JSON: nested too deeply") from None
+    except ValueError as error:
+        raise BadLine(f"not JSON: {error}") from None
     if not isinstance(value, dict):
-        raise ValueError("a service line must be a JSON object")
+        raise BadLine("a service line must be a JSON object")
     return value
