@@ -188,6 +188,33 @@ def test_lines_that_are_not_requests_get_one_refusal_and_no_traceback(
     assert text.count("a client sent a bad request") == 5
 
 
+def test_an_attached_session_answers_bad_lines_and_goes_on(
+    service_env: dict[str, str], repo: Path
+) -> None:
+    """Past ``attach`` the host protocol's own rules hold: an error reply for each bad line,
+    and the session goes on."""
+    started(service_env, repo)
+    with raw_connection(service_env) as (sock, stream):
+        attach: dict[str, object] = {
+            "op": "attach",
+            "cwd": str(Path.cwd()),
+            "python": sys.prefix,
+            "env": service_env,
+        }
+        assert ask(sock, stream, attach) == {"attached": True}
+        for line, said in (
+            (b"[" * 100_000 + b"]" * 100_000 + b"\n", "not JSON: nested too deeply"),
+            (b'{"id": 1, "method": "' + b"x" * (100 * 1024 * 1024) + b'"}\n', "line too long"),
+        ):
+            sock.sendall(line)
+            reply = json.loads(stream.readline())
+            assert reply["error"]["type"] == "request", reply
+            assert said in reply["error"]["message"]
+        sock.sendall(b'{"id": 2, "method": "ping"}\n')
+        assert json.loads(stream.readline())["id"] == 2
+    assert "Traceback" not in log_text(service_env)
+
+
 def test_a_request_longer_than_the_service_takes_runs_in_process(
     service_env: dict[str, str], repo: Path
 ) -> None:
