@@ -989,7 +989,8 @@ def ranker_checks(size: Mapping[str, Any]) -> list[dict[str, Any]]:
             chunks,
             backfill["backfill_s"],
             "s",
-            backfill["origin"] == "collection"
+            # Read from the day files by their words since ADR 0026 (the collection before).
+            backfill["origin"] in ("day files", "collection")
             and backfill["pending_at_end"] == 0
             and backfill["cache_saved"]
             and backfill["answered"] > 0,
