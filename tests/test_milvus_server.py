@@ -27,6 +27,8 @@ from bench.milvus_server import MilvusServer, memsearch_config, render
 from pimem_plugins.memsearch.offline_model import OfflineModel
 from pimem_plugins.shared.layout import derive_collection
 
+from conftest import CLOCK, run_cli
+
 
 @pytest.fixture(scope="module")
 def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusServer]:
@@ -103,7 +105,10 @@ def test_the_service_serves_from_the_server(
     in_process = {**served_env, "PIMEM_SERVICE": "off"}
     session = ("--session", "s1", "--turn", "t1", "--transcript", "/home/user/s1.jsonl")
     content = "- the team moved the queue to NATS"
-    written = pimem(served_env, "write", content, *session, "--cwd", str(repo))
+    written = run_cli(
+        "write", "-", *session, "--cwd", str(repo), env={**served_env, "PIMEM_NOW": CLOCK},
+        stdin=content,
+    )  # fmt: skip
     assert (written.code, written.stderr) == (0, "")
     ok(pimem(served_env, "index", "--cwd", str(repo)))
     served = ok(pimem(served_env, "search", "which queue", "--json", "--cwd", str(repo)))

@@ -557,9 +557,6 @@ def execute(
             command.check(values)
     except UsageError as error:
         parser.error(str(error))
-    if command.path == ("write",) and values["content"] != "-":
-        # Said here, where the command line and the memory service both run it: once either way.
-        print(ARGV_CONTENT_WARNING, file=err)
     try:
         door = make_door(args.cwd)
         if command.progress and err.isatty() and not args.json:
@@ -567,6 +564,10 @@ def execute(
         outcome = command.handler(door, values)
         if door.progress is not None:
             print(file=err)
+        if command.path == ("write",) and values["content"] != "-":
+            # Said here, where the command line and the memory service both run it: once
+            # either way, and after the write, so that a refused one says only why.
+            print(ARGV_CONTENT_WARNING, file=err)
     except UsageError as error:
         parser.error(str(error))
     except PimemError as error:

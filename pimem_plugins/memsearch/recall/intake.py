@@ -64,11 +64,13 @@ def embed_leaders(
     candidates: Sequence[Candidate],
     hits: Sequence[SearchHit],
 ) -> bool:
-    """Embed the facts of the *hits* that have no vector yet, best first, at most
+    """Embed the facts of the candidates with no vector yet that matter most: those among the
+    *hits*, then the best of the rest by their words (as many as the hits), at most
     ``LEADER_CHARS`` of them (one at least); whether any were."""
     bare = {c.record.chunk_hash: c for c in candidates if not c.embedded}
-    shown = [bare[hit.chunk_hash] for hit in hits if hit.chunk_hash in bare]
-    leaders = [ready(c.record) for c in within(shown, LEADER_CHARS)]
+    shown = [bare.pop(hit.chunk_hash) for hit in hits if hit.chunk_hash in bare]
+    by_words = sorted(bare.values(), key=lambda c: -c.lexical)[: len(hits) or 1]
+    leaders = [ready(c.record) for c in within([*shown, *by_words], LEADER_CHARS)]
     if not leaders:
         return False
     vectors = embed_facts(encode, leaders)
