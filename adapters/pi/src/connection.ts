@@ -185,7 +185,8 @@ export class Connection {
       return await this.send(bridge, method, params, options);
     } catch (error) {
       // Only a bridge that died under this request is news here; anything else is the answer.
-      if (!bridge || this.bridge !== bridge || bridge.alive || this.startFailure !== undefined) throw error;
+      // Another call may have started its successor already: this one goes to it all the same.
+      if (!bridge || bridge.alive || this.startFailure !== undefined) throw error;
       if (this.gaveUp) {
         if (method === "session.settled") this.keepTurn(params);
         throw new BridgeError("bridge", this.gaveUpMessage());
@@ -194,7 +195,7 @@ export class Connection {
         // A change may or may not have been made: said, not repeated.
         throw new BridgeError("bridge", sentences(this.lastCrash, "Memory restarts on the next memory call"));
       }
-      this.spawn();
+      if (this.bridge === bridge || !this.bridge?.alive) this.spawn();
       try {
         return await this.send(this.bridge, method, params, options);
       } catch (again) {

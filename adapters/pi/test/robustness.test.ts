@@ -196,6 +196,20 @@ describe("a bridge killed mid-session", () => {
     });
   }
 
+  test("reads in flight when the bridge dies all reach the one new bridge", async (t) => {
+    const s = setup(t, { script: { crashOnce: ["memory.search"] } });
+    await s.startSession();
+    // Both are sent before the bridge dies; whichever hears of it second finds the new bridge
+    // started by the first, and goes to it.
+    const [search, status] = await Promise.all([
+      s.callTool("memory_search", { query: "q" }),
+      s.callTool("memory_status"),
+    ]);
+    assert.deepEqual(search.content, [{ type: "text", text: "memory.search done" }]);
+    assert.deepEqual(status.content, [{ type: "text", text: "memory.status done" }]);
+    assert.equal(s.children.length, 2);
+  });
+
   test("a read that fails on the new bridge too says why", async (t) => {
     const s = setup(t, { script: { crash: ["memory.search"] } });
     await s.startSession();
