@@ -21,7 +21,7 @@ from pimem_plugins.memsearch.recall.store_files import StoreFiles
 
 #: Characters of chunks a search embeds before it answers, of the hits it would show that have
 #: no vector yet (about a tenth of a second on two cores); at least one chunk's.
-LEADER_CHARS = 3_000
+LEADER_CHARS = 2_000
 #: Candidates a search embeds for their words alone, beside its hits: an entry the query names
 #: (a write just made) competes by its meaning; more cost a search's time while indexing runs
 #: (as many as the hits took searches' p95 from 240 to 370 ms on the real stores).
