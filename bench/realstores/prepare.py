@@ -3,7 +3,7 @@
 Export the real-store development set into DEST: for each store of ``stores.json``, its day
 files at the listed commit, byte for byte, into ``DEST/<store>/.memsearch/memory/``. Nothing is
 downloaded here: each repository must already be on this machine as a git directory under
-``--mirrors`` (default ``/work/.mirror``, or ``$PIMEM_REALSTORES_MIRRORS``), at
+``--mirrors`` (or ``$PIMEM_REALSTORES_MIRRORS``), at
 ``<owner>+<name>/repo`` as a snapshot fetch leaves it, or a clone at ``<owner>+<name>``
 (``git clone https://github.com/<owner>/<name> <owner>+<name>``, or ``--bare`` into
 ``<owner>+<name>.git``): the listed commits must be in it. Each exported file is checked
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench.realstores.dataset import DatasetError, Store, load_stores, sha256
 
-DEFAULT_MIRRORS = Path(os.environ.get("PIMEM_REALSTORES_MIRRORS", "/work/.mirror"))
+DEFAULT_MIRRORS = os.environ.get("PIMEM_REALSTORES_MIRRORS")
 
 
 def git_dir(mirrors: Path, repo: str) -> Path | None:
@@ -97,8 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--mirrors",
         type=Path,
-        default=DEFAULT_MIRRORS,
-        help=f"where the repositories' git directories are (default {DEFAULT_MIRRORS})",
+        default=None if DEFAULT_MIRRORS is None else Path(DEFAULT_MIRRORS),
+        required=DEFAULT_MIRRORS is None,
+        help="where the repositories' git directories are ($PIMEM_REALSTORES_MIRRORS)",
     )
     parser.add_argument("--only", help="store names, comma-separated (default all)")
     args = parser.parse_args(argv)
