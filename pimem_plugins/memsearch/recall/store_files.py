@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from pimem_core.plugin import Scope, blank_conflicts
+from pimem_core.plugin import Scope, StoreError, blank_conflicts
 from pimem_plugins.memsearch.ledger import FULL_CHECK_SECONDS, recent_files
 from pimem_plugins.memsearch.recall.cache import Stamp
 from pimem_plugins.memsearch.recall.generation import ChunkRecord
@@ -46,7 +46,16 @@ class StoreFiles:
         """The store's daily files and their stats: one directory read, no path objects (a
         search pays for it)."""
         found: dict[str, Stamp] = {}
-        with contextlib.suppress(OSError), os.scandir(self.directory()) as entries:
+        try:
+            listing = os.scandir(self.directory())
+        except FileNotFoundError:
+            return found
+        except OSError as error:
+            # Not "no memory": a store this user may not read is refused, as a snapshot is.
+            raise StoreError(
+                f"cannot read the memory directory {self.directory()}: {error.strerror or error}"
+            ) from None
+        with listing as entries:
             for entry in entries:
                 if entry.name.endswith(".md"):
                     with contextlib.suppress(OSError):
