@@ -231,12 +231,20 @@ class Pimem:
 
     # -- storage -------------------------------------------------------------------------------
 
+    def check_writable(self) -> None:
+        """Refuse to change memory while a plugin that decides where memory goes failed to
+        load: its writes would land in another store (the one the defaults choose)."""
+        for record in self.pm.failed:
+            if record.routes_memory:
+                raise PluginError(record.failure)
+
     def append_entry(
         self, scope: Scope, entry: Entry, *, on_notice: Callable[[str], None] | None = None
     ) -> Path:
         """Scrub *entry* of secrets, write it and announce the change (indexers re-index).
         *on_notice* hears what an observer did beside the write that its writer should know
         (a line added to ``.gitattributes``)."""
+        self.check_writable()
         entry = attrs.evolve(entry, content=self.scrubber.scrub(entry.content))
         with self._service("MemoryStore.append_entry"):
             file = self.store(scope).append_entry(entry)
@@ -245,6 +253,7 @@ class Pimem:
 
     def forget_entry(self, scope: Scope, address: DayAddress | ChunkAddress) -> Redaction:
         """Remove exactly one entry and announce the change."""
+        self.check_writable()
         with self._service("MemoryStore.forget_entry"):
             redaction = self.store(scope).forget_entry(address)
         self.observe_change(scope, StoreChange(kind="forget", file=redaction.file))
@@ -441,6 +450,7 @@ class Pimem:
         self, scope: Scope, chunk_hash: str, *, on_wait: Callable[[str], None] | None = None
     ) -> Redaction:
         """Forget the one entry (or compact block) an indexed chunk points at."""
+        self.check_writable()
         section = self.expand_chunk(scope, chunk_hash, on_wait=on_wait)
         return self.forget_entry(scope, ChunkAddress(section=section))
 
@@ -449,6 +459,7 @@ class Pimem:
     ) -> CompactResult:
         """Condense the store into a summary, append it through the store, announce the change
         (``kind="compact"``) and index the file, so the summary is searchable at once."""
+        self.check_writable()
         index = self.index(scope)
         if not isinstance(index, Compacting):
             raise PimemError(

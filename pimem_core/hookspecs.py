@@ -427,6 +427,9 @@ def _is_single_answer(value: object) -> bool:
 
 #: Every hook's name.
 HOOK_NAMES = tuple(sorted(name for name in vars(PimemSpecs) if name.startswith("pimem_")))
+#: The hooks that decide where memory goes: a plugin implementing one that failed makes
+#: writes and forgets refuse, rather than land in another store.
+ROUTING_HOOKS = ("pimem_open_store", "pimem_resolve_project", "pimem_resolve_scope")
 #: The single-answer hooks (``firstresult``): the ones a plugin can be chosen by name to answer.
 SINGLE_ANSWER_HOOKS = tuple(
     name for name in HOOK_NAMES if _is_single_answer(vars(PimemSpecs)[name])

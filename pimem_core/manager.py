@@ -6,8 +6,10 @@ registered (its ``ACTIVATION_SETTING``, the environment variable that decides, i
 A class is instantiated once per manager, so plugins that keep state (memos, the
 session-heading ledger) keep it per session.
 
-A plugin that does not fit the hook specifications is skipped with a warning, as one that fails
-to import is (``PIMEM_STRICT_PLUGINS=1`` makes both errors). An exception a plugin's hook
+A plugin that does not fit the hook specifications is skipped, as one that fails to import is
+(``PIMEM_STRICT_PLUGINS=1`` makes both errors), and recorded as failed with the hooks its source
+names: when one of them decides where memory goes (:data:`~pimem_core.hookspecs.ROUTING_HOOKS`),
+or its source cannot be read, writes and forgets refuse until it is fixed or blocked. An exception a plugin's hook
 implementation raises that is not a :class:`~pimem_core.errors.PimemError` (a bug) gets a note
 naming the plugin and the hook, shown with its traceback.
 
@@ -18,9 +20,12 @@ single-answer hook; otherwise the order of the plugins' names and markers decide
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import inspect
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from types import CodeType
 from typing import Any, Literal
 
@@ -28,7 +33,13 @@ import attrs
 import pluggy
 
 from pimem_core.errors import PimemError, PluginLoadError, SettingsError
-from pimem_core.hookspecs import HOOK_NAMES, PROJECT, SINGLE_ANSWER_HOOKS, PimemSpecs
+from pimem_core.hookspecs import (
+    HOOK_NAMES,
+    PROJECT,
+    ROUTING_HOOKS,
+    SINGLE_ANSWER_HOOKS,
+    PimemSpecs,
+)
 from pimem_core.settings import PluginChoice, Settings, SettingSpec
 
 log = logging.getLogger(__name__)
@@ -41,6 +52,9 @@ ACTIVATION_SETTING = "ACTIVATION_SETTING"
 NOTE_PREFIX = "pimem plugin "
 #: The package of pimem's own (bundled) plugins: the defaults a choice falls back to.
 BUNDLED_PACKAGE = "pimem_plugins"
+#: How many source files of a plugin that failed to import are read for the hooks they name.
+_SOURCE_FILES_READ = 500
+_HOOK_WORD = re.compile(r"\bpimem_[a-z_]+\b")
 
 Status = Literal["active", "inactive-by-setting", "blocked", "failed"]
 
@@ -59,6 +73,9 @@ class PluginRecord:
     setting: str | None = None
     #: The settings the plugin declares (``pimem_declare_settings``), with their values.
     settings: tuple[SettingValue, ...] = ()
+    #: A failed plugin that implements a hook deciding where memory goes, or might (its
+    #: source could not be read): writes and forgets refuse while it is failed.
+    routes_memory: bool = False
 
     @property
     def status_text(self) -> str:
@@ -73,6 +90,19 @@ class PluginRecord:
             "hooks": list(self.hooks),
             "settings": [value.to_json() for value in self.settings],
         }
+
+    @property
+    def failure(self) -> str:
+        """One line on a failed plugin: what failed, what it costs and how to go on."""
+        cost = (
+            ", and it decides where memory goes: writes and forgets are refused"
+            if self.routes_memory
+            else ""
+        )
+        return (
+            f"plugin {self.name!r} failed to load ({self.error}){cost}; fix it, or set "
+            f"PIMEM_DISABLE_PLUGINS={self.name} to go on without it"
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -150,10 +180,24 @@ class PimemPluginManager(pluggy.PluginManager):
         self._specs: dict[str, SettingSpec[Any]] = {}
         #: The hooks each plugin implements, inactive ones too (a choice of one is checked).
         self._implements: dict[str, frozenset[str]] = {}
+        #: The source files of the plugins that failed to load, which a fix edits.
+        self._failed_sources: dict[str, tuple[Path, ...]] = {}
 
     @property
     def records(self) -> tuple[PluginRecord, ...]:
         return tuple(self._records.values())
+
+    @property
+    def failed(self) -> tuple[PluginRecord, ...]:
+        """The plugins that failed to load, the ones deciding where memory goes first."""
+        failed = [record for record in self._records.values() if record.status == "failed"]
+        return tuple(sorted(failed, key=lambda record: not record.routes_memory))
+
+    @property
+    def failed_sources(self) -> tuple[Path, ...]:
+        """The source files of the plugins that failed to load: a long-lived process watches
+        them, so that a fix counts from the next request."""
+        return tuple(path for paths in self._failed_sources.values() for path in paths)
 
     @property
     def declared_settings(self) -> tuple[SettingSpec[Any], ...]:
@@ -215,18 +259,25 @@ class PimemPluginManager(pluggy.PluginManager):
             return
         if name in self._records:
             # Two distributions claim one name: the first keeps it, so blocking stays unambiguous.
+            sources = _source_files(entry_point.value)
+            hooks = None if sources is None else _hooks_named_in(sources)
             self._record(
                 f"{name} ({distribution})",
                 distribution,
                 version,
                 "failed",
+                hooks=tuple(sorted(hooks or ())),
                 error=f"the plugin name {name!r} is already taken; rename one entry point",
+                routes_memory=hooks is None or bool(hooks & set(ROUTING_HOOKS)),
             )
             return
         try:
             plugin = entry_point.load()
         except Exception as error:  # noqa: BLE001 - whatever a plugin raises while importing
-            self._skip(name, distribution, version, settings, error, entry_point.value)
+            sources = _source_files(entry_point.value)
+            self._failed_sources[name] = sources or ()
+            hooks = None if sources is None else _hooks_named_in(sources)
+            self._skip(name, distribution, version, settings, error, entry_point.value, hooks)
             return
         self.load_plugin(plugin, name, settings, distribution=distribution, version=version)
 
@@ -253,7 +304,7 @@ class PimemPluginManager(pluggy.PluginManager):
         except SettingsError:
             raise  # a bad value of a declared setting stops pimem, as core settings do (ADR 0004)
         except Exception as error:  # noqa: BLE001 - whatever a plugin raises while starting
-            self._skip(name, distribution, version, settings, error)
+            self._skip(name, distribution, version, settings, error, hooks=_marked_hooks(plugin))
             return
         if not active:
             self._implements[name] = _marked_hooks(plugin)
@@ -270,7 +321,7 @@ class PimemPluginManager(pluggy.PluginManager):
         try:
             self.add_plugin(instance, name, distribution=distribution, version=version)
         except PluginLoadError as error:
-            self._skip(name, distribution, version, settings, error)
+            self._skip(name, distribution, version, settings, error, hooks=_marked_hooks(plugin))
 
     def _skip(
         self,
@@ -280,7 +331,10 @@ class PimemPluginManager(pluggy.PluginManager):
         settings: Settings,
         error: Exception,
         value: str | None = None,
+        hooks: frozenset[str] | None = None,
     ) -> None:
+        """Record *name* as failed with the hooks it implements (``None``: unknown, its source
+        unreadable); the front doors report it (:attr:`failed`)."""
         if isinstance(error, PluginLoadError):
             message, detail = str(error), str(error)
         else:
@@ -290,8 +344,18 @@ class PimemPluginManager(pluggy.PluginManager):
             if isinstance(error, PluginLoadError):
                 raise error
             raise PluginLoadError(message) from error
-        log.warning("%s; skipped (set PIMEM_STRICT_PLUGINS=1 to make this an error)", message)
-        self._record(name, distribution, version, "failed", error=detail)
+        # Not a warning here: every front door says it, once, where its user looks.
+        log.info("%s; skipped (set PIMEM_STRICT_PLUGINS=1 to make this an error)", message)
+        known = frozenset() if hooks is None else hooks
+        self._record(
+            name,
+            distribution,
+            version,
+            "failed",
+            hooks=tuple(sorted(known)),
+            error=detail,
+            routes_memory=hooks is None or bool(known & set(ROUTING_HOOKS)),
+        )
 
     # -- choosing a plugin by name (PIMEM_USE, PIMEM_DISTILLER; ADR 0019) ---------------------
 
@@ -432,6 +496,7 @@ class PimemPluginManager(pluggy.PluginManager):
         error: str | None = None,
         setting: str | None = None,
         specs: tuple[SettingSpec[Any], ...] = (),
+        routes_memory: bool = False,
     ) -> None:
         self._records[name] = PluginRecord(
             name=name,
@@ -442,6 +507,7 @@ class PimemPluginManager(pluggy.PluginManager):
             error=error,
             setting=setting,
             settings=tuple(SettingValue.of(spec, self.settings) for spec in specs),
+            routes_memory=routes_memory,
         )
 
 
@@ -468,6 +534,42 @@ def _marked_hooks(plugin: object) -> frozenset[str]:
         for attr in dir(plugin)
         if attr.startswith(HOOK_PREFIX) and hasattr(getattr(plugin, attr, None), f"{PROJECT}_impl")
     )
+
+
+def _source_files(value: str) -> tuple[Path, ...] | None:
+    """The source files of the package an entry point's module belongs to, found without
+    importing anything (a plugin that failed to import is not run again); ``None`` when they
+    cannot be found."""
+    top = value.partition(":")[0].strip().partition(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)  # a top-level name: nothing is executed
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        files = sorted(
+            path
+            for location in spec.submodule_search_locations
+            for path in Path(location).rglob("*.py")
+            if "__pycache__" not in path.parts
+        )
+        return tuple(files[:_SOURCE_FILES_READ]) or None
+    if spec.origin and spec.origin.endswith(".py"):
+        return (Path(spec.origin),)
+    return None
+
+
+def _hooks_named_in(sources: tuple[Path, ...]) -> frozenset[str] | None:
+    """The pimem hooks *sources* name (define, import or mention); ``None`` when one cannot
+    be read, since what it holds is not known."""
+    named: set[str] = set()
+    for path in sources:
+        try:
+            named.update(_HOOK_WORD.findall(path.read_text(encoding="utf-8", errors="replace")))
+        except OSError:
+            return None
+    return frozenset(named & set(HOOK_NAMES))
 
 
 def _code(function: object) -> CodeType | None:

@@ -9,6 +9,7 @@ Exit codes: 0 success, 1 a user-facing error (one line on stderr, no traceback),
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import json
 import logging
@@ -39,6 +40,9 @@ from pimem_core.types import Scope
 
 #: Said on stderr by ``pimem write CONTENT``: its text sits in ``/proc/<pid>/cmdline`` unscrubbed
 #: while the command runs, where any local user can read it; stdin is private.
+#: Commands that show failed plugins in their answer, or run for long (``serve``, the service):
+#: no warning line after them.
+QUIET_ABOUT_PLUGINS = frozenset({"plugins", "status", "serve", "service"})
 ARGV_CONTENT_WARNING = (
     "pimem: warning: other local users can read a command line (ps, /proc) and this one holds "
     "the entry's text; pipe the text in instead: pimem write - --session ..."
@@ -297,6 +301,8 @@ def _plugins(door: Door, a: Args) -> Outcome:
     if contested:
         lines.append("")
     lines += [f"warning: {hook.text}" for hook in contested]
+    failed = door.pimem.pm.failed
+    lines += ["", *(f"warning: {record.failure}" for record in failed)] if failed else []
     added = plugin_commands(door.pimem)
     if added.added or added.left_out:
         lines += ["", "commands added by plugins:"]
@@ -557,6 +563,7 @@ def execute(
             command.check(values)
     except UsageError as error:
         parser.error(str(error))
+    door: Door | None = None
     try:
         door = make_door(args.cwd)
         if command.progress and err.isatty() and not args.json:
@@ -572,9 +579,11 @@ def execute(
         parser.error(str(error))
     except PimemError as error:
         print(f"pimem: error: {error}", file=err)
+        _warn_of_failed_plugins(door, command, err, said=str(error))
         return 1
     except KeyboardInterrupt:
         return 130
+    _warn_of_failed_plugins(door, command, err)
     try:
         if args.json:
             print(json.dumps(outcome.data, indent=2), file=out)
@@ -585,6 +594,24 @@ def execute(
         # The reader stopped early (`pimem search ... | head`): what it read is what it wanted.
         os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
     return 0
+
+
+def _warn_of_failed_plugins(
+    door: Door | None, command: Command, err: TextIO, said: str = ""
+) -> None:
+    """One line for each plugin that failed to load, after the command's answer (status and
+    ``pimem plugins`` show them in theirs); for one deciding where memory goes, the store this
+    command used. A line the command's error said already is not repeated."""
+    if door is None or command.path[0] in QUIET_ABOUT_PLUGINS:
+        return
+    for record in door.pimem.pm.failed:
+        if record.failure in said:
+            continue
+        used = ""
+        if record.routes_memory:
+            with contextlib.suppress(PimemError):
+                used = f" (this command used the memory in {door.scope().memory_dir})"
+        print(f"pimem: warning: {record.failure}{used}", file=err)
 
 
 def run_line(

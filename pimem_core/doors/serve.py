@@ -469,6 +469,8 @@ def serve(pimem: Pimem, *, announce: bool = True) -> None:
         stdin.reconfigure(encoding="utf-8", errors="replace")
     if hasattr(stdout, "reconfigure"):
         stdout.reconfigure(encoding="utf-8")
+    for record in pimem.pm.failed:
+        log.warning("%s", record.failure)  # the host's log; memory_status says it too
     Server(pimem, stdin, stdout, announce=announce, on_host_gone=_let_host_go).serve()
 
 

@@ -300,7 +300,8 @@ def _heartbeat(conn: socket.socket) -> Iterator[Callable[[dict[str, object]], No
 
 def loaded_code(pimem: Pimem) -> tuple[Path, ...]:
     """The source of pimem's core and of every plugin loaded: the package a plugin belongs to,
-    or its module's file when it is a module of its own (an editable install is edited there)."""
+    or its module's file when it is a module of its own (an editable install is edited there);
+    and the source files of every plugin that failed to load."""
     names = {__name__} | {
         getattr(plugin, "__name__", None) if inspect.ismodule(plugin) else type(plugin).__module__
         for plugin in pimem.pm.get_plugins()
@@ -312,6 +313,8 @@ def loaded_code(pimem: Pimem) -> tuple[Path, ...]:
         if source is None:
             continue
         found[Path(source).parent if hasattr(top, "__path__") else Path(source)] = None
+    # A plugin that failed to load is watched too: its fix counts from the next request.
+    found.update(dict.fromkeys(pimem.pm.failed_sources))
     return tuple(found)
 
 
@@ -669,5 +672,7 @@ def run_service(pimem: Pimem, run_line: LineRunner, *, note: Callable[[str], Non
         note(f"pimem: another memory service holds {service.path} already")
         return 0
     log.info("pid %s listening at %s", os.getpid(), service.path)
+    for record in pimem.pm.failed:
+        log.warning("%s", record.failure)
     service.serve()
     return 0

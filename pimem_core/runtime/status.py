@@ -31,6 +31,7 @@ def status_sections(
     pimem's."""
     budget = budget or DistillBudget.for_settings(pimem.settings)
     sections = (
+        *failed_plugins_status(pimem),
         records_status(state_dir or PimemPaths.from_env().state_dir, scope),
         *pimem.collect_status(scope),
         store_today_status(pimem, scope),
@@ -38,3 +39,18 @@ def status_sections(
         pimem.settings_status(),
     )
     return tuple(sorted(sections, key=lambda section: (section.rank, section.name)))
+
+
+def failed_plugins_status(pimem: Pimem) -> tuple[StatusSection, ...]:
+    """The plugins that failed to load, first in the report: what each costs and the way out."""
+    failed = pimem.pm.failed
+    if not failed:
+        return ()
+    return (
+        StatusSection(
+            name="failed-plugins",
+            rank=0,
+            lines=tuple(f"warning: {record.failure}" for record in failed),
+            data={"failed": [record.to_json() for record in failed]},
+        ),
+    )
