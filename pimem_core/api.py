@@ -23,6 +23,7 @@ from pimem_core.manager import (
     PimemPluginManager,
     SettingValue,
     build_plugin_manager,
+    culprit,
     shown_setting,
 )
 from pimem_core.scores import never_rising
@@ -511,16 +512,19 @@ class Pimem:
             index = self.index(scope)
         except PimemError as error:  # status answers whatever is broken
             unavailable = error
-        contributions = self.pm.caller("pimem_collect_status")(
-            scope=scope, settings=self.settings, index=index
-        )
-        sections = [section for part in contributions if part for section in part]
+        sections = self._status_of_plugins(scope, index)
         if index is not None:
             try:
                 with self._service("MemoryIndex.status"):
                     sections += index.status()
             except PimemError as error:
                 unavailable = error
+            except Exception as error:  # noqa: BLE001 - a bug costs the index's section only
+                self.pm.name_the_plugin(error, "MemoryIndex.status")
+                plugin = culprit(error)
+                sections.append(
+                    _failed_section("MemoryIndex.status", error, plugin[0] if plugin else None)
+                )
         if unavailable is not None:
             sections.append(
                 StatusSection(
@@ -531,6 +535,25 @@ class Pimem:
                 )
             )
         return tuple(sorted(sections, key=lambda section: (section.rank, section.name)))
+
+    def _status_of_plugins(self, scope: Scope, index: MemoryIndex | None) -> list[StatusSection]:
+        """Every plugin's status sections; a plugin whose hook raises costs its own sections
+        only (one line saying so), not the report."""
+        kwargs: dict[str, object] = {"scope": scope, "settings": self.settings, "index": index}
+        hook = self.pm.caller("pimem_collect_status")
+        try:
+            contributions = hook(**kwargs)
+        except Exception:  # noqa: BLE001 - asked again one plugin at a time, below
+            contributions = []
+            for impl in reversed(hook.get_hookimpls()):
+                if impl.hookwrapper or impl.wrapper:
+                    continue
+                try:
+                    contributions.append(impl.function(*(kwargs[n] for n in impl.argnames)))
+                except Exception as error:  # noqa: BLE001 - reported in its place
+                    failed = _failed_section("pimem_collect_status", error, impl.plugin_name)
+                    contributions.append([failed])
+        return [section for part in contributions if part for section in part]
 
     # -- injection -----------------------------------------------------------------------------
 
@@ -640,3 +663,15 @@ class Pimem:
         """Install candidate *name* into the skills directory *destination*, on request only."""
         with self._service("SkillCatalog.install_candidate"):
             return self.skills(scope).install_candidate(name, destination)
+
+
+def _failed_section(where: str, error: BaseException, plugin: str | None = None) -> StatusSection:
+    """A status section in place of one that raised: who raised what, and the way out."""
+    who = f"plugin {plugin!r} raised" if plugin else "raised"
+    fix = f" (fix the plugin, or set PIMEM_DISABLE_PLUGINS={plugin})" if plugin else ""
+    return StatusSection(
+        name=f"failed {plugin or where}",
+        rank=1,
+        lines=(f"warning: {who} {error!r} in {where}; its section is left out{fix}",),
+        data={"failed": where, "plugin": plugin, "error": repr(error)},
+    )

@@ -15,6 +15,8 @@ naming the plugin and the hook, shown with its traceback.
 
 ``PIMEM_USE`` (and ``PIMEM_DISTILLER``, for distillers) choose by name which plugin answers a
 single-answer hook; otherwise the order of the plugins' names and markers decides (ADR 0019).
+A plugin that names hooks in ``ONLY_WHEN_CHOSEN`` answers them only when chosen so: installing
+it changes nothing until a user asks for it.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ ENTRY_POINT_GROUP = "pimem"
 HOOK_PREFIX = "pimem_"
 #: The attribute through which a plugin with ``is_active`` names the setting that decides it.
 ACTIVATION_SETTING = "ACTIVATION_SETTING"
+#: The attribute through which a plugin names the single-answer hooks it answers only when
+#: ``PIMEM_USE`` (or ``PIMEM_DISTILLER``) chooses it.
+ONLY_WHEN_CHOSEN = "ONLY_WHEN_CHOSEN"
 #: How the note naming the plugin that raised an exception starts.
 NOTE_PREFIX = "pimem plugin "
 #: The package of pimem's own (bundled) plugins: the defaults a choice falls back to.
@@ -76,6 +81,8 @@ class PluginRecord:
     #: A failed plugin that implements a hook deciding where memory goes, or might (its
     #: source could not be read): writes and forgets refuse while it is failed.
     routes_memory: bool = False
+    #: The single-answer hooks it answers only when chosen by name (``ONLY_WHEN_CHOSEN``).
+    only_when_chosen: tuple[str, ...] = ()
 
     @property
     def status_text(self) -> str:
@@ -88,6 +95,7 @@ class PluginRecord:
     def to_json(self) -> dict[str, object]:
         return attrs.asdict(self, recurse=False) | {
             "hooks": list(self.hooks),
+            "only_when_chosen": list(self.only_when_chosen),
             "settings": [value.to_json() for value in self.settings],
         }
 
@@ -180,6 +188,8 @@ class PimemPluginManager(pluggy.PluginManager):
         self._specs: dict[str, SettingSpec[Any]] = {}
         #: The hooks each plugin implements, inactive ones too (a choice of one is checked).
         self._implements: dict[str, frozenset[str]] = {}
+        #: The single-answer hooks each plugin answers only when chosen by name.
+        self._when_chosen: dict[str, frozenset[str]] = {}
         #: The source files of the plugins that failed to load, which a fix edits.
         self._failed_sources: dict[str, tuple[Path, ...]] = {}
 
@@ -217,6 +227,7 @@ class PimemPluginManager(pluggy.PluginManager):
             self._record(name, distribution, version, "blocked")
             return
         _check_hook_names(plugin, name)
+        when_chosen = _only_when_chosen(plugin, name)
         specs = self._declare_settings(plugin, name)
         try:
             self.register(plugin, name)
@@ -228,7 +239,16 @@ class PimemPluginManager(pluggy.PluginManager):
             ) from error
         hooks = tuple(sorted(caller.name for caller in self.get_hookcallers(plugin) or ()))
         self._implements[name] = frozenset(hooks)
-        self._record(name, distribution, version, "active", hooks=hooks, specs=specs)
+        self._when_chosen[name] = when_chosen
+        self._record(
+            name,
+            distribution,
+            version,
+            "active",
+            hooks=hooks,
+            specs=specs,
+            only_when_chosen=tuple(sorted(when_chosen)),
+        )
 
     def _declare_settings(self, plugin: object, name: str) -> tuple[SettingSpec[Any], ...]:
         """Validate the settings *plugin* declares into :attr:`settings` (idempotent)."""
@@ -365,10 +385,12 @@ class PimemPluginManager(pluggy.PluginManager):
         only; otherwise the hook itself. Asked afresh on every call, so a plugin registered
         later, or a choice in another session's settings, counts."""
         hook: pluggy.HookCaller = getattr(self.hook, hook_name)
-        if self.settings.chosen(hook_name) is None:
+        methods = hook.get_hookimpls()
+        narrowed = self._narrow(hook_name, methods)
+        if len(narrowed) == len(methods):
             return hook
-        kept = {id(impl.plugin) for impl in self._narrow(hook_name, hook.get_hookimpls())}
-        others = [impl.plugin for impl in hook.get_hookimpls() if id(impl.plugin) not in kept]
+        kept = {id(impl.plugin) for impl in narrowed}
+        others = [impl.plugin for impl in methods if id(impl.plugin) not in kept]
         return self.subset_hook_caller(hook_name, others)
 
     def _narrow(
@@ -380,7 +402,12 @@ class PimemPluginManager(pluggy.PluginManager):
         answer to); no other alternative is asked. Wrappers are kept."""
         chosen = self.settings.chosen(hook_name)
         if chosen is None:
-            return methods
+            # A plugin that waits to be chosen for this hook is not asked.
+            return [
+                impl
+                for impl in methods
+                if hook_name not in self._when_chosen.get(impl.plugin_name, ())
+            ]
         answering = [impl for impl in methods if not (impl.hookwrapper or impl.wrapper)]
         defaults = [
             impl
@@ -497,6 +524,7 @@ class PimemPluginManager(pluggy.PluginManager):
         setting: str | None = None,
         specs: tuple[SettingSpec[Any], ...] = (),
         routes_memory: bool = False,
+        only_when_chosen: tuple[str, ...] = (),
     ) -> None:
         self._records[name] = PluginRecord(
             name=name,
@@ -508,7 +536,17 @@ class PimemPluginManager(pluggy.PluginManager):
             setting=setting,
             settings=tuple(SettingValue.of(spec, self.settings) for spec in specs),
             routes_memory=routes_memory,
+            only_when_chosen=only_when_chosen,
         )
+
+
+def culprit(error: BaseException) -> tuple[str, str] | None:
+    """The plugin and the hook (or service method) a note on *error* names, or ``None``."""
+    for note in getattr(error, "__notes__", ()):
+        if isinstance(note, str) and note.startswith(NOTE_PREFIX):
+            plugin, _, where = note.removeprefix(NOTE_PREFIX).partition(" raised this in ")
+            return plugin.strip("'\""), where
+    return None
 
 
 def _nothing_before(
@@ -601,6 +639,25 @@ def _name_the_plugin(
             error.add_note(f"{NOTE_PREFIX}{plugin!r} raised this in {hook_name}")
             return
         frame = frame.tb_next
+
+
+def _only_when_chosen(plugin: object, name: str) -> frozenset[str]:
+    """The single-answer hooks *plugin* answers only when chosen (``ONLY_WHEN_CHOSEN``: hook
+    names, with or without ``pimem_``); a name that is not one is refused at load."""
+    given = getattr(plugin, ONLY_WHEN_CHOSEN, ())
+    if isinstance(given, str) or not all(isinstance(hook, str) for hook in given):
+        raise PluginLoadError(
+            f"plugin {name!r}: {ONLY_WHEN_CHOSEN} must be a tuple of hook names, got {given!r}"
+        )
+    hooks = frozenset(HOOK_PREFIX + hook.removeprefix(HOOK_PREFIX) for hook in given)
+    unknown = sorted(hooks - set(SINGLE_ANSWER_HOOKS))
+    if unknown:
+        raise PluginLoadError(
+            f"plugin {name!r}: {ONLY_WHEN_CHOSEN} names {unknown[0]}, which is not a single-answer "
+            "hook (only those can be chosen by name); fix the plugin, or block it with "
+            f"PIMEM_DISABLE_PLUGINS={name}"
+        )
+    return hooks
 
 
 def _check_hook_names(plugin: object, name: str) -> None:

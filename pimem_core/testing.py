@@ -126,6 +126,7 @@ from pimem_core.manager import ENTRY_POINT_GROUP, build_plugin_manager
 from pimem_core.scopes import project_scope
 from pimem_core.services import MemoryIndex, MemoryStore
 from pimem_core.settings import Settings
+from pimem_core.testing_service import ServiceRuntimes, not_answered
 from pimem_core.types import (
     Anchor,
     BackendCall,
@@ -202,6 +203,7 @@ class RunPimem(Protocol):
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         stdin: str | bytes | None = None,
+        service: bool = False,
     ) -> CliResult:
         """:param args: the command line after ``pimem`` (``"search", "node", "--json"``).
         :param plugins: as ``make_pimem``'s: objects given are the same in every run (state
@@ -213,9 +215,20 @@ class RunPimem(Protocol):
         :param cwd: the directory the command runs in (default: the test's temporary directory,
             never the directory pytest was started in, a real checkout).
         :param stdin: what the command reads from stdin (``pimem write -``); default nothing.
+        :param service: run it as ``pimem`` runs with the memory service on
+            (``PIMEM_SERVICE=on``): a command the service answers (``search``, ``expand``,
+            ``status``, ``index``, ``write``, ``forget``) is handed by the command line's thin
+            client to a real service, a process of its own that loads the installed plugins
+            (``installed=True`` is implied; a plugin given must be installed, as a module or a
+            class) and stays up for the test's next commands; the others run in this process.
+            The service runs in the test's own runtime directory, and is stopped, and the
+            directory removed, when the test ends. The test's ``PYTHONPATH`` is kept too.
 
         An exception the command line does not turn into an exit code (a plugin's bug) is
-        raised, with its traceback, rather than hidden in the result.
+        raised, with its traceback, rather than hidden in the result; through the service it is
+        an exit code and a line on stderr, as the user sees it, with the traceback in the
+        service's log. A command the service should answer but the thin client ran in process
+        (the service did not start) fails the test, with the end of the service's log.
         """
         ...
 
@@ -430,8 +443,22 @@ def ask_pimem_serve(
 ) -> dict[object, dict[str, Any]]:
     """Send *requests* to a ``pimem serve`` child, one at a time as a host does (each waits for
     its answer), and return every answer by its request's ``id``; progress lines are skipped.
-    The child's environment is *env* alone; it gets end of input after the last request.
+    The child's environment is *env* alone, but for its runtime directory (``XDG_RUNTIME_DIR``):
+    one of this call's own, so the memory service the child relays to (unless *env* has
+    ``PIMEM_SERVICE=off``) is started there, never met in the user's, and is stopped, and the
+    directory removed, before the call returns. (With ``PIMEM_HOME`` in *env*, the runtime
+    directory is ``$PIMEM_HOME/run``: the services the call started there are stopped.) The
+    child gets end of input after the last request.
     """
+    with ServiceRuntimes().own(env) as own_env:
+        return _ask_serve(requests, own_env, cwd)
+
+
+def _ask_serve(
+    requests: Sequence[Mapping[str, Any]],
+    env: Mapping[str, str],
+    cwd: str | os.PathLike[str] | None,
+) -> dict[object, dict[str, Any]]:
     import subprocess
 
     bridge = subprocess.Popen(
@@ -581,26 +608,32 @@ _USER_DIRS = ("PIMEM_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME",
 
 @attrs.frozen
 class _User:
-    """The test's own user: its ``HOME``, and its runtime directory (pimem's sockets)."""
+    """The test's own user: its ``HOME``, its runtime directory (pimem's sockets) and the
+    memory services its commands start there."""
 
     home: Path
     runtime: Path
+    services: ServiceRuntimes
 
 
 @pytest.fixture
-def _pimem_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> _User:
+def _pimem_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[_User]:
     """One user per test, shared by ``make_pimem`` and ``run_pimem``, and the test process's
-    ``HOME`` for the test (``Path.home()`` in the test is the commands' home)."""
-    user = _User(home=tmp_path / "pimem-home", runtime=tmp_path / "pimem-run")
+    ``HOME`` for the test (``Path.home()`` in the test is the commands' home). At the end every
+    memory service the test started is stopped and its runtime directory removed."""
+    services = ServiceRuntimes()
+    user = _User(home=tmp_path / "pimem-home", runtime=services.make(), services=services)
     user.home.mkdir(exist_ok=True)
-    user.runtime.mkdir(mode=0o700, exist_ok=True)
     # memsearch, platformdirs, pimem's own paths and child processes read these from the
     # process environment, not from the settings.
     monkeypatch.setenv("HOME", str(user.home))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(user.runtime))
     for name in _USER_DIRS:
         monkeypatch.delenv(name, raising=False)
-    return user
+    try:
+        yield user
+    finally:
+        services.close()
 
 
 @pytest.fixture
@@ -680,10 +713,11 @@ def _text(stream: io.TextIOWrapper) -> str:
 
 @pytest.fixture
 def run_pimem(tmp_path: Path, _pimem_user: _User) -> RunPimem:
-    """Runs ``pimem`` commands in this process; see the module's documentation."""
+    """Runs ``pimem`` commands in this process, or through a real memory service
+    (``service=True``); see the module's documentation."""
     # Here, not at the top: pytest loads this module in every run where pimem is installed,
     # and most suites never run the command line.
-    from pimem_core.doors import cli
+    from pimem_core.doors import cli, service_client
 
     def run(
         *args: str | os.PathLike[str],
@@ -692,18 +726,26 @@ def run_pimem(tmp_path: Path, _pimem_user: _User) -> RunPimem:
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         stdin: str | bytes | None = None,
+        service: bool = False,
     ) -> CliResult:
         argv = tuple(os.fspath(arg) for arg in args)
+        if service:
+            _check_installed(plugins)
+            installed = True  # a service loads what is installed, and nothing else
+        passed = _PASSED + (("PYTHONPATH",) if service else ())
         command_env = {
-            **{name: os.environ[name] for name in _PASSED if name in os.environ},
+            **{name: os.environ[name] for name in passed if name in os.environ},
             "HOME": str(_pimem_user.home),
             "XDG_RUNTIME_DIR": str(_pimem_user.runtime),
             "PIMEM_STRICT_PLUGINS": "1",
             # The in-process run never goes through the memory service; off says so to the
             # commands that report on it (`pimem status`), and starts none.
-            "PIMEM_SERVICE": "off",
+            "PIMEM_SERVICE": "on" if service else "off",
             **(env or {}),
         }
+        routed = service_client.routed(argv, command_env)
+        if routed:
+            _pimem_user.services.enter(command_env)
 
         def open_pimem() -> Pimem:
             return _build_pimem(plugins, command_env, installed=installed)
@@ -711,6 +753,7 @@ def run_pimem(tmp_path: Path, _pimem_user: _User) -> RunPimem:
         data = stdin.encode("utf-8") if isinstance(stdin, str) else (stdin or b"")
         out, err, given = _stream(), _stream(), _stream(data)
         saved_stdin = sys.stdin
+        answered: int | None = None
         with (
             _process_environment(command_env),
             contextlib.chdir(tmp_path if cwd is None else cwd),
@@ -720,14 +763,37 @@ def run_pimem(tmp_path: Path, _pimem_user: _User) -> RunPimem:
         ):
             sys.stdin = given
             try:
-                code = cli.main(list(argv), open_pimem=open_pimem)
+                if routed:  # as the launcher does: handed to the service by the thin client
+                    answered = service_client.run_through_service(list(argv))
+                    code = 1 if answered is None else answered
+                else:
+                    code = cli.main(list(argv), open_pimem=open_pimem)
             except SystemExit as stop:  # argparse's usage errors, --help, --version
                 code = _exit_code(stop.code)
             finally:
                 sys.stdin = saved_stdin
+        if routed and answered is None:
+            raise AssertionError(not_answered(argv, _text(err), command_env))
         return CliResult(args=argv, exit_code=code, stdout=_text(out), stderr=_text(err))
 
     return run
+
+
+def _check_installed(plugins: Sequence[PluginSpec]) -> None:
+    """A memory service loads plugins through their entry points: one given to a run through
+    it must be installed, as a module or a class (an object's state stays in this process)."""
+    entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    for spec in plugins:
+        plugin = spec[1] if isinstance(spec, tuple) else spec
+        if not isinstance(plugin, ModuleType | type) or not any(
+            _is_installed_as(plugin, entry_point) for entry_point in entry_points
+        ):
+            raise ValueError(
+                f"{plugin!r} cannot be given to a run through the memory service: the service "
+                "loads installed plugins, through their entry points, in a process of its own. "
+                "Install its distribution and give its module or class (or nothing: "
+                "installed plugins load anyway), or run it with service=False"
+            )
 
 
 @pytest.fixture

@@ -52,12 +52,14 @@ def test_a_resolver_that_fails_to_import_refuses_writes_and_forgets(
 ) -> None:
     pimem = with_plugin(tmp_path, monkeypatch, BROKEN_RESOLVER)
     (record,) = pimem.pm.failed
-    assert record.routes_memory and record.hooks == ("pimem_resolve_scope",)
+    assert record.routes_memory
+    assert record.hooks == ("pimem_resolve_scope",)
     scope = pimem.resolve_scope(repo)  # reads go on, with the defaults' scope
     with pytest.raises(PluginError) as refused:
         pimem.append_entry(scope, entry())
     said = str(refused.value)
-    assert "'broken' failed to load" in said and "branchlib" in said
+    assert "'broken' failed to load" in said
+    assert "branchlib" in said
     assert "PIMEM_DISABLE_PLUGINS=broken" in said
     with pytest.raises(PluginError):
         pimem.forget_entry(scope, DayAddress(day=date(2026, 8, 13), time="22:41"))
@@ -79,7 +81,8 @@ def test_another_failed_plugin_is_reported_and_writes_go_on(
 ) -> None:
     pimem = with_plugin(tmp_path, monkeypatch, BROKEN_GATE)
     (record,) = pimem.pm.failed
-    assert not record.routes_memory and record.hooks == ("pimem_gate_exchange",)
+    assert not record.routes_memory
+    assert record.hooks == ("pimem_gate_exchange",)
     scope = pimem.resolve_scope(repo)
     assert "a decision" in pimem.append_entry(scope, entry()).read_text()
     assert "writes and forgets are refused" not in record.failure
@@ -91,4 +94,5 @@ def test_a_plugin_whose_source_cannot_be_found_counts_as_moving_memory(
     make_distribution(tmp_path / "site", "pimem-ghost", {"ghost": "pimem_no_such_module"}, {})
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     (record,) = make_pimem({"PIMEM_STRICT_PLUGINS": "0"}).pm.failed
-    assert record.name == "ghost" and record.routes_memory
+    assert record.name == "ghost"
+    assert record.routes_memory

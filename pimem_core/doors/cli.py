@@ -32,6 +32,7 @@ from pimem_core.doors.commands import (
     UsageError,
     plugin_commands,
 )
+from pimem_core.doors.failures import error_log, keep_traceback, one_line
 from pimem_core.doors.git import COMMANDS as GIT_COMMANDS
 from pimem_core.doors.git import GROUP as GIT_GROUP
 from pimem_core.errors import PimemError, StoreError
@@ -256,7 +257,11 @@ def _plugins(door: Door, a: Args) -> Outcome:
     answers = door.pimem.pm.answering_plugins()
     rows = [("NAME", "DISTRIBUTION", "VERSION", "STATUS", "HOOKS")]
     for record in records:
-        hooks = ", ".join(hook.removeprefix("pimem_") for hook in record.hooks)
+        hooks = ", ".join(
+            hook.removeprefix("pimem_")
+            + (" (only when chosen)" if hook in record.only_when_chosen else "")
+            for hook in record.hooks
+        )
         detail = record.error if record.error else hooks
         rows.append(
             (
@@ -580,6 +585,10 @@ def execute(
     except PimemError as error:
         print(f"pimem: error: {error}", file=err)
         _warn_of_failed_plugins(door, command, err, said=str(error))
+        return 1
+    except Exception as error:  # noqa: BLE001 - a bug: one line naming its plugin, traceback kept
+        kept = keep_traceback(error, error_log()) if door is None else door.keep_traceback(error)
+        print(one_line(error, kept), file=err)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -23,6 +23,7 @@ import attrs
 
 from pimem_core.api import Pimem
 from pimem_core.conflicts import describe_conflicted, is_conflicted
+from pimem_core.doors.failures import error_log, keep_traceback
 from pimem_core.doors.skills import (
     candidate_to_json,
     render_candidate,
@@ -297,6 +298,11 @@ class Door(abc.ABC):
     def budget(self) -> DistillBudget:
         """The distillation budget status shows."""
         return DistillBudget.for_settings(self.pimem.settings)
+
+    def keep_traceback(self, error: BaseException) -> Path | None:
+        """Keep the traceback of a bug *error* where the user can read it; the file, or
+        ``None`` when it could not be kept."""
+        return keep_traceback(error, error_log())
 
 
 Handler = Callable[[Door, Args], Outcome]

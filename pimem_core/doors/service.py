@@ -148,6 +148,10 @@ class ServiceDoor(Door):
     def service_line(self) -> str | None:
         return self._info.describe()
 
+    def keep_traceback(self, error: BaseException) -> Path | None:
+        log.error("a request failed", exc_info=error)
+        return wire.log_path()
+
 
 class SocketWriter(io.TextIOBase):
     """A served session's way back to its relay. Once the relay is gone, what is still written
