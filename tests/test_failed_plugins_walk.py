@@ -200,3 +200,39 @@ def test_pimem_serve_says_it_first_in_memory_status(walk: Walk) -> None:
     finally:
         bridge.close()
     assert walk.day_files() == []
+
+
+ENV_PROBE = """
+import os
+
+from pimem_core.plugin import SettingSpec, StatusSection, hookimpl, parse_text
+
+DECLARED = SettingSpec(
+    plugin="probe", name="declared", env="PROBE_DECLARED", parse=parse_text, default="",
+    help="a variable the plugin declares",
+)
+
+
+@hookimpl
+def pimem_declare_settings():
+    return (DECLARED,)
+
+
+@hookimpl
+def pimem_collect_status(scope, settings, index):
+    seen = ", ".join(f"{name}={os.environ.get(name, '(unset)')}"
+                     for name in ("PROBE_DECLARED", "PROBE_UNDECLARED"))
+    return (StatusSection(name="probe", rank=99, lines=(f"probe sees {seen}",)),)
+"""
+
+
+def test_a_plugin_sees_one_environment_in_process_and_in_the_service(walk: Walk) -> None:
+    walk.install("probe", ENV_PROBE)
+    walk.env |= {"PROBE_DECLARED": "yes", "PROBE_UNDECLARED": "shell only"}
+    seen = {
+        line
+        for service in (True, False)
+        for line in walk.run("status", service=service).stdout.splitlines()
+        if line.startswith("probe sees")
+    }
+    assert seen == {"probe sees PROBE_DECLARED=yes, PROBE_UNDECLARED=(unset)"}

@@ -651,6 +651,20 @@ def _load(open_pimem: Callable[[], Pimem]) -> tuple[Pimem | PimemError, tuple[Co
     return pimem, added.commands
 
 
+def _as_the_service_would(pimem: Pimem, words: Sequence[str]) -> None:
+    """A command the memory service could have run sees the environment it would have: what
+    the service keeps, the plugins' declared settings among it (docs/plugin-hooks.md, "Your
+    plugin in the memory service"). Only this process's own command line narrows it."""
+    from pimem_core.doors import service_client
+    from pimem_core.doors import service_wire as wire
+
+    if not service_client.routable(words):
+        return
+    kept = wire.command_environment(os.environ, wire.declared_by(pimem.pm.declared_settings))
+    for name in set(os.environ) - set(kept):
+        del os.environ[name]
+
+
 def _verbosity(argv: Sequence[str]) -> int:
     """``-v``'s count, read before the parser exists: loading the plugins it needs logs too."""
     return sum(
@@ -678,6 +692,8 @@ def main(
     words = sys.argv[1:] if argv is None else list(argv)
     _log_to_stderr(_verbosity(words))
     pimem, added = _load(Pimem.from_env if open_pimem is None else open_pimem)
+    if argv is None and open_pimem is None and isinstance(pimem, Pimem):
+        _as_the_service_would(pimem, words)
 
     def make_door(cwd: Path) -> Door:
         if isinstance(pimem, PimemError):

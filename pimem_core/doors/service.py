@@ -329,11 +329,7 @@ def take_footprint(code: tuple[Path, ...], loaded: tuple[Path, ...]) -> Footprin
 
 def declared_of(pimem: Pimem) -> wire.Declared:
     """The loaded plugins' settings, as the service's clients must know them."""
-    specs = pimem.pm.declared_settings
-    return wire.Declared(
-        shared=frozenset(spec.env for spec in specs if not spec.per_session),
-        session=frozenset(spec.env for spec in specs if spec.per_session),
-    )
+    return wire.declared_by(pimem.pm.declared_settings)
 
 
 @attrs.define

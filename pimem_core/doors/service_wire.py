@@ -13,12 +13,15 @@ import os
 import re
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from pimem_core.private_dir import runtime_dir as runtime_dir  # where the socket lives
 from pimem_core.private_files import write_private
+
+if TYPE_CHECKING:
+    from pimem_core.settings import SettingSpec
 
 #: Kept equal to the distribution's version by a test: reading it from the installed metadata
 #: costs a client about 60 ms, more than the rest of its start-up.
@@ -81,6 +84,15 @@ class Declared(NamedTuple):
 
     shared: frozenset[str] = frozenset()
     session: frozenset[str] = frozenset()
+
+
+def declared_by(specs: Iterable[SettingSpec[Any]]) -> Declared:
+    """The declared settings *specs*, split as a service's clients must know them."""
+    specs = tuple(specs)
+    return Declared(
+        shared=frozenset(spec.env for spec in specs if not spec.per_session),
+        session=frozenset(spec.env for spec in specs if spec.per_session),
+    )
 
 
 def service_file(
@@ -148,17 +160,29 @@ def configured_variables(environ: Mapping[str, str]) -> frozenset[str]:
     return frozenset(_VARIABLE.findall(text)) if "${" in text else frozenset()
 
 
-def service_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def service_environment(
+    environ: Mapping[str, str] | None = None, *, declared: Declared | None = None
+) -> dict[str, str]:
     """What a memory service started from *environ* keeps of it: the variables its answers
-    depend on (:func:`env_fingerprint`) and what any process needs, nothing else (an agent's
-    API keys and the rest of a shell's environment stay out of a process that lives for hours)."""
+    depend on (:func:`env_fingerprint`, with the plugins' *declared* settings) and what any
+    process needs, nothing else (an agent's API keys and the rest of a shell's environment stay
+    out of a process that lives for hours). A command run in process keeps the same
+    (:func:`command_environment`), so a plugin sees one environment wherever it runs."""
     env = os.environ if environ is None else environ
     kept = {
         name: value
         for name, value in env.items()
         if name in _PROCESS_ENV or name.startswith(("LC_", "PIMEM_SERVICE"))
     }
-    return {**kept, **env_fingerprint(env)}
+    return {**kept, **env_fingerprint(env, declared=declared)}
+
+
+def command_environment(environ: Mapping[str, str], declared: Declared) -> dict[str, str]:
+    """What a command run in process keeps of *environ*: what a service would, and the
+    settings of one session or command (which a service takes from each request)."""
+    session = SESSION_ENV | declared.session
+    own = {name: value for name, value in environ.items() if name in session}
+    return {**service_environment(environ, declared=declared), **own}
 
 
 def _settings_file(environ: Mapping[str, str]) -> Path:
