@@ -469,3 +469,42 @@ def test_two_settings_choosing_different_distillers_are_refused() -> None:
         "PIMEM_DISTILLER=host and PIMEM_USE=distill_exchange:aaa-distiller choose different "
         "distillers; set only one of them."
     )
+
+
+# -- answering only when chosen (ONLY_WHEN_CHOSEN) -------------------------------------------------
+
+
+WAITING_INDEX = INDEX + 'ONLY_WHEN_CHOSEN = ("open_index",)\n'
+
+
+def test_a_plugin_that_waits_to_be_chosen_is_not_asked_until_then(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: Path
+) -> None:
+    site = install(tmp_path / "site", {"fts-index": WAITING_INDEX.format(name="fts-index")})
+    monkeypatch.syspath_prepend(str(site))
+    installed = conftest.make_pimem()
+    assert installed.pm.answering_plugins()["pimem_open_index"] == "memsearch-index"
+    assert installed.pm.implementing_plugins("pimem_open_index") == ("memsearch-index",)
+    record = next(r for r in installed.pm.records if r.name == "fts-index")
+    assert record.only_when_chosen == ("pimem_open_index",)
+
+    chosen = conftest.make_pimem({"PIMEM_USE": "open_index:fts-index"})
+    assert chosen.pm.answering_plugins()["pimem_open_index"] == "fts-index"
+    assert opened_by(chosen, repo) == "fts-index"
+
+    listed = run_cli("plugins", env={"PYTHONPATH": str(site)})
+    line = next(line for line in listed.stdout.splitlines() if line.startswith("fts-index "))
+    assert "open_index (only when chosen)" in line
+    assert "pimem_open_index -> memsearch-index" in listed.stdout
+
+
+def test_waiting_for_a_hook_that_cannot_be_chosen_is_refused_at_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = INDEX.format(name="odd") + 'ONLY_WHEN_CHOSEN = ("collect_status",)\n'
+    monkeypatch.syspath_prepend(str(install(tmp_path / "site", {"odd": source})))
+    record = next(
+        r for r in conftest.make_pimem({"PIMEM_STRICT_PLUGINS": "0"}).pm.records if r.name == "odd"
+    )
+    assert record.status == "failed"
+    assert "pimem_collect_status, which is not a single-answer hook" in (record.error or "")
