@@ -16,7 +16,10 @@ there in any test suite, with no import and no ``conftest.py`` line:
     with the plugins chosen as for ``make_pimem`` and an environment of its own (the temporary
     ``HOME``, ``env``, and nothing else of the test process's but ``PATH`` and the locale);
     returns a :class:`CliResult`: ``exit_code``, ``stdout``, ``stderr``, and ``json``, the
-    parsed output of a ``--json`` command.
+    parsed output of a ``--json`` command. With ``service=True`` it runs as ``pimem`` does with
+    the memory service on: the commands the service answers go to a real one, which loads the
+    installed plugins and keeps them for the test's next commands, in the test's own runtime
+    directory; the service is stopped, and the directory removed, when the test ends.
 ``pimem_project``
     A temporary project whose root is a git root (its ``.git`` is a directory), with the scope
     memsearch gives it (:func:`pimem_core.scopes.project_scope`).
@@ -31,7 +34,9 @@ there in any test suite, with no import and no ``conftest.py`` line:
     ``run_pimem`` to test a plugin that searches, or subclass the index to script one answer.
 :func:`ask_pimem_serve`
     Requests sent to a real ``pimem serve`` child one at a time, as an agent's bridge sends
-    them, and the answers by id: for a plugin's served method (``hello.greet``).
+    them, and the answers by id: for a plugin's served method (``hello.greet``). The memory
+    service the child relays to runs in a runtime directory of the call's own, stopped and
+    removed before the call returns.
 :func:`read_hits`
     A search's text (``memory_search``, ``pimem search``) read back hit by hit, as
     :class:`ShownHit`: for tests of what an agent is shown (a host adapter, an end-to-end run).
