@@ -319,8 +319,14 @@ def test_the_cli_shows_which_plugin_raised(tmp_path: Path, repo: Path) -> None:
     )
     site = make_distribution(tmp_path / "site", "pimem-buggy", {"buggy": module}, {module: source})
     result = run_cli("scope", "--cwd", str(repo), env={"PYTHONPATH": str(site)})
-    assert result.code != 0
-    assert "pimem plugin 'buggy' raised this in pimem_resolve_scope" in result.stderr
+    assert result.code == 1
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(
+        "pimem: error: plugin 'buggy' raised ZeroDivisionError('a bug in the plugin') in "
+        "pimem_resolve_scope; the traceback is in "
+    )
+    kept = Path(line.split("; the traceback is in ")[1].split(" (fix")[0])
+    assert "Traceback" in kept.read_text()
 
 
 def test_a_rejected_plugin_is_not_left_half_registered() -> None:

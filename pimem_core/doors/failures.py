@@ -37,14 +37,20 @@ def keep_traceback(error: BaseException, path: Path) -> Path | None:
     return path
 
 
-def one_line(error: BaseException, kept: Path | None) -> str:
-    """What the user reads of a bug: who raised what where, and where the traceback is."""
+def described(error: BaseException, kept: Path | None) -> str:
+    """A bug in a few words: who raised what where, where the traceback is, the way on."""
     where = f"; the traceback is in {kept}" if kept is not None else ""
     named = culprit(error)
     if named is None:
-        return f"pimem: internal error: {error!r}{where}"
+        return f"internal error: {error!r}{where}"
     plugin, hook = named
     return (
-        f"pimem: error: plugin {plugin!r} raised {error!r} in {hook}{where} "
+        f"plugin {plugin!r} raised {error!r} in {hook}{where} "
         f"(fix the plugin, or set PIMEM_DISABLE_PLUGINS={plugin} to go on without it)"
     )
+
+
+def one_line(error: BaseException, kept: Path | None) -> str:
+    """What the command line prints of a bug."""
+    text = described(error, kept)
+    return f"pimem: {text}" if text.startswith("internal error") else f"pimem: error: {text}"

@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from pimem_core.api import Pimem
+from pimem_core.doors import service_wire as wire
 from pimem_core.doors.commands import SHARED, Command, Door, UsageError, plugin_commands, served
+from pimem_core.doors.failures import described, error_log, keep_traceback
 from pimem_core.errors import PimemError
 from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.host_model import ModelRef, model_ref_from_json, resolve_capture_model
@@ -278,8 +280,9 @@ class Server:
             self._fail(request_id, kind, str(error))
         except Exception as error:  # a bug: reported, never fatal to the host's session
             log.exception("request %s failed", request_id)
-            notes = "".join(f" ({note})" for note in getattr(error, "__notes__", ()))
-            self._fail(request_id, "internal", f"{type(error).__name__}: {error}{notes}")
+            # Relayed, the log above is the memory service's; else pimem's error log keeps it.
+            kept = wire.log_path() if self._relayed else keep_traceback(error, error_log())
+            self._fail(request_id, "internal", described(error, kept))
         else:
             self._send({"id": request_id, "result": result})
         finally:
