@@ -75,6 +75,8 @@ class PluginRow(TypedDict):
     error: str | None
     setting: str | None
     settings: list[dict[str, object]]
+    routes_memory: bool
+    only_when_chosen: list[str]
 
 
 class PluginListing(TypedDict):
@@ -106,6 +108,8 @@ def test_an_installed_resolver_replaces_the_default(
         "error": None,
         "setting": None,
         "settings": [],
+        "routes_memory": False,
+        "only_when_chosen": [],
     }
     assert central == expected
     assert data["single_answer_hooks"]["pimem_resolve_scope"] == "central"
