@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from pimem_core.doors.commands import Command
+    from pimem_core.command_table import Command
     from pimem_core.services import MemoryIndex, MemoryStore, SkillCatalog, TranscriptReader
     from pimem_core.settings import Settings, SettingSpec
     from pimem_core.types import (

@@ -260,7 +260,7 @@ class PimemPluginManager(pluggy.PluginManager):
             if not isinstance(spec, SettingSpec):
                 raise PluginLoadError(
                     f"plugin {name!r}: pimem_declare_settings gave a {type(spec).__name__}, "
-                    "not a pimem_core.SettingSpec"
+                    "not a SettingSpec (`from pimem_core.plugin import SettingSpec`)"
                 )
         self.settings = self.settings.declare(specs)
         self._specs.update((spec.env, spec) for spec in specs)
@@ -681,8 +681,9 @@ def _check_hook_names(plugin: object, name: str) -> None:
             )
         if not marked:
             raise PluginLoadError(
-                f"plugin {name!r} defines {attr} without @pimem_core.hookimpl, so it would never "
-                f"be called; mark it or block the plugin with PIMEM_DISABLE_PLUGINS={name}"
+                f"plugin {name!r} defines {attr} without @hookimpl, so it would never be called; "
+                "mark it (`from pimem_core.plugin import hookimpl`) or block the plugin with "
+                f"PIMEM_DISABLE_PLUGINS={name}"
             )
 
 

@@ -19,6 +19,19 @@ from __future__ import annotations
 
 from pimem_core.allocator import give_back_memory
 from pimem_core.api import Pimem
+from pimem_core.command_table import (
+    Args,
+    Choice,
+    Command,
+    Count,
+    Door,
+    FilePath,
+    Flag,
+    Outcome,
+    Param,
+    Text,
+    UsageError,
+)
 from pimem_core.conflicts import (
     HOW_TO_RESOLVE,
     ConflictScans,
@@ -47,19 +60,6 @@ from pimem_core.day_file import (
     remove_compact_block,
     remove_entry,
     without_anchors,
-)
-from pimem_core.doors.commands import (
-    Args,
-    Choice,
-    Command,
-    Count,
-    Door,
-    FilePath,
-    Flag,
-    Outcome,
-    Param,
-    Text,
-    UsageError,
 )
 from pimem_core.errors import (
     CollectionMissing,

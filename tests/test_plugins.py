@@ -168,15 +168,18 @@ def test_strict_mode_makes_an_import_failure_an_error(
     ("source", "message"),
     [
         (
-            "from pimem_core import hookimpl\n@hookimpl\ndef pimem_resolve_scop(cwd):\n    pass\n",
+            "from pimem_core.plugin import hookimpl\n@hookimpl\ndef pimem_resolve_scop(cwd):\n"
+            "    pass\n",
             r"pimem_resolve_scop, which is not a pimem hook \(misspelled\?\)",
         ),
         (
             "def pimem_resolve_scope(cwd):\n    pass\n",
-            r"without @pimem_core\.hookimpl",
+            r"without @hookimpl, so it would never be called; mark it "
+            r"\(`from pimem_core\.plugin import hookimpl`\)",
         ),
         (
-            "from pimem_core import hookimpl\n@hookimpl\ndef pimem_resolve_scope(directory):\n"
+            "from pimem_core.plugin import hookimpl\n@hookimpl\n"
+            "def pimem_resolve_scope(directory):\n"
             "    pass\n",
             r"(?s)does not fit the pimem hooks.*directory",
         ),
@@ -541,7 +544,10 @@ def test_a_declaration_that_is_not_a_setting_spec_does_not_fit() -> None:
         def pimem_declare_settings() -> tuple[str]:
             return ("PIMEM_WRONG",)
 
-    with pytest.raises(PluginLoadError, match=r"gave a str, not a pimem_core\.SettingSpec"):
+    with pytest.raises(
+        PluginLoadError,
+        match=r"gave a str, not a SettingSpec \(`from pimem_core\.plugin import SettingSpec`\)",
+    ):
         PimemPluginManager().add_plugin(Wrong(), "wrong")
 
 

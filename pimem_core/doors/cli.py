@@ -21,17 +21,8 @@ from pathlib import Path
 from typing import TextIO
 
 from pimem_core.api import Pimem
-from pimem_core.doors.commands import (
-    SHARED,
-    Args,
-    Command,
-    Door,
-    Flag,
-    Outcome,
-    Param,
-    UsageError,
-    plugin_commands,
-)
+from pimem_core.command_table import Args, Command, Flag, Outcome, Param, UsageError
+from pimem_core.doors.commands import SHARED, FrontDoor, in_front_door, plugin_commands
 from pimem_core.doors.failures import error_log, keep_traceback, one_line
 from pimem_core.doors.git import COMMANDS as GIT_COMMANDS
 from pimem_core.doors.git import GROUP as GIT_GROUP
@@ -50,7 +41,7 @@ ARGV_CONTENT_WARNING = (
 )
 
 
-class CliDoor(Door):
+class CliDoor(FrontDoor):
     """The command line: the scope of ``--cwd``, waiting and notes on stderr."""
 
     def __init__(self, pimem: Pimem, cwd: Path, *, ready_written: bool = False) -> None:
@@ -103,7 +94,8 @@ def _progress_bar(done: int, total: int) -> None:
 # -- the commands only the command line has ------------------------------------------------------
 
 
-def _scope(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _scope(door: FrontDoor, a: Args) -> Outcome:
     fields = door.scope().to_json()
     text = "\n".join(
         f"{key}: {'(none)' if value is None else value}" for key, value in fields.items()
@@ -111,7 +103,8 @@ def _scope(door: Door, a: Args) -> Outcome:
     return Outcome(text=text, data=fields)
 
 
-def _index(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _index(door: FrontDoor, a: Args) -> Outcome:
     scope = door.scope()
     report = door.pimem.index_memory(scope, "cli", on_wait=door.on_wait, progress=door.progress)
     failed = "".join(f"\n  failed: {f.path} ({f.error})" for f in report.failed_files)
@@ -137,14 +130,16 @@ def _index(door: Door, a: Args) -> Outcome:
     return Outcome(text=text, data=data)
 
 
-def _serve(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _serve(door: FrontDoor, a: Args) -> Outcome:
     from pimem_core.doors.serve import serve
 
     serve(door.pimem, announce=not door.ready_written)
     return Outcome(text=None)
 
 
-def _maintenance(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _maintenance(door: FrontDoor, a: Args) -> Outcome:
     from pimem_core.runtime.maintenance import MaintenanceRunner
 
     runner = MaintenanceRunner(door.pimem, door.scope(), budget=door.budget())
@@ -159,14 +154,16 @@ def _maintenance(door: Door, a: Args) -> Outcome:
     )
 
 
-def _service_run(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _service_run(door: FrontDoor, a: Args) -> Outcome:
     from pimem_core.doors.service import run_service
 
     run_service(door.pimem, run_line, note=door.note)
     return Outcome(text=None)
 
 
-def _service_status(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _service_status(door: FrontDoor, a: Args) -> Outcome:
     from pimem_core.doors import service_client
     from pimem_core.doors.service_wire import socket_path
 
@@ -207,7 +204,8 @@ def _service_status(door: Door, a: Args) -> Outcome:
     )
 
 
-def _service_stop(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _service_stop(door: FrontDoor, a: Args) -> Outcome:
     from pimem_core.doors import service_client
     from pimem_core.doors.service_wire import socket_path
 
@@ -241,7 +239,8 @@ def _service_stop(door: Door, a: Args) -> Outcome:
     return Outcome(text=f"stopped the memory service (pid {pid})", data={"stopped": pid})
 
 
-def _snapshot(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _snapshot(door: FrontDoor, a: Args) -> Outcome:
     snapshot = door.pimem.build_snapshot(door.scope())
     if snapshot is None:
         door.note(
@@ -252,7 +251,8 @@ def _snapshot(door: Door, a: Args) -> Outcome:
     return Outcome(text=snapshot.removesuffix("\n"))  # printed with one newline
 
 
-def _plugins(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _plugins(door: FrontDoor, a: Args) -> Outcome:
     records = door.pimem.pm.records
     answers = door.pimem.pm.answering_plugins()
     rows = [("NAME", "DISTRIBUTION", "VERSION", "STATUS", "HOOKS")]
@@ -543,7 +543,7 @@ def _log_to_stderr(verbosity: int) -> None:
 def execute(
     parser: argparse.ArgumentParser,
     argv: Sequence[str] | None,
-    make_door: Callable[[Path], Door],
+    make_door: Callable[[Path], FrontDoor],
     *,
     out: TextIO,
     err: TextIO,
@@ -568,7 +568,7 @@ def execute(
             command.check(values)
     except UsageError as error:
         parser.error(str(error))
-    door: Door | None = None
+    door: FrontDoor | None = None
     try:
         door = make_door(args.cwd)
         if command.progress and err.isatty() and not args.json:
@@ -606,7 +606,7 @@ def execute(
 
 
 def _warn_of_failed_plugins(
-    door: Door | None, command: Command, err: TextIO, said: str = ""
+    door: FrontDoor | None, command: Command, err: TextIO, said: str = ""
 ) -> None:
     """One line for each plugin that failed to load, after the command's answer (status and
     ``pimem plugins`` show them in theirs); for one deciding where memory goes, the store this
@@ -625,7 +625,7 @@ def _warn_of_failed_plugins(
 
 def run_line(
     argv: list[str],
-    make_door: Callable[[Path], Door],
+    make_door: Callable[[Path], FrontDoor],
     *,
     out: TextIO,
     err: TextIO,
@@ -695,7 +695,7 @@ def main(
     if argv is None and open_pimem is None and isinstance(pimem, Pimem):
         _as_the_service_would(pimem, words)
 
-    def make_door(cwd: Path) -> Door:
+    def make_door(cwd: Path) -> FrontDoor:
         if isinstance(pimem, PimemError):
             raise pimem
         return CliDoor(pimem, cwd, ready_written=ready_written)

@@ -1,27 +1,39 @@
 """The operations both front doors offer, in one table.
 
-Each :class:`Command` says its name, its parameters (how each is read from a command-line word
-and from a JSON value, and what is wrong with a bad one), its handler and what it returns: an
-:class:`Outcome`, a text for a person or an agent and the JSON beside it. The CLI
-(:mod:`pimem_core.doors.cli`) builds its parser from the table and prints the text or the JSON;
-``pimem serve`` (:mod:`pimem_core.doors.serve`) answers each served command's method with the text
-and the same JSON. A handler sees its door only through :class:`Door`: where the scope comes
-from, where waiting and notes go.
+What a command is (:class:`~pimem_core.command_table.Command`, its parameters and the
+:class:`~pimem_core.command_table.Outcome` it returns) is the contract's
+(:mod:`pimem_core.command_table`); here are pimem's own commands, their handlers, and the rules
+that fit plugins' commands beside them. The CLI (:mod:`pimem_core.doors.cli`) builds its parser
+from the table and prints the text or the JSON; ``pimem serve`` (:mod:`pimem_core.doors.serve`)
+answers each served command's method with the text and the same JSON. The core's handlers run
+in a :class:`FrontDoor`: a door whose ``pimem`` is the whole facade.
 """
 
 from __future__ import annotations
 
-import abc
-import argparse
+import functools
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from pimem_core.api import Pimem
+from pimem_core.command_table import (
+    Args,
+    Choice,
+    Command,
+    Count,
+    Door,
+    FilePath,
+    Flag,
+    Handler,
+    Kind,
+    Outcome,
+    Param,
+    UsageError,
+)
 from pimem_core.conflicts import describe_conflicted, is_conflicted
 from pimem_core.doors.failures import error_log, keep_traceback
 from pimem_core.doors.skills import (
@@ -50,38 +62,9 @@ from pimem_core.render import (
 )
 from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.status import status_sections
-from pimem_core.types import Anchor, DayAddress, Entry, Scope, SearchQuery, TranscriptRequest
+from pimem_core.types import Anchor, DayAddress, Entry, SearchQuery, TranscriptRequest
 
-if TYPE_CHECKING:
-    from pimem_core.runtime.session import SessionInfo
-
-#: A command's parameters, read and checked, by name.
-Args = Mapping[str, Any]
-
-
-class UsageError(PimemError):
-    """A command or request pimem cannot act on: a missing or wrong parameter. The CLI exits 2
-    with it; ``pimem serve`` answers it as a ``request`` error."""
-
-
-# -- parameter kinds ---------------------------------------------------------------------------
-
-
-class Kind:
-    """How a parameter's value is read: from a command-line word, or from a JSON value. Both
-    raise :class:`ValueError` with what is wrong, without the parameter's name."""
-
-    def from_word(self, word: str) -> object:
-        return word
-
-    def from_json(self, value: object) -> object:
-        if not isinstance(value, str):
-            raise ValueError("must be a non-empty string")
-        return self.from_word(value)
-
-
-class Text(Kind):
-    pass
+# -- the core's own parameter kinds -----------------------------------------------------------
 
 
 class Query(Kind):
@@ -89,49 +72,6 @@ class Query(Kind):
         if not word.strip():
             raise ValueError("must hold at least one word, got an empty query")
         return word
-
-
-@attrs.frozen
-class Count(Kind):
-    minimum: int
-
-    def from_word(self, word: str) -> object:
-        if not word.isdigit() or int(word) < self.minimum:
-            raise ValueError(f"must be a whole number of at least {self.minimum}, got {word!r}")
-        return int(word)
-
-    def from_json(self, value: object) -> object:
-        if isinstance(value, bool) or not isinstance(value, int) or value < self.minimum:
-            raise ValueError(f"must be a whole number of at least {self.minimum}")
-        return value
-
-
-@attrs.frozen
-class Choice(Kind):
-    values: tuple[str, ...]
-
-    def from_word(self, word: str) -> object:
-        if word not in self.values:
-            wanted = " or ".join(f'"{value}"' for value in self.values)
-            raise ValueError(f"must be {wanted}, got {word!r}")
-        return word
-
-
-class Flag(Kind):
-    """On or off: a command-line flag, a JSON boolean."""
-
-    def from_json(self, value: object) -> object:
-        if not isinstance(value, bool):
-            raise ValueError("must be true or false")
-        return value
-
-
-class FilePath(Kind):
-    def from_word(self, word: str) -> object:
-        # The operating system refuses a NUL in a path with a ValueError: a wrong request.
-        if "\x00" in word:
-            raise ValueError("must be a path, without NUL characters")
-        return Path(word)
 
 
 class UserDir(FilePath):
@@ -163,137 +103,16 @@ class ProjectDir(FilePath):
         return path
 
 
-@attrs.frozen(kw_only=True)
-class Param:
-    """One parameter. Its name is the JSON name and the handler's key."""
-
-    name: str
-    kind: Kind = attrs.field(factory=Text)
-    #: The option strings on the command line; none: a positional argument.
-    flags: tuple[str, ...] = ()
-    metavar: str | None = None
-    help: str | None = None
-    required: bool = False
-    default: object = None
-    #: Also a served parameter; if not, the server takes it from the session (``from_session``).
-    served: bool = True
-    #: The ``SessionInfo`` field the server fills it from when it is not served.
-    from_session: str | None = None
-    #: A command-line flag that stores this value (``--all`` for ``scope="all"``).
-    const: object = None
-    #: What the server says when a required parameter is missing.
-    missing: str | None = None
-
-    def add_to(self, parser: argparse.ArgumentParser) -> None:
-        def read(word: str) -> object:
-            try:
-                return self.kind.from_word(word)
-            except ValueError as error:
-                raise argparse.ArgumentTypeError(str(error)) from None
-
-        if not self.flags:
-            parser.add_argument(self.name, type=read, metavar=self.metavar, help=self.help)
-        elif self.const is not None:
-            parser.add_argument(
-                *self.flags,
-                dest=self.name,
-                action="store_const",
-                const=self.const,
-                default=self.default,
-                help=self.help,
-            )
-        elif isinstance(self.kind, Flag):
-            parser.add_argument(*self.flags, dest=self.name, action="store_true", help=self.help)
-        else:
-            parser.add_argument(
-                *self.flags,
-                dest=self.name,
-                type=read,
-                required=self.required,
-                default=self.default,
-                metavar=self.metavar,
-                help=self.help,
-            )
-
-    def from_request(self, raw: Mapping[str, object], session: SessionInfo | None) -> object:
-        """The served value, from a request's params or from the session."""
-        if not self.served:
-            value: object = None if session is None else getattr(session, self.from_session or "")
-            if value is None:
-                raise UsageError(self.missing or f'"{self.name}" needs a started session')
-            return str(value)
-        value = raw.get(self.name)
-        if value is None or value == "":
-            if self.required:
-                raise UsageError(self.missing or f'"{self.name}" must be a non-empty string')
-            return self.default
-        try:
-            return self.kind.from_json(value)
-        except ValueError as error:
-            raise UsageError(f'"{self.name}" {error}') from None
+# -- pimem's front doors -----------------------------------------------------------------------
 
 
-# -- outcomes and doors ------------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class Outcome:
-    """What a command returns: the text a person or an agent reads (``None``: nothing on
-    stdout) and its JSON (``pimem CMD --json``)."""
-
-    text: str | None
-    data: object = None
-    #: The served result holds the JSON under this key; without one, the JSON's fields.
-    key: str | None = None
-
-    def served(self) -> dict[str, object]:
-        """The served result: ``text`` and the JSON."""
-        if self.key is not None:
-            return {"text": self.text, self.key: self.data}
-        assert isinstance(self.data, dict), "a result without a key must be a JSON object"
-        return {"text": self.text, **self.data}
-
-
-class Door(abc.ABC):
-    """What a handler knows of the front door that runs it."""
-
-    #: ``pimem serve``'s ready line is out already (the launcher wrote it).
-    ready_written = False
-    #: Told how many files an index run has done (the CLI's progress bar on a terminal).
-    progress: Callable[[int, int], None] | None = None
+class FrontDoor(Door):
+    """A front door of pimem's own (the command line, ``pimem serve``, the memory service): a
+    :class:`~pimem_core.command_table.Door` whose ``pimem`` is the whole facade, for the core's
+    handlers."""
 
     def __init__(self, pimem: Pimem) -> None:
-        self.pimem = pimem
-
-    @abc.abstractmethod
-    def scope(self) -> Scope:
-        """The scope the command works on."""
-
-    @abc.abstractmethod
-    def base_dir(self) -> Path:
-        """Where a relative directory the user names is taken from."""
-
-    @abc.abstractmethod
-    def on_wait(self, holder: str) -> None:
-        """The command waits in the backend queue behind *holder*."""
-
-    @abc.abstractmethod
-    def note(self, line: str) -> None:
-        """A line for the person beside the result (the CLI's stderr, the server's log)."""
-
-    def notice(self, line: str) -> None:
-        """A line the person or agent reading the result should see with it: what the command
-        did first (a search that indexed changed day files). The CLI prints it on stderr,
-        ``pimem serve`` puts it at the top of the result's text."""
-        self.note(line)
-
-    def service_line(self) -> str | None:
-        """The memory service's state for ``pimem status``; ``None`` when it is off."""
-        return None
-
-    def content(self, value: str) -> str:
-        """A write's content as given (the CLI reads ``-`` from stdin)."""
-        return value
+        self.pimem: Pimem = pimem
 
     def budget(self) -> DistillBudget:
         """The distillation budget status shows."""
@@ -305,49 +124,23 @@ class Door(abc.ABC):
         return keep_traceback(error, error_log())
 
 
-Handler = Callable[[Door, Args], Outcome]
+def in_front_door(handler: Callable[[FrontDoor, Args], Outcome]) -> Handler:
+    """A core command's handler: run by pimem's own doors only, each a :class:`FrontDoor`."""
 
+    @functools.wraps(handler)
+    def run(door: Door, args: Args) -> Outcome:
+        if not isinstance(door, FrontDoor):
+            raise TypeError(f"pimem's own commands run in its front doors, not in {door!r}")
+        return handler(door, args)
 
-@attrs.frozen(kw_only=True)
-class Command:
-    """One operation, as both doors offer it."""
-
-    #: The CLI's words: ``("search",)``, ``("skills", "list")``.
-    path: tuple[str, ...]
-    help: str
-    handler: Handler = attrs.field(eq=False)
-    description: str | None = None
-    epilog: str | None = None
-    params: tuple[Param, ...] = ()
-    #: Served as this host-protocol method (several commands may share one, by ``action``).
-    method: str | None = None
-    #: Under a shared method, the value of its ``action`` parameter (the first is the default).
-    action: str | None = None
-    #: Takes ``--cwd`` (it works on a project) and ``--json``.
-    project: bool = True
-    json_output: bool = True
-    #: Checks the parameters together, before the handler runs.
-    check: Callable[[Args], None] | None = attrs.field(default=None, eq=False)
-    #: Shows a progress bar on a terminal.
-    progress: bool = False
-    #: The help of the group a two-word command starts (``pimem model``), where the core's
-    #: table does not already have it: a plugin's command groups say their own.
-    group_help: str | None = None
-
-    @property
-    def name(self) -> str:
-        return " ".join(self.path)
-
-    def run(self, door: Door, args: Args) -> Outcome:
-        if self.check is not None:
-            self.check(args)
-        return self.handler(door, args)
+    return run
 
 
 # -- the handlers ------------------------------------------------------------------------------
 
 
-def _write(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _write(door: FrontDoor, a: Args) -> Outcome:
     # Scrubbed here as well as by the facade, to tell the writer what was taken out.
     scrubbed = door.pimem.scrubber.scrubbed(door.content(a["content"]))
     entry = Entry(
@@ -376,7 +169,7 @@ def _write(door: Door, a: Args) -> Outcome:
     )
 
 
-def _conflicted(door: Door, day: date) -> bool:
+def _conflicted(door: FrontDoor, day: date) -> bool:
     """Whether *day*'s daily memory file holds git conflict markers (``False`` when it cannot
     be read: the entry was written, and that is what the command answers)."""
     try:
@@ -396,7 +189,8 @@ def _check_forget(a: Args) -> None:
         raise UsageError("forget by day needs a date and a time together")
 
 
-def _forget(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _forget(door: FrontDoor, a: Args) -> Outcome:
     pimem, scope = door.pimem, door.scope()
     if a["chunk_hash"] is not None:
         redaction = pimem.forget_chunk(scope, a["chunk_hash"], on_wait=door.on_wait)
@@ -410,7 +204,8 @@ def _forget(door: Door, a: Args) -> Outcome:
     return Outcome(text=render_redaction(redaction), data=redaction_to_json(redaction))
 
 
-def _search(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _search(door: FrontDoor, a: Args) -> Outcome:
     pimem, text, explain = door.pimem, a["query"], bool(a["explain"])
     query = SearchQuery(text=text, top_k=a["top_k"])
     # The JSON always carries every hit's legs: --explain changes only the text.
@@ -432,7 +227,8 @@ def _search(door: Door, a: Args) -> Outcome:
     )
 
 
-def _expand(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _expand(door: FrontDoor, a: Args) -> Outcome:
     scope = door.scope()
     project: Path | None = a["project"]
     foreign = project is not None and project != scope.scope_dir
@@ -452,7 +248,8 @@ def _expand(door: Door, a: Args) -> Outcome:
     )
 
 
-def _compact(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _compact(door: FrontDoor, a: Args) -> Outcome:
     scope = door.scope()
     result = door.pimem.compact_memory(scope, on_wait=door.on_wait)
     return Outcome(
@@ -461,7 +258,8 @@ def _compact(door: Door, a: Args) -> Outcome:
     )
 
 
-def _status(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _status(door: FrontDoor, a: Args) -> Outcome:
     scope = door.scope()
     sections = status_sections(door.pimem, scope, door.budget())
     text, data = render_status(scope, sections), status_to_json(scope, sections)
@@ -472,7 +270,8 @@ def _status(door: Door, a: Args) -> Outcome:
     return Outcome(text=text, data=data)
 
 
-def _transcript(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _transcript(door: FrontDoor, a: Args) -> Outcome:
     # Expand shows paths under ~ or relative to the project: taken back as shown.
     path: Path = a["transcript_path"].expanduser()
     if not path.is_absolute():
@@ -489,7 +288,8 @@ def _transcript(door: Door, a: Args) -> Outcome:
     return Outcome(text=render_transcript(transcript), data=transcript_to_json(transcript))
 
 
-def _skills_list(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _skills_list(door: FrontDoor, a: Args) -> Outcome:
     candidates = door.pimem.list_skill_candidates(door.scope())
     return Outcome(
         text=render_candidates(candidates),
@@ -498,14 +298,16 @@ def _skills_list(door: Door, a: Args) -> Outcome:
     )
 
 
-def _skills_show(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _skills_show(door: FrontDoor, a: Args) -> Outcome:
     candidate = door.pimem.read_skill_candidate(door.scope(), a["name"])
     return Outcome(
         text=render_candidate(candidate), data=candidate_to_json(candidate), key="candidate"
     )
 
 
-def _skills_install(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _skills_install(door: FrontDoor, a: Args) -> Outcome:
     scope, name = door.scope(), a["name"]
     written = door.pimem.install_skill_candidate(scope, name, door.base_dir() / a["to"])
     return Outcome(

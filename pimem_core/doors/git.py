@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 
 from pimem_core.api import Pimem
+from pimem_core.command_table import Args, Command, FilePath, Outcome, Param
 from pimem_core.conflicts import after_conflicts, conflicted_files, without_conflicts
-from pimem_core.doors.commands import Args, Command, Door, FilePath, Outcome, Param
+from pimem_core.doors.commands import FrontDoor, in_front_door
 from pimem_core.errors import PimemError, StoreError
 from pimem_core.gitrepo import (
     DRIVER,
@@ -41,7 +42,8 @@ def _read_version(path: Path) -> str:
         raise StoreError(f"cannot read {path} as UTF-8 text: {error}") from None
 
 
-def _merge_day_files(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _merge_day_files(door: FrontDoor, a: Args) -> Outcome:
     base, ours, theirs = (_read_version(a[name]) for name in ("base", "ours", "theirs"))
     merged = door.pimem.merge_day_file(base, ours, theirs)
     # Written only once merged: a failure leaves OURS as it was, for git's own merge to take.
@@ -59,7 +61,8 @@ def _git(work_tree: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def _merge_driver(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _merge_driver(door: FrontDoor, a: Args) -> Outcome:
     root, pattern, _ = _place(door, "register")
     # This Python and this pimem, whatever PATH says when git runs the driver; when it cannot
     # run, git's own merge writes conflict markers, which pimem reads around.
@@ -96,7 +99,7 @@ def _merge_driver(door: Door, a: Args) -> Outcome:
     )
 
 
-def _place(door: Door, doing: str) -> tuple[Path, str, str]:
+def _place(door: FrontDoor, doing: str) -> tuple[Path, str, str]:
     """The session repository's work tree, the store's day files as a pattern there and the
     store's directory relative to it; a ``PimemError`` saying why there are none."""
     place = locate_store(door.scope())
@@ -145,7 +148,8 @@ def _resolved_text(pimem: Pimem, stages: dict[int, str], current: str) -> str:
     return pimem.merge_day_file(both, merged, since)
 
 
-def _resolve(door: Door, a: Args) -> Outcome:
+@in_front_door
+def _resolve(door: FrontDoor, a: Args) -> Outcome:
     root, _, store = _place(door, "resolve")
     unmerged = _unmerged(root, store)
     marked = {

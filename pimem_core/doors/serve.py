@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from pimem_core.api import Pimem
+from pimem_core.command_table import Command, UsageError
 from pimem_core.doors import service_wire as wire
-from pimem_core.doors.commands import SHARED, Command, Door, UsageError, plugin_commands, served
+from pimem_core.doors.commands import SHARED, FrontDoor, plugin_commands, served
 from pimem_core.doors.failures import described, error_log, keep_traceback
 from pimem_core.errors import PimemError
 from pimem_core.runtime.budget import DistillBudget
@@ -435,7 +436,7 @@ def _plugin_commands(pimem: Pimem) -> tuple[Command, ...]:
         return ()
 
 
-class _ServedDoor(Door):
+class _ServedDoor(FrontDoor):
     """A served request: the session's scope and budget; waiting goes to the host."""
 
     def __init__(self, server: Server, progress: Callable[[str], None]) -> None:

@@ -29,8 +29,9 @@ import attrs
 
 from pimem_core.allocator import give_back_memory, resident_kb
 from pimem_core.api import Pimem
+from pimem_core.command_table import UsageError
 from pimem_core.doors import service_wire as wire
-from pimem_core.doors.commands import Door, UsageError
+from pimem_core.doors.commands import FrontDoor
 from pimem_core.doors.installation import Footprint
 from pimem_core.doors.serve import Server
 from pimem_core.doors.service_limits import BACKLOG, Requests, unrouted
@@ -108,7 +109,7 @@ def peer_allowed(peer: Peer, own: int) -> bool:
     return peer.uid is None or peer.uid == own
 
 
-class ServiceDoor(Door):
+class ServiceDoor(FrontDoor):
     """One request of a client: its directory's scope, its notes gathered for its stderr."""
 
     def __init__(
@@ -204,7 +205,7 @@ class LineRunner(Protocol):
     def __call__(
         self,
         argv: list[str],
-        make_door: Callable[[Path], Door],
+        make_door: Callable[[Path], FrontDoor],
         *,
         out: TextIO,
         err: TextIO,
@@ -227,7 +228,7 @@ def run_command_line(
     out, err = io.StringIO(), io.StringIO()
     door: ServiceDoor | None = None
 
-    def make_door(directory: Path) -> Door:
+    def make_door(directory: Path) -> FrontDoor:
         nonlocal door
         door = ServiceDoor(pimem(), directory, info, stdin)
         return door
