@@ -4,8 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CODE := pimem_core pimem_plugins tests bench reliability examples
-# Example plugins: real third-party-style distributions, each with its own tests.
-EXAMPLES := examples/worktree-resolver examples/hello-command
+# Example plugins and an agent that embeds pimem: real third-party-style distributions, each
+# with its own tests.
+EXAMPLES := examples/worktree-resolver examples/hello-command examples/embed-in-agent
 # The offline embedding model lives in pimem's per-user data directory, shared with every
 # pimem installed for this user; `make ... PIMEM_HOME=DIR` keeps it (and pimem's state) in DIR.
 PIMEM_HOME ?=
@@ -67,7 +68,7 @@ dist: $(STAMP)  ## pimem's wheel (the pi package inside) and sdist, into dist/
 
 # Each example is installed from its directory (not editable) into the project's .venv, tested
 # through its entry point, and uninstalled again: pimem's own suite expects only its plugins.
-examples: $(STAMP)  ## install each example plugin, run its own tests, uninstall it
+examples: $(STAMP)  ## install each example, run its own tests, uninstall it
 	@for example in $(EXAMPLES); do \
 		$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --force-reinstall ./$$example || exit 1; \
 		(cd $$example && $(CURDIR)/$(BIN)/pytest -q); status=$$?; \

@@ -2,6 +2,12 @@
 
 ``pimem_core`` defines the framework (hook specifications, plugin manager, value objects,
 settings, the typed facade and the CLI); ``pimem_plugins`` implements it.
+
+The library surface for an agent that embeds pimem (docs/library.md): :class:`Memory` (open the
+memory of a directory: search, expand, write, forget, status) and :class:`MemorySession` (one
+conversation: its snapshot, the exchanges it settles, its end), with their answers
+:class:`Found`, :class:`Expanded`, :class:`Written`, :class:`MemoryStatus` and the
+:class:`Message` an exchange is settled in.
 """
 
 from __future__ import annotations
@@ -13,12 +19,35 @@ if TYPE_CHECKING:
     from typing import Any
 
     from pimem_core.api import Pimem
+    from pimem_core.doors.library import (
+        Expanded,
+        Found,
+        Memory,
+        MemorySession,
+        MemoryStatus,
+        Message,
+        Written,
+    )
     from pimem_core.doors.service_client import ask_memory_service
     from pimem_core.errors import PimemError
     from pimem_core.hookspecs import hookimpl
     from pimem_core.settings import Settings, SettingSpec
 
-__all__ = ["Pimem", "PimemError", "SettingSpec", "Settings", "ask_memory_service", "hookimpl"]
+__all__ = [
+    "Expanded",
+    "Found",
+    "Memory",
+    "MemorySession",
+    "MemoryStatus",
+    "Message",
+    "Pimem",
+    "PimemError",
+    "SettingSpec",
+    "Settings",
+    "Written",
+    "ask_memory_service",
+    "hookimpl",
+]
 
 _HOMES = {
     "Pimem": "pimem_core.api",
@@ -27,6 +56,10 @@ _HOMES = {
     "SettingSpec": "pimem_core.settings",
     "hookimpl": "pimem_core.hookspecs",
     "ask_memory_service": "pimem_core.doors.service_client",
+    **dict.fromkeys(
+        ("Memory", "MemorySession", "Message", "Found", "Expanded", "Written", "MemoryStatus"),
+        "pimem_core.doors.library",
+    ),
 }
 
 
