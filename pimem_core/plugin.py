@@ -2,23 +2,30 @@
 
 A plugin imports from this module only (``from pimem_core.plugin import hookimpl, Scope``); the
 architecture test holds pimem's own plugins to it exactly as it holds a third party's, so what
-is here is the contract and what is not may change in any release. By section:
+is here is the contract and what is not may change in any release. It stands on the contract
+floor: nothing of the runtime, the front doors or the facade is named here. By section:
 
-- the contract: :data:`hookimpl`, the service protocols a factory hook returns and the optional
-  capabilities an index may add;
-- value types: what hooks take and return (:class:`Scope`, :class:`Entry`, :class:`SearchHit`...);
-- settings and errors: a plugin's declared settings, their parsers, the errors pimem reports;
-- day files: the one reader and writer of the entry bytes every mesh agent shares;
-- files: atomic and private writes, pimem's per-user directories;
-- scopes and git: the default layout of a memory store, the git helpers team memory needs;
-- commands: the command table a plugin adds to (``pimem_collect_commands``);
-- maintenance and budget: what a maintenance task needs to describe and run itself.
+- **hooks**: :data:`hookimpl`, the marker of a hook implementation;
+- **services**: the protocols a factory hook returns (:class:`MemoryStore`,
+  :class:`MemoryIndex`, :class:`TranscriptReader`, :class:`SkillCatalog`) and the optional
+  capabilities an index may add (:class:`SimilaritySearch`, :class:`Warming`,
+  :class:`PendingWork`, :class:`CatchingUp`, :class:`Compacting`);
+- **values**: what hooks and services take and return (:class:`Scope`, :class:`Entry`,
+  :class:`SearchHit`, :class:`StatusSection`, :class:`MaintenanceTask`...);
+- **errors**: :class:`PimemError` and the subclasses whose meaning pimem acts on;
+- **settings**: :class:`Settings`, a plugin's declared :class:`SettingSpec` and its parsers;
+- **commands**: the command table a plugin adds to (``pimem_collect_commands``):
+  :class:`Command`, :class:`Param` and its kinds, :class:`Outcome`, the :class:`Door` a handler
+  receives, :data:`Args`, :class:`UsageError`;
+- **day files**: the entry grammar and reader every mesh agent shares, git's conflict markers;
+- **files and places**: atomic and private writes, pimem's per-user directories, the default
+  layout of a project's memory and the git helpers team memory needs.
 """
 
 from __future__ import annotations
 
 from pimem_core.allocator import give_back_memory
-from pimem_core.api import Pimem
+from pimem_core.atomic_files import temp_path, write_atomically
 from pimem_core.command_table import (
     Args,
     Choice,
@@ -40,7 +47,6 @@ from pimem_core.conflicts import (
     describe_conflicted,
     file_is_conflicted,
     is_conflicted,
-    marker_lines,
     without_conflicts,
     without_marker_lines,
 )
@@ -51,8 +57,6 @@ from pimem_core.day_file import (
     GROUP_HEADING,
     SESSION_HEADING,
     TITLE,
-    CompactBlock,
-    DayEntry,
     day_file_name,
     format_entry,
     list_compact_blocks,
@@ -86,15 +90,7 @@ from pimem_core.hookspecs import hookimpl
 from pimem_core.paths import PimemPaths
 from pimem_core.private_dir import NotPrivate, make_private, runtime_dir
 from pimem_core.private_files import open_private, private_dir, replacing, tighten, write_private
-from pimem_core.render import render_hit_block, render_hit_blocks
-from pimem_core.runtime.budget import DistillBudget
-from pimem_core.runtime.maintenance import (
-    PLATFORM,
-    maintenance_root,
-    task_status,
-    temp_path,
-    write_atomically,
-)
+from pimem_core.render import render_hit_blocks
 from pimem_core.scopes import (
     STATE_FILE,
     TREE,
@@ -115,7 +111,6 @@ from pimem_core.services import (
     Warming,
 )
 from pimem_core.settings import (
-    DISTILL_HOOK,
     Settings,
     SettingSpec,
     parse_fraction,
@@ -125,7 +120,6 @@ from pimem_core.settings import (
 )
 from pimem_core.types import (
     COLLECTION_NAME,
-    RELEVANCE_THRESHOLD,
     Anchor,
     BackendCall,
     BranchEntry,
@@ -163,137 +157,134 @@ from pimem_core.types import (
     TranscriptTurn,
 )
 
-__all__ = [
-    "ATTRIBUTES",
-    "COLLECTION_NAME",
-    "COMPACT_HEADING",
-    "DISTILL_HOOK",
-    "DRIVER",
-    "ENTRY_BOUNDARY",
-    "ENTRY_HEADING",
-    "GROUP_HEADING",
-    "HOW_TO_RESOLVE",
-    "PLATFORM",
-    "RELEVANCE_THRESHOLD",
-    "SESSION_HEADING",
-    "STATE_FILE",
-    "TITLE",
-    "TREE",
-    "Anchor",
-    "Args",
-    "BackendCall",
-    "BranchEntry",
+__all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them
+    # -- hooks
+    "hookimpl",
+    # -- services
+    "MemoryStore",
+    "MemoryIndex",
+    "TranscriptReader",
+    "SkillCatalog",
+    "SimilaritySearch",
+    "Warming",
+    "PendingWork",
     "CatchingUp",
-    "Choice",
-    "ChunkAddress",
-    "CollectionMissing",
-    "Command",
-    "CompactBlock",
-    "CompactResult",
     "Compacting",
-    "ConflictScans",
-    "Count",
-    "CrossRepoResult",
+    # -- values
+    "Scope",
+    "COLLECTION_NAME",
+    "Entry",
+    "Anchor",
     "DayAddress",
-    "DayEntry",
-    "DistillBudget",
+    "ChunkAddress",
+    "Redaction",
+    "Section",
+    "StoreChange",
+    "SearchQuery",
+    "SearchHit",
+    "ScoreKind",
+    "LegScore",
+    "BackendCall",
+    "CrossRepoResult",
+    "IndexReport",
+    "FailedFile",
+    "IndexState",
+    "IndexHealth",
+    "CompactResult",
+    "StatusSection",
+    "PromptContext",
+    "Injection",
     "DistillRequest",
     "Distillation",
-    "Door",
-    "Entry",
     "Exchange",
-    "FailedFile",
-    "FilePath",
-    "Flag",
-    "HostModel",
-    "IndexHealth",
-    "IndexReport",
-    "IndexState",
-    "IndexStateError",
-    "Injection",
-    "LegScore",
-    "MaintenanceOutcome",
-    "MaintenanceRun",
-    "MaintenanceTask",
-    "MemoryIndex",
-    "MemoryStore",
-    "NoMemoryYet",
-    "NotPrivate",
-    "Outcome",
-    "Param",
-    "PendingWork",
-    "Pimem",
-    "PimemError",
-    "PimemPaths",
-    "PromptContext",
-    "Redaction",
-    "Scope",
-    "ScopeError",
-    "ScoreKind",
-    "SearchHit",
-    "SearchQuery",
     "SecretPattern",
-    "Section",
-    "SettingSpec",
-    "Settings",
-    "SettingsError",
-    "SimilaritySearch",
-    "SkillCandidate",
-    "SkillCatalog",
-    "StatusSection",
-    "StoreChange",
-    "StoreError",
-    "StorePlace",
-    "Text",
+    "BranchEntry",
     "Transcript",
-    "TranscriptNotHere",
-    "TranscriptReader",
     "TranscriptRequest",
     "TranscriptTurn",
-    "UsageError",
-    "Warming",
-    "blank_conflicts",
-    "conflicted_files",
-    "day_file_name",
-    "derive_collection",
-    "describe_conflicted",
-    "ensure_attribute",
-    "ensure_line",
-    "file_is_conflicted",
-    "find_repository_dir",
-    "format_entry",
-    "give_back_memory",
-    "hookimpl",
-    "ignored",
-    "is_conflicted",
-    "list_compact_blocks",
-    "list_entries",
-    "locate_store",
-    "maintenance_root",
-    "make_private",
-    "marker_lines",
-    "merge_attribute",
-    "never_rising",
-    "open_private",
-    "parse_fraction",
-    "parse_milliseconds",
+    "MaintenanceTask",
+    "MaintenanceRun",
+    "MaintenanceOutcome",
+    "HostModel",
+    "SkillCandidate",
+    # -- errors
+    "PimemError",
+    "ScopeError",
+    "StoreError",
+    "SettingsError",
+    "NoMemoryYet",
+    "CollectionMissing",
+    "IndexStateError",
+    "TranscriptNotHere",
+    # -- settings
+    "Settings",
+    "SettingSpec",
     "parse_switch",
+    "parse_milliseconds",
+    "parse_fraction",
     "parse_text",
-    "private_dir",
-    "project_scope",
-    "remove_compact_block",
+    # -- commands
+    "Command",
+    "Param",
+    "Text",
+    "Count",
+    "Choice",
+    "Flag",
+    "FilePath",
+    "Outcome",
+    "Door",
+    "Args",
+    "UsageError",
+    # -- day files
+    "list_entries",
+    "format_entry",
+    "day_file_name",
     "remove_entry",
-    "render_hit_block",
-    "render_hit_blocks",
-    "replacing",
-    "run_git",
-    "runtime_dir",
-    "task_status",
-    "temp_path",
-    "tighten",
+    "list_compact_blocks",
+    "remove_compact_block",
     "without_anchors",
+    "ENTRY_HEADING",
+    "ENTRY_BOUNDARY",
+    "GROUP_HEADING",
+    "SESSION_HEADING",
+    "COMPACT_HEADING",
+    "TITLE",
+    "is_conflicted",
+    "file_is_conflicted",
+    "conflicted_files",
+    "describe_conflicted",
+    "blank_conflicts",
     "without_conflicts",
     "without_marker_lines",
+    "ConflictScans",
+    "HOW_TO_RESOLVE",
+    "render_hit_blocks",
+    "never_rising",
+    # -- files and places
     "write_atomically",
+    "temp_path",
     "write_private",
+    "open_private",
+    "private_dir",
+    "replacing",
+    "tighten",
+    "make_private",
+    "NotPrivate",
+    "runtime_dir",
+    "PimemPaths",
+    "give_back_memory",
+    "project_scope",
+    "derive_collection",
+    "find_repository_dir",
+    "STATE_FILE",
+    "TREE",
+    "StorePlace",
+    "locate_store",
+    "run_git",
+    "ignored",
+    "ensure_line",
+    "ensure_attribute",
+    "merge_attribute",
+    "ATTRIBUTES",
+    "DRIVER",
 ]

@@ -559,6 +559,14 @@ class MaintenanceTask:
     #: The file (or directory, for skill candidates) the task writes.
     output: Path
     run: Callable[[MaintenanceRun], MaintenanceOutcome] = attrs.field(eq=False)
+    #: Where the task's section goes in ``pimem status``: pimem shows one for every task (off,
+    #: or its last run, when it is due next and its last error).
+    status_rank: int = 85
+    #: The plugin's own lines and JSON fields for that section, asked each time status is
+    #: shown (it must not raise); ``None``: the task's state alone.
+    status: Callable[[], tuple[tuple[str, ...], Mapping[str, object]]] | None = attrs.field(
+        default=None, eq=False
+    )
 
 
 @attrs.frozen(kw_only=True)

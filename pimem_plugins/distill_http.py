@@ -18,7 +18,6 @@ import urllib.request
 from typing import Any
 
 from pimem_core.plugin import (
-    DISTILL_HOOK,
     Distillation,
     DistillRequest,
     PimemError,
@@ -99,7 +98,7 @@ def pimem_distill_exchange(request: DistillRequest) -> Distillation | None:
         return None
     # Asked before distill-host (its name sorts later): unless chosen, it leaves a lent model
     # the answer. When another distiller is chosen, it is not asked at all.
-    if request.host_model is not None and settings.chosen(DISTILL_HOOK) != PLUGIN:
+    if request.host_model is not None and settings.chosen("pimem_distill_exchange") != PLUGIN:
         return None
     text = complete(settings, SYSTEM_PROMPT, request.exchange.transcript)
     if text == NOTHING_TO_KEEP:

@@ -25,7 +25,6 @@ import hashlib
 import json
 import logging
 import os
-import secrets
 import shutil
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -36,6 +35,7 @@ from typing import Any
 import attrs
 
 from pimem_core.api import Pimem
+from pimem_core.atomic_files import TEMP_MARK, write_atomically
 from pimem_core.errors import PimemError
 from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.scheduler import Scheduler
@@ -57,8 +57,6 @@ LOCK_FILE = ".pimem-maintenance.lock"
 PLATFORM = "pimem"
 #: A maintenance prompt carries up to 80,000 characters of journals: give the model time.
 MODEL_TIMEOUT_SECONDS = 300.0
-#: Marks files being written; one left by a killed run is removed by the next run.
-TEMP_MARK = ".pimem-tmp-"
 #: Where a task's status section goes while it is off (configuration); a task that runs
 #: reports this much earlier, with the sections that say how memory is doing.
 STATUS_RANK = 85
@@ -101,27 +99,6 @@ def input_digest(directory: Path) -> str:
         digest.update(path.read_bytes())
         digest.update(b"\0")
     return f"sha256:{digest.hexdigest()}"
-
-
-def temp_path(target: Path) -> Path:
-    """A private name beside *target*, for writing it and then moving it into place."""
-    return target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace *path* with *text* all at once: a reader (or a crash) sees the old file or the
-    new one, never half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = temp_path(path)
-    try:
-        with temporary.open("w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
 
 
 def remove_leftovers(directory: Path) -> None:
@@ -486,6 +463,33 @@ def task_status(
             **extra,
         },
     )
+
+
+def tasks_status(pimem: Pimem, scope: Scope, budget: DistillBudget) -> tuple[StatusSection, ...]:
+    """Every maintenance task's status section, with its plugin's own lines (``task.status``)."""
+    try:
+        tasks = pimem.collect_maintenance_tasks(scope)
+    except PimemError as error:  # status answers whatever is broken
+        return (
+            StatusSection(
+                name="maintenance", rank=STATUS_RANK, lines=(f"maintenance: {error}",), data={}
+            ),
+        )
+    sections = []
+    for task in tasks:
+        lines, data = task.status() if task.status is not None else ((), {})
+        sections.append(
+            task_status(
+                task,
+                scope,
+                pimem.settings,
+                budget,
+                lines=lines,
+                data=data,
+                rank=task.status_rank,
+            )
+        )
+    return tuple(sections)
 
 
 def _next_due(

@@ -14,6 +14,7 @@ from pathlib import Path
 from pimem_core.api import Pimem
 from pimem_core.paths import PimemPaths
 from pimem_core.runtime.budget import DistillBudget
+from pimem_core.runtime.maintenance import tasks_status
 from pimem_core.runtime.records import records_status
 from pimem_core.runtime.store_today import store_today_status
 from pimem_core.types import Scope, StatusSection
@@ -34,6 +35,7 @@ def status_sections(
         *failed_plugins_status(pimem),
         records_status(state_dir or PimemPaths.from_env().state_dir, scope),
         *pimem.collect_status(scope),
+        *tasks_status(pimem, scope, budget),
         store_today_status(pimem, scope),
         budget.status(),
         pimem.settings_status(),

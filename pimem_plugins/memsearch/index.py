@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, cast
 
 import attrs
 
@@ -54,7 +54,6 @@ from pimem_plugins.memsearch.work_queue import BackendQueue
 from pimem_plugins.shared.layout import has_memory_files
 
 if TYPE_CHECKING:
-    from pimem_core.plugin import Pimem
     from pimem_plugins.memsearch.recall.service import Recall
 
 # The read model (numpy, faiss, bm25s and scipy: a quarter of a second) is imported when a
@@ -149,11 +148,17 @@ class MemsearchIndex:
             return self._recalls[key]
 
 
+class OpensIndexes(Protocol):
+    """What opens a scope's index: pimem's facade (``Pimem.index``)."""
+
+    def index(self, scope: Scope) -> MemoryIndex: ...
+
+
 class MemsearchMemoryIndex:
     """*scope*'s memsearch collection."""
 
     @classmethod
-    def opened_by(cls, pimem: Pimem, scope: Scope) -> MemsearchMemoryIndex:
+    def opened_by(cls, pimem: OpensIndexes, scope: Scope) -> MemsearchMemoryIndex:
         """*scope*'s index as *pimem* opened it, for code that reaches into its engine and queue
         (benchmarks, reliability runs); a ``PimemError`` when another plugin's index answered."""
         index = pimem.index(scope)

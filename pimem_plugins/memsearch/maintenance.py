@@ -7,22 +7,24 @@ The prompts are memsearch's installed templates (``memsearch/prompts/*.txt``, or
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
 from pimem_core.plugin import (
-    PLATFORM,
     MaintenanceOutcome,
     MaintenanceRun,
     MaintenanceTask,
     PimemError,
     Scope,
     Settings,
-    maintenance_root,
 )
 from pimem_plugins.memsearch.compat import merged_config
 from pimem_plugins.memsearch.config import global_config_path, project_config_path
+from pimem_plugins.shared.layout import maintenance_root
+
+#: The platform part of pimem's keys in memsearch's maintenance state (``pimem.<task>``).
+PLATFORM = "pimem"
 
 SYSTEM_PROMPT = (
     "You keep long-lived memory files of a coding agent up to date. Do exactly what the "
@@ -71,9 +73,12 @@ def describe_task(
     name: str,
     output_name: str,
     run: Callable[[Scope, MaintenanceTask, MaintenanceRun], MaintenanceOutcome],
+    *,
+    status_rank: int = 85,
+    status: Callable[[], tuple[tuple[str, ...], Mapping[str, object]]] | None = None,
 ) -> MaintenanceTask:
     """A bundled task: on when ``PIMEM_MAINTENANCE`` names it, reading the scope's day files and
-    writing ``<memsearch dir>/<output_name>``."""
+    writing ``<memsearch dir>/<output_name>``; *status* adds lines to its status section."""
 
     def run_task(maintenance_run: MaintenanceRun) -> MaintenanceOutcome:
         return run(scope, task, maintenance_run)
@@ -85,5 +90,7 @@ def describe_task(
         input_dir=scope.memory_dir,
         output=maintenance_root(scope) / output_name,
         run=run_task,
+        status_rank=status_rank,
+        status=status,
     )
     return task

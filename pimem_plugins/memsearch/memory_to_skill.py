@@ -25,7 +25,6 @@ from typing import Any
 import attrs
 
 from pimem_core.plugin import (
-    DistillBudget,
     MaintenanceOutcome,
     MaintenanceRun,
     MaintenanceTask,
@@ -34,11 +33,8 @@ from pimem_core.plugin import (
     Settings,
     SkillCandidate,
     SkillCatalog,
-    StatusSection,
     StoreError,
     hookimpl,
-    maintenance_root,
-    task_status,
     temp_path,
 )
 from pimem_plugins.memsearch.compat import distill_steps
@@ -48,6 +44,7 @@ from pimem_plugins.memsearch.maintenance import (
     memsearch_config,
     task_context,
 )
+from pimem_plugins.shared.layout import maintenance_root
 
 NAME = "memory_to_skill"
 STORE = "skill-candidates"
@@ -58,7 +55,9 @@ class MemoryToSkill:
     """Drafts skill candidates from memory; lists and installs them on request."""
 
     def task(self, scope: Scope, settings: Settings) -> MaintenanceTask:
-        return describe_task(scope, settings, NAME, STORE, _distill)
+        return describe_task(
+            scope, settings, NAME, STORE, _distill, status_rank=87, status=lambda: _pending(scope)
+        )
 
     @hookimpl
     def pimem_collect_maintenance_tasks(
@@ -66,38 +65,31 @@ class MemoryToSkill:
     ) -> Iterator[MaintenanceTask]:
         yield self.task(scope, settings)
 
-    @hookimpl
-    def pimem_collect_status(self, scope: Scope, settings: Settings) -> Iterator[StatusSection]:
-        try:
-            from memsearch.skills import candidate_review_summary
-
-            summary = candidate_review_summary(maintenance_root(scope))
-            pending = int(summary.get("pending_count") or 0)
-            line = (
-                f"skill candidates: {pending} pending install of "
-                f"{int(summary.get('candidate_count') or 0)} in {summary.get('root')}"
-                + (" (review them with `pimem skills list`)" if pending else "")
-            )
-            data: dict[str, object] = {
-                "pending_candidates": pending,
-                "candidates": int(summary.get("candidate_count") or 0),
-                "pending_names": list(summary.get("pending_names") or []),
-            }
-        except Exception as error:  # noqa: BLE001 - status reports, never raises
-            line, data = f"skill candidates: unreadable ({error})", {"pending_candidates": None}
-        yield task_status(
-            self.task(scope, settings),
-            scope,
-            settings,
-            DistillBudget.for_settings(settings),
-            lines=(line,),
-            data=data,
-            rank=87,
-        )
-
     @hookimpl(trylast=True)
     def pimem_open_skills(self, scope: Scope) -> SkillCatalog:
         return DraftedSkills(scope)
+
+
+def _pending(scope: Scope) -> tuple[tuple[str, ...], Mapping[str, object]]:
+    """The candidates' line and JSON for the task's status section."""
+    try:
+        from memsearch.skills import candidate_review_summary
+
+        summary = candidate_review_summary(maintenance_root(scope))
+        pending = int(summary.get("pending_count") or 0)
+        line = (
+            f"skill candidates: {pending} pending install of "
+            f"{int(summary.get('candidate_count') or 0)} in {summary.get('root')}"
+            + (" (review them with `pimem skills list`)" if pending else "")
+        )
+        data: dict[str, object] = {
+            "pending_candidates": pending,
+            "candidates": int(summary.get("candidate_count") or 0),
+            "pending_names": list(summary.get("pending_names") or []),
+        }
+    except Exception as error:  # noqa: BLE001 - status reports, never raises
+        line, data = f"skill candidates: unreadable ({error})", {"pending_candidates": None}
+    return (line,), data
 
 
 @attrs.frozen

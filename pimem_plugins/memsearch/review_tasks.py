@@ -12,15 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pimem_core.plugin import (
-    DistillBudget,
     MaintenanceOutcome,
     MaintenanceRun,
     MaintenanceTask,
     Scope,
     Settings,
-    StatusSection,
     hookimpl,
-    task_status,
     write_atomically,
 )
 from pimem_plugins.memsearch.maintenance import (
@@ -39,23 +36,15 @@ class _FileReview:
     RANK = 85
 
     def task(self, scope: Scope, settings: Settings) -> MaintenanceTask:
-        return describe_task(scope, settings, self.NAME, self.OUTPUT, self._run)
+        return describe_task(
+            scope, settings, self.NAME, self.OUTPUT, self._run, status_rank=self.RANK
+        )
 
     @hookimpl
     def pimem_collect_maintenance_tasks(
         self, scope: Scope, settings: Settings
     ) -> Iterator[MaintenanceTask]:
         yield self.task(scope, settings)
-
-    @hookimpl
-    def pimem_collect_status(self, scope: Scope, settings: Settings) -> Iterator[StatusSection]:
-        yield task_status(
-            self.task(scope, settings),
-            scope,
-            settings,
-            DistillBudget.for_settings(settings),
-            rank=self.RANK,
-        )
 
     def _run(self, scope: Scope, task: MaintenanceTask, run: MaintenanceRun) -> MaintenanceOutcome:
         from memsearch.config import PluginMaintenanceTaskConfig

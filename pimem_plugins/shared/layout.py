@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 # Public since third-party resolvers need them; imported here for the bundled plugins.
-from pimem_core.plugin import STATE_FILE, TREE, derive_collection, find_repository_dir
+from pimem_core.plugin import STATE_FILE, TREE, Scope, derive_collection, find_repository_dir
 
 __all__ = [
     "STATE_FILE",
@@ -22,8 +22,18 @@ __all__ = [
     "find_repository_dir",
     "has_memory_files",
     "index_state_path",
+    "maintenance_root",
     "resolve_memsearch_dir",
 ]
+
+
+def maintenance_root(scope: Scope) -> Path:
+    """memsearch's directory for the project (``.memsearch``, or ``MEMSEARCH_DIR``): where the
+    index state, the maintenance state and the maintained files live (pimem's maintenance
+    runner keeps its state there by the same rule)."""
+    if scope.index_state_path is not None:
+        return scope.index_state_path.parent
+    return scope.memory_dir.parent
 
 
 def resolve_memsearch_dir(repository_dir: Path, value: str) -> Path:
