@@ -53,10 +53,6 @@ class QueryError(PimemError):
     """A search query pimem cannot run: empty, or only whitespace."""
 
 
-class IndexStateError(PimemError):
-    """An ``.index-state.json`` file does not have the shape memsearch writes (schema version 1)."""
-
-
 class PluginError(PimemError):
     """A plugin could not be loaded or no plugin answered a hook that needs an answer."""
 

@@ -67,7 +67,6 @@ from pimem_core.day_file import (
 )
 from pimem_core.errors import (
     CollectionMissing,
-    IndexStateError,
     NoMemoryYet,
     PimemError,
     ScopeError,
@@ -133,9 +132,7 @@ from pimem_core.types import (
     Exchange,
     FailedFile,
     HostModel,
-    IndexHealth,
     IndexReport,
-    IndexState,
     Injection,
     LegScore,
     MaintenanceOutcome,
@@ -188,8 +185,6 @@ __all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them
     "CrossRepoResult",
     "IndexReport",
     "FailedFile",
-    "IndexState",
-    "IndexHealth",
     "CompactResult",
     "StatusSection",
     "PromptContext",
@@ -214,7 +209,6 @@ __all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them
     "SettingsError",
     "NoMemoryYet",
     "CollectionMissing",
-    "IndexStateError",
     "TranscriptNotHere",
     # -- settings
     "Settings",

@@ -178,32 +178,6 @@ class FailedFile:
 
 
 @attrs.frozen(kw_only=True)
-class IndexState:
-    """memsearch's ``.index-state.json`` (schema version 1), the fields pimem reads."""
-
-    status: str
-    failed_files: tuple[FailedFile, ...] = ()
-    last_completed_at: str | None = None
-    last_error: str | None = None
-    collection: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class IndexHealth:
-    """What is known about a store's index without touching the database."""
-
-    #: The state file read; ``None`` when no state file will ever be written for this store.
-    state_path: Path | None
-    state: IndexState | None = None
-    #: Why the state file could not be read, when it exists but is unusable.
-    unreadable: str | None = None
-    #: The collection the state file was written for, when it is not this store's (a copied
-    #: project's file names the original's collection): ``state`` is ``None`` then, since
-    #: nothing is known of this collection's index.
-    other_collection: str | None = None
-
-
-@attrs.frozen(kw_only=True)
 class BranchEntry:
     """One entry of a session's current branch (root first), as capture and recall see it.
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pimem_core.plugin import COLLECTION_NAME, IndexStateError, Scope, Settings, hookimpl
-from pimem_plugins.shared.index_state import read_index_state
+from pimem_core.plugin import COLLECTION_NAME, Scope, Settings, hookimpl
+from pimem_plugins.shared.index_state import IndexStateError, read_index_state
 from pimem_plugins.shared.layout import (
     TREE,
     derive_collection,

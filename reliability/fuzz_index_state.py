@@ -13,9 +13,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from pimem_core.errors import IndexStateError
-from pimem_core.types import IndexState, Scope
+from pimem_core.types import Scope
 from pimem_plugins.shared.index_state import (
+    IndexState,
+    IndexStateError,
     describe_index_health,
     parse_index_state,
     read_index_health,

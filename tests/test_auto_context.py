@@ -14,7 +14,6 @@ from pimem_core.settings import Settings
 from pimem_core.types import (
     BackendCall,
     CompactResult,
-    IndexHealth,
     IndexReport,
     PromptContext,
     Scope,
@@ -31,6 +30,7 @@ from pimem_plugins.auto_context import (
     build_message,
     select_chunks,
 )
+from pimem_plugins.shared.index_state import IndexHealth
 
 ON = Settings.from_env({"PI_MEMSEARCH_AUTO_CONTEXT": "on"})
 OFF = Settings.from_env({})

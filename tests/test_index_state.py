@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pimem_core.errors import IndexStateError
-from pimem_core.types import CONFIGURATION_RANK, IndexHealth, Scope
+from pimem_core.types import CONFIGURATION_RANK, Scope
 from pimem_plugins.shared.index_state import (
+    IndexHealth,
+    IndexStateError,
     describe_index_health,
     index_status_sections,
     parse_index_state,

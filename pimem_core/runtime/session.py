@@ -26,8 +26,8 @@ from pathlib import Path
 
 import attrs
 
-from pimem_core import hookimpl
 from pimem_core.api import Pimem
+from pimem_core.hookspecs import hookimpl
 from pimem_core.paths import PimemPaths
 from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.capture import Capture

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pimem_core.plugin import FailedFile, IndexReport, IndexStateError, PimemPaths, Scope
+from pimem_core.plugin import FailedFile, IndexReport, PimemPaths, Scope
 from pimem_plugins.memsearch.compat import index_with_progress
 from pimem_plugins.memsearch.configuration import Configurations
 from pimem_plugins.memsearch.database import Database
 from pimem_plugins.memsearch.embedders import Embedders
 from pimem_plugins.memsearch.ledger import DayFile, IndexLedger
-from pimem_plugins.shared.index_state import read_index_state
+from pimem_plugins.shared.index_state import IndexStateError, read_index_state
 
 
 class IndexRuns:

@@ -4,18 +4,35 @@ zero-config bootstrap, the collection's chunks and who ranks the hits."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from pimem_core.plugin import PimemError, StatusSection
+from pimem_core.plugin import PimemError, Scope, StatusSection
 from pimem_plugins.memsearch.errors import database_failure, install_instructions, is_contention
 from pimem_plugins.shared.index_state import index_status_sections
 from pimem_plugins.shared.layout import has_memory_files
 
 if TYPE_CHECKING:
-    from pimem_plugins.memsearch.index import MemsearchMemoryIndex
+    from pimem_plugins.memsearch.engine import MemsearchEngine
+    from pimem_plugins.memsearch.recall.service import Recall
+    from pimem_plugins.memsearch.work_queue import BackendQueue
 
 
-def status_sections(index: MemsearchMemoryIndex) -> Iterator[StatusSection]:
+class Reporting(Protocol):
+    """What the status sections read of an open index (the memsearch index is one)."""
+
+    scope: Scope
+    engine: MemsearchEngine
+
+    @property
+    def recall(self) -> Recall | None: ...
+
+    @property
+    def queue(self) -> BackendQueue: ...
+
+    def rebuild_advice(self, said: str) -> str: ...
+
+
+def status_sections(index: Reporting) -> Iterator[StatusSection]:
     """The index's sections of ``pimem status``, each looked up as it is reached."""
     scope, engine = index.scope, index.engine
     availability = engine.availability()
@@ -57,7 +74,7 @@ def status_sections(index: MemsearchMemoryIndex) -> Iterator[StatusSection]:
     yield _ranker_section(index)
 
 
-def _ranker_section(index: MemsearchMemoryIndex) -> StatusSection:
+def _ranker_section(index: Reporting) -> StatusSection:
     recall = index.recall
     if recall is None:
         return StatusSection(
@@ -91,7 +108,7 @@ def _ranker_section(index: MemsearchMemoryIndex) -> StatusSection:
     return StatusSection(name="ranker", rank=63, lines=(line,), data=data)
 
 
-def _chunks_section(index: MemsearchMemoryIndex) -> StatusSection:
+def _chunks_section(index: Reporting) -> StatusSection:
     scope, engine = index.scope, index.engine
     try:
         count = index.queue.run("stats", lambda: engine.count(scope), is_contention=is_contention)
