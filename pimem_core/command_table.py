@@ -17,7 +17,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from datetime import date
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import attrs
 
@@ -88,6 +88,12 @@ class Flag(Kind):
         if not isinstance(value, bool):
             raise ValueError("must be true or false")
         return value
+
+
+class Content(Kind):
+    """Text to keep: ``-`` stands for stdin (what :meth:`Door.content` reads); given on the
+    command line, the text is readable by other local users while the command runs, and the
+    command line says so."""
 
 
 class FilePath(Kind):
@@ -253,6 +259,11 @@ class Door(abc.ABC):
 #: A command's handler: what it does, given its door and its parameters.
 Handler = Callable[[Door, Args], Outcome]
 
+#: Where a command runs: ``"process"``, in the process that reads its command line;
+#: ``"service"``, handed by the thin client to this user's memory service when one is on
+#: (the command line runs it in process otherwise).
+Route = Literal["process", "service"]
+
 
 @attrs.frozen(kw_only=True)
 class Command:
@@ -276,9 +287,18 @@ class Command:
     check: Callable[[Args], None] | None = attrs.field(default=None, eq=False)
     #: Shows a progress bar on a terminal.
     progress: bool = False
-    #: The help of the group a two-word command starts (``pimem model``), where the core's
-    #: table does not already have it: a plugin's command groups say their own.
+    #: The help of the group a two-word command starts (``pimem model``), and its description,
+    #: said by the group's first command.
     group_help: str | None = None
+    group_description: str | None = None
+    #: Where it runs (:data:`Route`); a plugin's command always runs in process.
+    route: Route = "process"
+    #: It changes the store: a client that lost the memory service after handing it over
+    #: cannot know whether it was applied, so it does not run it again in process.
+    changes: bool = False
+    #: Its answer shows the plugins that failed to load, or it runs for long: the command line
+    #: adds no warning line about them after it.
+    quiet_about_plugins: bool = False
 
     @property
     def name(self) -> str:

@@ -15,8 +15,10 @@ import pytest
 from test_serve import Bridge
 
 from pimem_core.doors import protocol
-from pimem_core.doors.cli import COMMANDS, build_parser
-from pimem_core.doors.commands import SHARED, served
+from pimem_core.doors.cli import build_parser
+from pimem_core.doors.table import CORE as COMMANDS
+from pimem_core.doors.table import CORE as SHARED
+from pimem_core.doors.table import served
 from pimem_plugins.memsearch.offline_model import OfflineModel
 
 from conftest import run_cli

@@ -22,7 +22,7 @@ import pytest
 
 from pimem_core.doors import service as service_module
 from pimem_core.doors import service_client, service_wire
-from pimem_core.doors.cli import ARGV_CONTENT_WARNING
+from pimem_core.doors.command_line import ARGV_CONTENT_WARNING
 from pimem_core.doors.service import MemoryTrim, Peer, peer_allowed
 
 from conftest import CLOCK, Result, alive, run_cli

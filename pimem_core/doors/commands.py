@@ -1,41 +1,32 @@
-"""The operations both front doors offer, in one table.
+"""The handlers of pimem's memory commands, and the rules that fit plugins' commands beside
+pimem's.
 
-What a command is (:class:`~pimem_core.command_table.Command`, its parameters and the
-:class:`~pimem_core.command_table.Outcome` it returns) is the contract's
-(:mod:`pimem_core.command_table`); here are pimem's own commands, their handlers, and the rules
-that fit plugins' commands beside them. The CLI (:mod:`pimem_core.doors.cli`) builds its parser
-from the table and prints the text or the JSON; ``pimem serve`` (:mod:`pimem_core.doors.serve`)
-answers each served command's method with the text and the same JSON. The core's handlers run
-in a :class:`FrontDoor`: a door whose ``pimem`` is the whole facade.
+The commands themselves are declared in the command table (:mod:`pimem_core.doors.table`):
+each names its handler here. A handler runs in a
+:class:`~pimem_core.doors.front_door.FrontDoor` and returns an
+:class:`~pimem_core.command_table.Outcome`, the text and the JSON both doors answer with.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
 
 import attrs
 
-from pimem_core.api import Pimem
 from pimem_core.command_table import (
     Args,
-    Choice,
     Command,
-    Count,
-    Door,
     FilePath,
-    Flag,
-    Handler,
     Kind,
+    MemoryAccess,
     Outcome,
-    Param,
     UsageError,
 )
 from pimem_core.conflicts import describe_conflicted, is_conflicted
-from pimem_core.doors.failures import error_log, keep_traceback
+from pimem_core.doors import routes
+from pimem_core.doors.front_door import FrontDoor, in_front_door
 from pimem_core.doors.skills import (
     candidate_to_json,
     render_candidate,
@@ -60,7 +51,6 @@ from pimem_core.render import (
     transcript_elsewhere_to_json,
     transcript_to_json,
 )
-from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.status import status_sections
 from pimem_core.types import Anchor, DayAddress, Entry, SearchQuery, TranscriptRequest
 
@@ -103,44 +93,11 @@ class ProjectDir(FilePath):
         return path
 
 
-# -- pimem's front doors -----------------------------------------------------------------------
-
-
-class FrontDoor(Door):
-    """A front door of pimem's own (the command line, ``pimem serve``, the memory service): a
-    :class:`~pimem_core.command_table.Door` whose ``pimem`` is the whole facade, for the core's
-    handlers."""
-
-    def __init__(self, pimem: Pimem) -> None:
-        self.pimem: Pimem = pimem
-
-    def budget(self) -> DistillBudget:
-        """The distillation budget status shows."""
-        return DistillBudget.for_settings(self.pimem.settings)
-
-    def keep_traceback(self, error: BaseException) -> Path | None:
-        """Keep the traceback of a bug *error* where the user can read it; the file, or
-        ``None`` when it could not be kept."""
-        return keep_traceback(error, error_log())
-
-
-def in_front_door(handler: Callable[[FrontDoor, Args], Outcome]) -> Handler:
-    """A core command's handler: run by pimem's own doors only, each a :class:`FrontDoor`."""
-
-    @functools.wraps(handler)
-    def run(door: Door, args: Args) -> Outcome:
-        if not isinstance(door, FrontDoor):
-            raise TypeError(f"pimem's own commands run in its front doors, not in {door!r}")
-        return handler(door, args)
-
-    return run
-
-
 # -- the handlers ------------------------------------------------------------------------------
 
 
 @in_front_door
-def _write(door: FrontDoor, a: Args) -> Outcome:
+def write(door: FrontDoor, a: Args) -> Outcome:
     # Scrubbed here as well as by the facade, to tell the writer what was taken out.
     scrubbed = door.pimem.scrubber.scrubbed(door.content(a["content"]))
     entry = Entry(
@@ -178,7 +135,7 @@ def _conflicted(door: FrontDoor, day: date) -> bool:
         return False
 
 
-def _check_forget(a: Args) -> None:
+def check_forget(a: Args) -> None:
     by_day = a["date"] is not None or a["time"] is not None
     if by_day == (a["chunk_hash"] is not None):
         raise UsageError(
@@ -190,7 +147,7 @@ def _check_forget(a: Args) -> None:
 
 
 @in_front_door
-def _forget(door: FrontDoor, a: Args) -> Outcome:
+def forget(door: FrontDoor, a: Args) -> Outcome:
     pimem, scope = door.pimem, door.scope()
     if a["chunk_hash"] is not None:
         redaction = pimem.forget_chunk(scope, a["chunk_hash"], on_wait=door.on_wait)
@@ -205,7 +162,7 @@ def _forget(door: FrontDoor, a: Args) -> Outcome:
 
 
 @in_front_door
-def _search(door: FrontDoor, a: Args) -> Outcome:
+def search(door: FrontDoor, a: Args) -> Outcome:
     pimem, text, explain = door.pimem, a["query"], bool(a["explain"])
     query = SearchQuery(text=text, top_k=a["top_k"])
     # The JSON always carries every hit's legs: --explain changes only the text.
@@ -228,7 +185,7 @@ def _search(door: FrontDoor, a: Args) -> Outcome:
 
 
 @in_front_door
-def _expand(door: FrontDoor, a: Args) -> Outcome:
+def expand(door: FrontDoor, a: Args) -> Outcome:
     scope = door.scope()
     project: Path | None = a["project"]
     foreign = project is not None and project != scope.scope_dir
@@ -249,7 +206,7 @@ def _expand(door: FrontDoor, a: Args) -> Outcome:
 
 
 @in_front_door
-def _compact(door: FrontDoor, a: Args) -> Outcome:
+def compact(door: FrontDoor, a: Args) -> Outcome:
     scope = door.scope()
     result = door.pimem.compact_memory(scope, on_wait=door.on_wait)
     return Outcome(
@@ -259,7 +216,7 @@ def _compact(door: FrontDoor, a: Args) -> Outcome:
 
 
 @in_front_door
-def _status(door: FrontDoor, a: Args) -> Outcome:
+def status(door: FrontDoor, a: Args) -> Outcome:
     scope = door.scope()
     sections = status_sections(door.pimem, scope, door.budget())
     text, data = render_status(scope, sections), status_to_json(scope, sections)
@@ -271,7 +228,7 @@ def _status(door: FrontDoor, a: Args) -> Outcome:
 
 
 @in_front_door
-def _transcript(door: FrontDoor, a: Args) -> Outcome:
+def transcript(door: FrontDoor, a: Args) -> Outcome:
     # Expand shows paths under ~ or relative to the project: taken back as shown.
     path: Path = a["transcript_path"].expanduser()
     if not path.is_absolute():
@@ -289,7 +246,7 @@ def _transcript(door: FrontDoor, a: Args) -> Outcome:
 
 
 @in_front_door
-def _skills_list(door: FrontDoor, a: Args) -> Outcome:
+def skills_list(door: FrontDoor, a: Args) -> Outcome:
     candidates = door.pimem.list_skill_candidates(door.scope())
     return Outcome(
         text=render_candidates(candidates),
@@ -299,7 +256,7 @@ def _skills_list(door: FrontDoor, a: Args) -> Outcome:
 
 
 @in_front_door
-def _skills_show(door: FrontDoor, a: Args) -> Outcome:
+def skills_show(door: FrontDoor, a: Args) -> Outcome:
     candidate = door.pimem.read_skill_candidate(door.scope(), a["name"])
     return Outcome(
         text=render_candidate(candidate), data=candidate_to_json(candidate), key="candidate"
@@ -307,7 +264,7 @@ def _skills_show(door: FrontDoor, a: Args) -> Outcome:
 
 
 @in_front_door
-def _skills_install(door: FrontDoor, a: Args) -> Outcome:
+def skills_install(door: FrontDoor, a: Args) -> Outcome:
     scope, name = door.scope(), a["name"]
     written = door.pimem.install_skill_candidate(scope, name, door.base_dir() / a["to"])
     return Outcome(
@@ -316,232 +273,7 @@ def _skills_install(door: FrontDoor, a: Args) -> Outcome:
     )
 
 
-# -- the table ---------------------------------------------------------------------------------
-
-SCORE_HELP = (
-    "Each hit opens with one line: the day and time it was written, its score, its chunk hash "
-    "(for `pimem expand`) and, with --all, its project; its text follows. The list's heading "
-    "says what the score is. Relevance (pimem's own ranker) runs from 0 to 1 and compares "
-    "across searches: an unrelated query scores low. memsearch's ranker gives a reciprocal "
-    "rank fusion (RRF, k=60) of a meaning (dense) and a keyword (BM25) ranking, divided by its "
-    "maximum: 1.0 means first in both rankings, above 0.5 means in both rankings' top k. It "
-    "depends only on ranks: it orders the hits and does not measure relevance (the best hit of "
-    "a query unrelated to every entry can still score 1.0). With a reranker (memsearch's, or a "
-    "plugin's) the score is the reranker's. --explain shows each retriever's rank and score."
-)
-
-_NOT_PERSISTED = (
-    "memory_write needs a persisted session: the session anchor needs an entry id and a "
-    "transcript path"
-)
-
-#: The operations both doors offer, in the CLI's order.
-SHARED: tuple[Command, ...] = (
-    Command(
-        path=("write",),
-        help="append one memory entry to today's daily memory file",
-        handler=_write,
-        method="memory.write",
-        params=(
-            Param(
-                name="content",
-                required=True,
-                metavar="CONTENT",
-                help="- to read the markdown bullets from stdin; the bullets themselves work "
-                "too, but other local users can read a command line",
-            ),
-            Param(
-                name="session",
-                flags=("--session",),
-                required=True,
-                metavar="ID",
-                help="the session id of the anchor",
-                served=False,
-                from_session="session_id",
-                missing=_NOT_PERSISTED,
-            ),
-            Param(
-                name="turn",
-                flags=("--turn",),
-                required=True,
-                metavar="ID",
-                help="the entry id of the anchor",
-                missing=_NOT_PERSISTED,
-            ),
-            Param(
-                name="transcript",
-                flags=("--transcript",),
-                required=True,
-                metavar="PATH",
-                help="the session's transcript file",
-                served=False,
-                from_session="transcript",
-                missing=_NOT_PERSISTED,
-            ),
-        ),
-    ),
-    Command(
-        path=("forget",),
-        help="remove exactly one memory entry, by day and time or by chunk hash",
-        handler=_forget,
-        method="memory.forget",
-        check=_check_forget,
-        params=(
-            Param(name="date", flags=("--date",), metavar="YYYY-MM-DD"),
-            Param(name="time", flags=("--time",), metavar="HH:MM"),
-            Param(
-                name="chunk_hash",
-                flags=("--chunk",),
-                metavar="HASH",
-                help="a chunk hash from `pimem search`",
-            ),
-        ),
-    ),
-    Command(
-        path=("search",),
-        help="search memory (L1): the best chunks for a query",
-        epilog=SCORE_HELP,
-        handler=_search,
-        method="memory.search",
-        params=(
-            Param(
-                name="query",
-                kind=Query(),
-                required=True,
-                metavar="QUERY",
-                help="what to look for, in words",
-            ),
-            Param(name="top_k", kind=Count(1), flags=("-k", "--top-k"), default=5, metavar="N"),
-            Param(
-                name="scope",
-                kind=Choice(("project", "all")),
-                flags=("--all",),
-                const="all",
-                default="project",
-                help="also search every project under PI_MEMSEARCH_SCAN_ROOTS (cross-repo recall)",
-            ),
-            Param(
-                name="explain",
-                kind=Flag(),
-                flags=("--explain",),
-                default=False,
-                help="after each hit's line, one line per retriever (leg): its rank among its "
-                "candidates and its score (the JSON always has them, as legs)",
-            ),
-        ),
-    ),
-    Command(
-        path=("expand",),
-        help="show the whole section behind a chunk hash (L2)",
-        handler=_expand,
-        method="memory.expand",
-        params=(
-            Param(name="chunk_hash", required=True, metavar="HASH"),
-            Param(
-                name="project",
-                kind=ProjectDir(),
-                flags=("--project",),
-                metavar="DIR",
-                help="the project a cross-repo hit came from, as labelled",
-            ),
-        ),
-    ),
-    Command(
-        path=("compact",),
-        help="condense the memory store into a summary, when the index can (memsearch's: with its "
-        "LLM settings)",
-        handler=_compact,
-        method="memory.compact",
-    ),
-    Command(
-        path=("status",),
-        help="show the store, collection, backend and index health",
-        handler=_status,
-        method="memory.status",
-    ),
-    Command(
-        path=("transcript",),
-        help="show the turns of an agent's transcript around an anchored entry (L3)",
-        handler=_transcript,
-        method="memory.transcript",
-        project=False,
-        params=(
-            Param(
-                name="transcript_path",
-                kind=FilePath(),
-                required=True,
-                metavar="PATH",
-                help="the transcript file",
-            ),
-            Param(
-                name="turn",
-                flags=("--turn",),
-                metavar="ID",
-                help="an entry id, or a unique prefix of one (default: the end)",
-            ),
-            Param(
-                name="context",
-                kind=Count(0),
-                flags=("--context",),
-                default=3,
-                metavar="N",
-                help="turns to show on each side of --turn (default 3)",
-            ),
-            Param(
-                name="limit",
-                kind=Count(1),
-                flags=("--limit",),
-                default=20,
-                metavar="N",
-                help="without --turn, how many of the last turns to show (default 20)",
-            ),
-        ),
-    ),
-    Command(
-        path=("skills", "list"),
-        help="list the candidates and which are pending install",
-        handler=_skills_list,
-        method="memory.skills",
-        action="list",
-    ),
-    Command(
-        path=("skills", "show"),
-        help="print one candidate's SKILL.md",
-        handler=_skills_show,
-        method="memory.skills",
-        action="show",
-        params=(Param(name="name", required=True, metavar="NAME"),),
-    ),
-    Command(
-        path=("skills", "install"),
-        help="copy a candidate into a skills directory, as DIR/NAME/SKILL.md",
-        handler=_skills_install,
-        method="memory.skills",
-        action="install",
-        params=(
-            Param(name="name", required=True, metavar="NAME"),
-            Param(
-                name="to",
-                kind=UserDir(),
-                flags=("--to",),
-                required=True,
-                metavar="DIR",
-                help="the skills directory (for pi: .pi/skills or ~/.pi/agent/skills)",
-                missing='installing a skill needs "to": the skills directory the user chose '
-                "(for pi: .pi/skills in the project, or ~/.pi/agent/skills)",
-            ),
-        ),
-    ),
-)
-
-
-def served(commands: Sequence[Command] = SHARED) -> dict[str, tuple[Command, ...]]:
-    """The served methods and their commands (more than one: chosen by ``action``)."""
-    methods: dict[str, tuple[Command, ...]] = {}
-    for command in commands:
-        if command.method is not None:
-            methods[command.method] = (*methods.get(command.method, ()), command)
-    return methods
+# -- plugins' commands ------------------------------------------------------------------------
 
 
 @attrs.frozen(kw_only=True)
@@ -557,24 +289,15 @@ class PluginCommands:
         return tuple(command for _, command in self.added)
 
 
-#: The first word of every command pimem has itself (a test keeps it equal to the command
-#: line's table): a plugin's commands start with a word of their own.
-CORE_WORDS = frozenset(
-    {
-        "compact", "expand", "forget", "git", "index", "maintenance", "plugins", "scope",
-        "search", "serve", "service", "skills", "snapshot", "status", "transcript", "write",
-    }
-)  # fmt: skip
-
-
-def plugin_commands(pimem: Pimem) -> PluginCommands:
+def plugin_commands(pimem: MemoryAccess) -> PluginCommands:
     """The plugins' commands that fit beside pimem's and each other: one whose first word is
     pimem's, whose words or method another command has, is left out, so a plugin never shadows
-    pimem's commands or another plugin's."""
+    pimem's commands or another plugin's. pimem's words and methods are read from the table's
+    light copy (:mod:`pimem_core.doors.routes`, kept equal to it by a test)."""
     words: set[tuple[str, ...]] = set()
     groups: set[str] = set()
-    singles: set[str] = set(CORE_WORDS)
-    methods = {*served(SHARED), "ping"}
+    singles: set[str] = set(routes.CORE_WORDS)
+    methods = {*routes.MEMORY_METHODS, "ping"}
     added: list[tuple[str, Command]] = []
     left_out: list[tuple[str, str, str]] = []
     for plugin, command in pimem.collect_commands():
@@ -585,7 +308,7 @@ def plugin_commands(pimem: Pimem) -> PluginCommands:
         why = None
         if not 1 <= len(command.path) <= 2 or not all(command.path):
             why = "a command is one or two words"
-        elif command.path[0] in CORE_WORDS:
+        elif command.path[0] in routes.CORE_WORDS:
             why = f"`pimem {command.path[0]}` is pimem's own"
         elif command.path in words:
             why = "another plugin has it"

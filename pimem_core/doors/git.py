@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 from pimem_core.api import Pimem
-from pimem_core.command_table import Args, Command, FilePath, Outcome, Param
+from pimem_core.command_table import Args, Outcome
 from pimem_core.conflicts import after_conflicts, conflicted_files, without_conflicts
-from pimem_core.doors.commands import FrontDoor, in_front_door
+from pimem_core.doors.front_door import FrontDoor, in_front_door
 from pimem_core.errors import PimemError, StoreError
 from pimem_core.gitrepo import (
     DRIVER,
@@ -28,12 +28,6 @@ from pimem_core.gitrepo import (
 
 _DAY_FILE = re.compile(r"\d{4}-\d{2}-\d{2}\.md")
 
-#: The group's help and description, for the command line's parser.
-GROUP = (
-    "team memory through git",
-    "How git merges the store's daily memory files when two clones wrote to the same day.",
-)
-
 
 def _read_version(path: Path) -> str:
     try:
@@ -43,7 +37,7 @@ def _read_version(path: Path) -> str:
 
 
 @in_front_door
-def _merge_day_files(door: FrontDoor, a: Args) -> Outcome:
+def merge_day_files(door: FrontDoor, a: Args) -> Outcome:
     base, ours, theirs = (_read_version(a[name]) for name in ("base", "ours", "theirs"))
     merged = door.pimem.merge_day_file(base, ours, theirs)
     # Written only once merged: a failure leaves OURS as it was, for git's own merge to take.
@@ -62,7 +56,7 @@ def _git(work_tree: Path, *args: str) -> str:
 
 
 @in_front_door
-def _merge_driver(door: FrontDoor, a: Args) -> Outcome:
+def merge_driver(door: FrontDoor, a: Args) -> Outcome:
     root, pattern, _ = _place(door, "register")
     # This Python and this pimem, whatever PATH says when git runs the driver; when it cannot
     # run, git's own merge writes conflict markers, which pimem reads around.
@@ -149,7 +143,7 @@ def _resolved_text(pimem: Pimem, stages: dict[int, str], current: str) -> str:
 
 
 @in_front_door
-def _resolve(door: FrontDoor, a: Args) -> Outcome:
+def resolve(door: FrontDoor, a: Args) -> Outcome:
     root, _, store = _place(door, "resolve")
     unmerged = _unmerged(root, store)
     marked = {
@@ -180,39 +174,3 @@ def _resolve(door: FrontDoor, a: Args) -> Outcome:
         for item in done
     ]
     return Outcome(text="\n".join(lines), data={"resolved": done})
-
-
-#: The ``pimem git`` commands.
-COMMANDS: tuple[Command, ...] = (
-    Command(
-        path=("git", "merge-driver"),
-        help="register pimem's merge driver for the daily memory files in this clone",
-        description="Define git's merge driver for the store's daily memory files in this "
-        "clone's configuration and select it in its info/attributes: merges keep both sides' "
-        "entries, a forget stays forgotten, entries of the same minute stay apart.",
-        handler=_merge_driver,
-    ),
-    Command(
-        path=("git", "resolve"),
-        help="resolve the store's conflicted daily memory files, keeping both sides",
-        description="Resolve every daily memory file of the store that git left conflicted "
-        "(conflict markers, or one side deleted it): both sides merged block by block from "
-        "git's stages, so a forget stays forgotten, plus the entries written since; files git "
-        "still lists as unmerged are staged.",
-        handler=_resolve,
-    ),
-    Command(
-        path=("git", "merge-day-files"),
-        help="merge two versions of a daily memory file (what git runs as the merge driver)",
-        description="Merge OURS and THEIRS, two versions of one daily memory file with the "
-        "common ancestor BASE, block by block; the result replaces OURS. Exits 1 and leaves "
-        "OURS as it was when they cannot be merged.",
-        handler=_merge_day_files,
-        project=False,
-        json_output=False,
-        params=tuple(
-            Param(name=name, kind=FilePath(), metavar=name.upper())
-            for name in ("base", "ours", "theirs")
-        ),
-    ),
-)

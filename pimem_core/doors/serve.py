@@ -8,7 +8,7 @@ not a request gets an error reply and the server keeps serving. End of stdin end
 after the session's shutdown.
 
 The ``memory.*`` methods are the served commands of the command table
-(:mod:`pimem_core.doors.commands`), run by the handlers the CLI runs; the ``session.*`` methods are
+(:mod:`pimem_core.doors.table`), run by the handlers the CLI runs; the ``session.*`` methods are
 this module's own.
 
 The first line the server writes is ``{"event": "ready", ...}``; ``pimem serve`` writes it
@@ -33,8 +33,10 @@ from typing import IO, Any, Protocol
 from pimem_core.api import Pimem
 from pimem_core.command_table import Command, UsageError
 from pimem_core.doors import service_wire as wire
-from pimem_core.doors.commands import SHARED, FrontDoor, plugin_commands, served
+from pimem_core.doors.commands import plugin_commands
 from pimem_core.doors.failures import described, error_log, keep_traceback
+from pimem_core.doors.front_door import FrontDoor
+from pimem_core.doors.table import CORE, served
 from pimem_core.errors import PimemError
 from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.host_model import ModelRef, model_ref_from_json, resolve_capture_model
@@ -194,7 +196,7 @@ class Server:
             "session.compacted": self._compacted,
             "session.shutdown": self._shutdown,
             "ping": lambda params: {"pong": True},
-            **{method: self._command(commands) for method, commands in served(SHARED).items()},
+            **{method: self._command(commands) for method, commands in served(CORE).items()},
             **{
                 method: self._command(commands)
                 for method, commands in served(_plugin_commands(pimem)).items()

@@ -9,7 +9,6 @@ peer's user id, and exits after an idle time.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import inspect
 import io
@@ -17,30 +16,32 @@ import json
 import logging
 import os
 import socket
-import struct
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, BinaryIO, NoReturn, Protocol, TextIO
+from typing import BinaryIO
 
 import attrs
 
 from pimem_core.allocator import give_back_memory, resident_kb
 from pimem_core.api import Pimem
-from pimem_core.command_table import UsageError
 from pimem_core.doors import service_wire as wire
-from pimem_core.doors.commands import FrontDoor
 from pimem_core.doors.installation import Footprint
 from pimem_core.doors.serve import Server
-from pimem_core.doors.service_limits import BACKLOG, Requests, unrouted
+from pimem_core.doors.service_limits import BACKLOG, Peer, Requests, peer_allowed, unrouted
+from pimem_core.doors.service_request import (
+    ServiceInfo,
+    SocketWriter,
+    malformed,
+    other_settings,
+    run_command_line,
+)
 from pimem_core.errors import PimemError
 from pimem_core.private_files import open_private, write_private
-from pimem_core.types import Scope
 
-if TYPE_CHECKING:
-    from _typeshed import SupportsWrite
+__all__ = ["MemoryTrim", "Peer", "Service", "loaded_code", "peer_allowed", "run_service"]
 
 log = logging.getLogger(__name__)
 
@@ -48,204 +49,6 @@ log = logging.getLogger(__name__)
 _TICK_S = 0.2
 #: ...and how often, while no request comes, whether what it loaded changed on disk.
 _IDLE_CHECK_S = 5.0
-
-
-@attrs.frozen(kw_only=True)
-class ServiceInfo:
-    """What a service says of itself, in its handshake and in ``pimem status``."""
-
-    pid: int
-    #: Wall-clock start, seconds since the epoch (a client computes the uptime from it).
-    started: float
-
-    def hello(self) -> dict[str, object]:
-        return {
-            "service": "pimem",
-            "version": wire.VERSION,
-            "protocol": wire.PROTOCOL,
-            "pid": self.pid,
-            "started": self.started,
-        }
-
-    def describe(self) -> str:
-        return f"running, pid {self.pid}, up {max(0, int(time.time() - self.started))} s"
-
-
-@attrs.frozen
-class Peer:
-    """The process at the other end of a connection, as the kernel tells it; ``None`` where
-    the platform does not say (there the 0700 directory is what keeps other users out)."""
-
-    pid: int | None
-    uid: int | None
-
-    @classmethod
-    def of(cls, conn: socket.socket) -> Peer:
-        option = getattr(socket, "SO_PEERCRED", None)
-        if option is None:
-            return cls(None, None)
-        raw = conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
-        pid, uid, _gid = struct.unpack("3i", raw)
-        return cls(int(pid) or None, int(uid))
-
-    def cwd(self) -> Path | None:
-        """The peer's working directory, where the system shows it (``/proc``)."""
-        if self.pid is None:
-            return None
-        try:
-            return Path(os.readlink(f"/proc/{self.pid}/cwd"))
-        except OSError:
-            return None
-
-    def confines(self, claimed: Path) -> bool:
-        """*claimed* is the peer's own working directory: a client is served for the scopes
-        of where it runs, not of a directory it names."""
-        actual = self.cwd()
-        return actual is None or actual == claimed.resolve()
-
-
-def peer_allowed(peer: Peer, own: int) -> bool:
-    """Only the service's own user may use it."""
-    return peer.uid is None or peer.uid == own
-
-
-class ServiceDoor(FrontDoor):
-    """One request of a client: its directory's scope, its notes gathered for its stderr."""
-
-    def __init__(
-        self, pimem: Pimem, cwd: Path, info: ServiceInfo, stdin: str | None = None
-    ) -> None:
-        super().__init__(pimem)
-        self._cwd = cwd
-        self._stdin = stdin
-        self._scope: Scope | None = None
-        self._info = info
-        self.lines: list[str] = []
-
-    def scope(self) -> Scope:
-        if self._scope is None:
-            self._scope = self.pimem.resolve_scope(self._cwd)
-        return self._scope
-
-    def base_dir(self) -> Path:
-        return self._cwd
-
-    def on_wait(self, holder: str) -> None:
-        self.lines.append(f"pimem: waiting on {holder}...")
-
-    def note(self, line: str) -> None:
-        self.lines.append(line)
-
-    def notice(self, line: str) -> None:
-        self.lines.append(f"pimem: {line}")
-
-    def content(self, value: str) -> str:
-        if value != "-":
-            return value
-        if self._stdin is None:
-            raise UsageError("the client sent no content for `-`: pass --in-process")
-        return self._stdin
-
-    def service_line(self) -> str | None:
-        return self._info.describe()
-
-    def keep_traceback(self, error: BaseException) -> Path | None:
-        log.error("a request failed", exc_info=error)
-        return wire.log_path()
-
-
-class SocketWriter(io.TextIOBase):
-    """A served session's way back to its relay. Once the relay is gone, what is still written
-    (a late reply, a log of the last index run) is dropped: the session finishes without it."""
-
-    def __init__(self, conn: socket.socket) -> None:
-        super().__init__()
-        self._conn = conn
-        self._gone = False
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        if not self._gone:
-            try:
-                self._conn.sendall(text.encode("utf-8"))
-            except OSError:
-                self._gone = True
-        return len(text)
-
-
-class _ParserExit(Exception):
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
-
-
-def _capturing_parser(out: IO[str], err: IO[str]) -> type[argparse.ArgumentParser]:
-    """A parser class that writes to *out* and *err* and raises instead of exiting: a usage
-    error in one request must not end the service."""
-
-    class CapturingParser(argparse.ArgumentParser):
-        def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
-            if message:
-                (err if file is sys.stderr else out).write(message)
-
-        def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
-            if message:
-                err.write(message)
-            raise _ParserExit(status)
-
-    return CapturingParser
-
-
-class LineRunner(Protocol):
-    """How the command line runs one command (:func:`pimem_core.doors.cli.run_line`), handed in
-    by the CLI so this module does not import it back."""
-
-    def __call__(
-        self,
-        argv: list[str],
-        make_door: Callable[[Path], FrontDoor],
-        *,
-        out: TextIO,
-        err: TextIO,
-        cwd: Path,
-        parser_class: type[argparse.ArgumentParser],
-    ) -> int: ...
-
-
-def run_command_line(
-    run_line: LineRunner,
-    pimem: Callable[[], Pimem],
-    info: ServiceInfo,
-    argv: list[str],
-    cwd: Path,
-    stdin: str | None = None,
-) -> dict[str, object]:
-    """Run one client's command line (with the text it read from its stdin for ``-``); its
-    stdout, stderr and exit code. *pimem* gives the request's pimem (its settings are checked
-    where the command line's are, so a bad one is reported as in process)."""
-    out, err = io.StringIO(), io.StringIO()
-    door: ServiceDoor | None = None
-
-    def make_door(directory: Path) -> FrontDoor:
-        nonlocal door
-        door = ServiceDoor(pimem(), directory, info, stdin)
-        return door
-
-    try:
-        code = run_line(
-            argv,
-            make_door,
-            out=out,
-            err=err,
-            cwd=cwd,
-            parser_class=_capturing_parser(out, err),
-        )
-    except _ParserExit as exit:
-        code = exit.status
-    notes = "".join(f"{line}\n" for line in door.lines) if door is not None else ""
-    return {"exit": code, "stdout": out.getvalue(), "stderr": notes + err.getvalue()}
 
 
 @attrs.define
@@ -338,7 +141,6 @@ class Service:
     """The accept loop and its connections."""
 
     pimem: Pimem
-    run_line: LineRunner
     path: Path
     idle_s: float
     info: ServiceInfo = attrs.field(
@@ -578,32 +380,18 @@ class Service:
 
     def _refusal(self, request: dict[str, object], peer: Peer) -> dict[str, object] | None:
         """Why this client's request is not served here (the reply saying so), or ``None``."""
-        cwd, env = request.get("cwd"), request.get("env")
-        if not isinstance(cwd, str) or not Path(cwd).is_absolute():
-            return {"refused": "cwd must be an absolute path"}
-        if not peer.confines(Path(cwd)):
-            return {"refused": "cwd must be the client's own working directory"}
-        if not isinstance(env, dict) or not all(
-            isinstance(key, str) and isinstance(value, str) for key, value in env.items()
-        ):
-            return {"refused": "env must be an object of strings"}
+        refused = malformed(request, peer)
+        if refused is not None:
+            return refused
         changed = self._outdated()
         if changed is not None:
             # The client starts a successor and asks it: nothing was run here.
             return {"refused": f"{changed} since the memory service started", "retired": True}
         if request.get("python") != sys.prefix:
             return {"refused": f"the memory service runs the pimem installed in {sys.prefix}"}
-        own = wire.env_fingerprint(os.environ, declared=self.declared)
-        theirs = wire.env_fingerprint(env, declared=self.declared)
-        if theirs != own:
-            differing = sorted(
-                name for name in own.keys() | theirs.keys() if own.get(name) != theirs.get(name)
-            )
-            return {
-                "refused": f"the client's settings differ from the memory service's ({', '.join(differing)})",
-                "retired": True,
-            }
-        return None
+        env = request.get("env")
+        assert isinstance(env, dict), "checked by malformed"
+        return other_settings(env, self.declared)
 
     def _for_request(self, request: dict[str, object]) -> Pimem:
         """The service's pimem with the request's own session settings (auto-context, capture
@@ -640,14 +428,14 @@ class Service:
             return {"refused": "stdin must be a string"}
         try:
             return run_command_line(
-                self.run_line, lambda: self._for_request(request), self.info, list(argv), cwd, stdin
+                lambda: self._for_request(request), self.info, list(argv), cwd, stdin
             )
         except Exception as error:  # a bug in one request must not end the service
             log.exception("a request failed")
             return {"exit": 1, "stdout": "", "stderr": f"pimem: internal error: {error!r}\n"}
 
 
-def run_service(pimem: Pimem, run_line: LineRunner, *, note: Callable[[str], None]) -> int:
+def run_service(pimem: Pimem, *, note: Callable[[str], None]) -> int:
     """``pimem service run``: serve in the foreground until stopped or idle."""
     # Its own lines, not every library's chatter, go to the service's log file.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s pimem service: %(message)s")
@@ -664,7 +452,6 @@ def run_service(pimem: Pimem, run_line: LineRunner, *, note: Callable[[str], Non
         return 1
     service = Service(
         pimem=pimem,
-        run_line=run_line,
         path=wire.service_file("sock", declared=declared),
         idle_s=float(pimem.settings.service_idle_s),
         declared=declared,

@@ -1,5 +1,5 @@
-"""What the memory service takes from a connection: how long it waits for a request, how many
-connections it lets queue, and which command lines it runs.
+"""What the memory service takes from a connection: whose it is, how long it waits for a
+request, how many connections it lets queue, and which command lines it runs.
 
 A client has its request ready before it connects (``write -`` reads its stdin first), so a
 connection that sends nothing is not a client at work: it is dropped after a few seconds
@@ -11,12 +11,17 @@ the connection is closed.
 from __future__ import annotations
 
 import io
+import os
 import socket
+import struct
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from pimem_core.doors import service_client, service_wire
+import attrs
+
+from pimem_core.doors import routes, service_client, service_wire
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -30,6 +35,44 @@ REQUEST_S = 5.0
 #: Connections the kernel queues until the service accepts them: every agent session of a
 #: machine starting at once is queued, not refused (Linux caps it at ``net.core.somaxconn``).
 BACKLOG = 256
+
+
+@attrs.frozen
+class Peer:
+    """The process at the other end of a connection, as the kernel tells it; ``None`` where
+    the platform does not say (there the 0700 directory is what keeps other users out)."""
+
+    pid: int | None
+    uid: int | None
+
+    @classmethod
+    def of(cls, conn: socket.socket) -> Peer:
+        option = getattr(socket, "SO_PEERCRED", None)
+        if option is None:
+            return cls(None, None)
+        raw = conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+        pid, uid, _gid = struct.unpack("3i", raw)
+        return cls(int(pid) or None, int(uid))
+
+    def cwd(self) -> Path | None:
+        """The peer's working directory, where the system shows it (``/proc``)."""
+        if self.pid is None:
+            return None
+        try:
+            return Path(os.readlink(f"/proc/{self.pid}/cwd"))
+        except OSError:
+            return None
+
+    def confines(self, claimed: Path) -> bool:
+        """*claimed* is the peer's own working directory: a client is served for the scopes
+        of where it runs, not of a directory it names."""
+        actual = self.cwd()
+        return actual is None or actual == claimed.resolve()
+
+
+def peer_allowed(peer: Peer, own: int) -> bool:
+    """Only the service's own user may use it."""
+    return peer.uid is None or peer.uid == own
 
 
 class _Deadlined(io.RawIOBase):
@@ -81,7 +124,7 @@ def unrouted(argv: Sequence[str]) -> str | None:
     what the thin client hands it (:func:`~service_client.routable`), nothing a socket names."""
     if service_client.routable(argv):
         return None
-    commands = ", ".join(f"`pimem {name}`" for name in sorted(service_client.ROUTED))
+    commands = ", ".join(f"`pimem {name}`" for name in routes.ROUTED)
     return (
         f"the memory service runs only {commands} (without -v, --help, --version or "
         "--in-process); run any other command line in process"
