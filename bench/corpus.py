@@ -23,8 +23,8 @@ from pathlib import Path
 
 import attrs
 
-from pimem_core.day_file import day_file_name, format_entry
 from pimem_core.types import Anchor, Entry
+from pimem_plugins.shared.entry_format import day_file_name, format_entry
 
 START_DAY = date(2025, 1, 6)
 #: Sessions end by this minute of the day, so appends later that day keep the file in order.

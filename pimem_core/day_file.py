@@ -1,4 +1,4 @@
-"""Daily memory files: the entry bytes every mesh agent writes, and surgery that removes one entry.
+"""Daily memory files: their grammar, the entries one holds, and surgery that removes one entry.
 
 A daily memory file is ``<memory dir>/YYYY-MM-DD.md``. An entry is a ``### HH:MM`` heading up to
 the next ``#``, ``##`` or ``###`` heading; ``## Session HH:MM`` headings group a session's
@@ -14,7 +14,6 @@ import re
 import attrs
 
 from pimem_core.conflicts import marker_lines
-from pimem_core.types import Entry
 
 #: The day file's grammar, line by line. An entry's heading (its time the one group).
 ENTRY_HEADING = re.compile(r"^###\s+(\d{2}:\d{2})\s*$")
@@ -22,12 +21,8 @@ ENTRY_HEADING = re.compile(r"^###\s+(\d{2}:\d{2})\s*$")
 ENTRY_BOUNDARY = re.compile(r"^#{1,3}\s")
 #: A heading that groups entries (a title, ``## Session HH:MM``, a compaction).
 GROUP_HEADING = re.compile(r"^#{1,2}\s")
-#: The heading a session's first entry of the day opens.
-SESSION_HEADING = re.compile(r"^##\s+Session\b")
 #: memsearch >= 0.4.23 writes ``## Memory Compact HH:MM``; older versions ``## Memory Compact``.
 COMPACT_HEADING = re.compile(r"^##\s+Memory Compact(?:\s+\d{2}:\d{2})?\s*$")
-#: A level-1 heading (the title memsearch's compaction writes into a new file).
-TITLE = re.compile(r"^#\s")
 #: A session anchor on a line of its own, as every mesh agent writes it under an entry's heading.
 ANCHOR_LINE = re.compile(r"^[ \t]*<!--\s*session:.*?-->[ \t]*(?:\n|$)", re.MULTILINE | re.DOTALL)
 #: A session anchor anywhere (a person may have put one inside a line).
@@ -35,17 +30,6 @@ ANCHOR = re.compile(r"<!--\s*session:.*?-->", re.DOTALL)
 _SECTION_HEADING = re.compile(r"^##\s")
 _SUB_HEADING = re.compile(r"^#{2,}\s+(.+?)\s*$")
 _DATE_TITLE = re.compile(r"^#\s+\d{4}-\d{2}-\d{2}\s*$")
-
-
-def day_file_name(entry: Entry) -> str:
-    return f"{entry.written_at.date().isoformat()}.md"
-
-
-def format_entry(entry: Entry, *, session_heading: bool) -> str:
-    """The exact bytes appended for *entry*: memsearch's shape, shared by every mesh agent."""
-    time = entry.written_at.strftime("%H:%M")
-    heading = f"\n## Session {time}\n\n" if session_heading else ""
-    return f"{heading}### {time}\n{entry.anchor.comment()}\n{entry.content}\n\n"
 
 
 def without_anchors(text: str) -> str:

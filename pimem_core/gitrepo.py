@@ -22,8 +22,6 @@ from pimem_core.types import Scope
 #: The daily memory files of a store, as a pattern (``YYYY-MM-DD.md``; notes beside them are
 #: edited in place, which a union merge would garble).
 DAY_FILES = "????-??-??.md"
-#: The repository's shared attributes file, at the top of its work tree.
-ATTRIBUTES = ".gitattributes"
 #: The name pimem's merge driver is registered under (``merge=pimem-day-files``).
 DRIVER = "pimem-day-files"
 # Characters a plain .gitattributes pattern cannot hold (space ends it, the rest are glob or
@@ -47,6 +45,15 @@ class StorePlace:
         """A day file's path relative to the work tree, for asking git about it."""
         assert self.pattern is not None
         return self.pattern.rsplit("/", 1)[0] + "/" + name
+
+    def ignores(self, path: str) -> bool | None:
+        """Whether git ignores the day file *path* (relative to the work tree): ``None`` when
+        git cannot tell (not installed, not really a repository)."""
+        assert self.work_tree is not None
+        done = run_git(self.work_tree, "check-ignore", "--quiet", "--", path)
+        if done is None or done.returncode not in (0, 1):
+            return None
+        return done.returncode == 0
 
 
 def work_tree_of(directory: Path) -> Path | None:
@@ -156,13 +163,3 @@ def run_git(work_tree: Path, *args: str) -> subprocess.CompletedProcess[str] | N
         )
     except (OSError, subprocess.SubprocessError):
         return None
-
-
-def ignored(place: StorePlace, path: str) -> bool | None:
-    """Whether git ignores the day file *path* (relative to the work tree): ``None`` when git
-    cannot tell (not installed, not really a repository)."""
-    assert place.work_tree is not None
-    done = run_git(place.work_tree, "check-ignore", "--quiet", "--", path)
-    if done is None or done.returncode not in (0, 1):
-        return None
-    return done.returncode == 0

@@ -9,7 +9,7 @@ floor: nothing of the runtime, the front doors or the facade is named here. By s
 - **services**: the protocols a factory hook returns (:class:`MemoryStore`,
   :class:`MemoryIndex`, :class:`TranscriptReader`, :class:`SkillCatalog`) and the optional
   capabilities an index may add (:class:`SimilaritySearch`, :class:`Warming`,
-  :class:`PendingWork`, :class:`CatchingUp`, :class:`Compacting`);
+  :class:`PendingWork`; an index may also catch up and compact, see docs/plugin-hooks.md);
 - **values**: what hooks and services take and return (:class:`Scope`, :class:`Entry`,
   :class:`SearchHit`, :class:`StatusSection`, :class:`MaintenanceTask`...);
 - **errors**: :class:`PimemError` and the subclasses whose meaning pimem acts on;
@@ -55,10 +55,6 @@ from pimem_core.day_file import (
     ENTRY_BOUNDARY,
     ENTRY_HEADING,
     GROUP_HEADING,
-    SESSION_HEADING,
-    TITLE,
-    day_file_name,
-    format_entry,
     list_compact_blocks,
     list_entries,
     remove_compact_block,
@@ -75,12 +71,10 @@ from pimem_core.errors import (
     TranscriptNotHere,
 )
 from pimem_core.gitrepo import (
-    ATTRIBUTES,
     DRIVER,
     StorePlace,
     ensure_attribute,
     ensure_line,
-    ignored,
     locate_store,
     merge_attribute,
     run_git,
@@ -91,16 +85,12 @@ from pimem_core.private_dir import NotPrivate, make_private, runtime_dir
 from pimem_core.private_files import open_private, private_dir, replacing, tighten, write_private
 from pimem_core.render import render_hit_blocks
 from pimem_core.scopes import (
-    STATE_FILE,
-    TREE,
     derive_collection,
     find_repository_dir,
     project_scope,
 )
 from pimem_core.scores import never_rising
 from pimem_core.services import (
-    CatchingUp,
-    Compacting,
     MemoryIndex,
     MemoryStore,
     PendingWork,
@@ -118,7 +108,6 @@ from pimem_core.settings import (
     parse_text,
 )
 from pimem_core.types import (
-    COLLECTION_NAME,
     Anchor,
     BackendCall,
     BranchEntry,
@@ -141,7 +130,6 @@ from pimem_core.types import (
     PromptContext,
     Redaction,
     Scope,
-    ScoreKind,
     SearchHit,
     SearchQuery,
     SecretPattern,
@@ -165,11 +153,8 @@ __all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them
     "SimilaritySearch",
     "Warming",
     "PendingWork",
-    "CatchingUp",
-    "Compacting",
     # -- values
     "Scope",
-    "COLLECTION_NAME",
     "Entry",
     "Anchor",
     "DayAddress",
@@ -179,7 +164,6 @@ __all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them
     "StoreChange",
     "SearchQuery",
     "SearchHit",
-    "ScoreKind",
     "LegScore",
     "BackendCall",
     "CrossRepoResult",
@@ -231,8 +215,6 @@ __all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them
     "UsageError",
     # -- day files
     "list_entries",
-    "format_entry",
-    "day_file_name",
     "remove_entry",
     "list_compact_blocks",
     "remove_compact_block",
@@ -240,9 +222,7 @@ __all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them
     "ENTRY_HEADING",
     "ENTRY_BOUNDARY",
     "GROUP_HEADING",
-    "SESSION_HEADING",
     "COMPACT_HEADING",
-    "TITLE",
     "is_conflicted",
     "file_is_conflicted",
     "conflicted_files",
@@ -270,15 +250,11 @@ __all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them
     "project_scope",
     "derive_collection",
     "find_repository_dir",
-    "STATE_FILE",
-    "TREE",
     "StorePlace",
     "locate_store",
     "run_git",
-    "ignored",
     "ensure_line",
     "ensure_attribute",
     "merge_attribute",
-    "ATTRIBUTES",
     "DRIVER",
 ]

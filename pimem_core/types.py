@@ -56,6 +56,11 @@ class Scope:
             "state_dir": None if self.state_dir is None else str(self.state_dir),
         }
 
+    @staticmethod
+    def is_collection_name(name: str) -> bool:
+        """Whether *name* is a collection name a scope accepts: ``[A-Za-z_][A-Za-z0-9_]{0,254}``."""
+        return COLLECTION_NAME.fullmatch(name) is not None
+
 
 def _no_comment_end(_: object, attribute: attrs.Attribute[str], value: str) -> None:
     if "-->" in value or "\n" in value or "\r" in value:

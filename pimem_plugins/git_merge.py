@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pimem_core.plugin import (
-    ATTRIBUTES,
     DRIVER,
     PimemPaths,
     Scope,
@@ -36,7 +35,6 @@ from pimem_core.plugin import (
     ensure_attribute,
     ensure_line,
     hookimpl,
-    ignored,
     locate_store,
     merge_attribute,
     parse_switch,
@@ -47,6 +45,7 @@ from pimem_core.plugin import (
 SOURCE = "git-merge"
 UNION = "merge=union"
 IGNORE = ".gitignore"
+ATTRIBUTES = ".gitattributes"
 _DAY_FILE = re.compile(r"\d{4}-\d{2}-\d{2}\.md")
 
 log = logging.getLogger(__name__)
@@ -103,7 +102,7 @@ class GitMerge:
         # A line in place already, or someone decided otherwise: it is left as it is.
         if merge_attribute(_read(attributes), place.pattern) is None:
             # Only now is git asked, once: is anything of the store committed at all?
-            if ignored(place, _relative(place, file)) is not False:
+            if place.ignores(_relative(place, file)) is not False:
                 return []
             if ensure_attribute(attributes, place.pattern, UNION):
                 log.info("marked %s %s in %s", place.pattern, UNION, attributes)
@@ -215,7 +214,7 @@ def _status(place: StorePlace, union_on: bool) -> StatusSection:
     if place.work_tree is None or place.pattern is None:
         line = f"git: {place.why_not}; pimem leaves .gitattributes alone"
         return StatusSection(name="git", rank=70, lines=(line,), data={**data, "why_not": line})
-    is_ignored = ignored(place, place.sample())
+    is_ignored = place.ignores(place.sample())
     merge, driver = _effective_merge(place), _driver_defined(place.work_tree)
     said = merge_attribute(_read(place.work_tree / ATTRIBUTES), place.pattern)
     data.update(ignored=is_ignored, merge=merge, driver_defined=driver, gitattributes=said)

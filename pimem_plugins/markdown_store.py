@@ -37,10 +37,8 @@ from pimem_core.plugin import (
     Section,
     StatusSection,
     StoreError,
-    day_file_name,
     describe_conflicted,
     file_is_conflicted,
-    format_entry,
     hookimpl,
     is_conflicted,
     list_compact_blocks,
@@ -49,6 +47,7 @@ from pimem_core.plugin import (
     remove_entry,
 )
 from pimem_plugins.shared.day_merge import merge_day_file
+from pimem_plugins.shared.entry_format import day_file_name, format_entry
 from pimem_plugins.shared.hollow import HollowCount, count_hollow
 
 T = TypeVar("T")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pimem_core.plugin import COLLECTION_NAME, Scope, Settings, hookimpl
+from pimem_core.plugin import Scope, Settings, hookimpl
 from pimem_plugins.shared.index_state import IndexStateError, read_index_state
 from pimem_plugins.shared.layout import (
     TREE,
@@ -27,7 +27,7 @@ def recorded_collection(state_path: Path) -> str | None:
     except IndexStateError:
         return None
     name = state.collection if state is not None else None
-    return name if name is not None and COLLECTION_NAME.fullmatch(name) else None
+    return name if name is not None and Scope.is_collection_name(name) else None
 
 
 class DefaultScope:

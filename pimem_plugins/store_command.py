@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Literal
 
-from pimem_core.plugin import COLLECTION_NAME, Scope, ScopeError, Settings, SettingSpec, hookimpl
+from pimem_core.plugin import Scope, ScopeError, Settings, SettingSpec, hookimpl
 from pimem_plugins.shared.layout import discovered_store, find_repository_dir, index_state_path
 
 Mode = Literal["memory-dir", "collection", "state-dir"]
@@ -66,7 +66,7 @@ class StoreCommand:
 
     def collection(self, directory: Path) -> str:
         answer = self.answer("collection", directory)
-        if answer is None or not COLLECTION_NAME.fullmatch(answer):
+        if answer is None or not Scope.is_collection_name(answer):
             raise self._error(
                 "collection",
                 f"printed {answer!r}, which is not a collection name (letters, digits and "

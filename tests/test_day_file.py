@@ -11,13 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pimem_core.day_file import (
-    format_entry,
     list_compact_blocks,
     list_entries,
     remove_compact_block,
     remove_entry,
 )
 from pimem_core.types import Anchor, DayAddress, Entry, Redaction
+from pimem_plugins.shared.entry_format import format_entry
 
 from conftest import make_pimem
 

@@ -7,9 +7,9 @@ from datetime import datetime
 
 import pytest
 
-from pimem_core.day_file import format_entry
 from pimem_core.types import Anchor, Entry
 from pimem_plugins.shared.day_merge import merge_day_file, split_blocks
+from pimem_plugins.shared.entry_format import format_entry
 
 
 def entry(session: str, turn: str, time: str, text: str, *, heading: bool = False) -> str:

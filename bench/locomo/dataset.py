@@ -20,8 +20,8 @@ from pathlib import Path
 
 import attrs
 
-from pimem_core.day_file import format_entry
 from pimem_core.types import Anchor, Entry
+from pimem_plugins.shared.entry_format import format_entry
 
 #: The only conversations anything is chosen on.
 DEVELOPMENT = ("conv-41", "conv-42", "conv-43", "conv-44", "conv-47", "conv-48", "conv-49")

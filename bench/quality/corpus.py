@@ -24,10 +24,10 @@ from pathlib import Path
 from bench.quality.facts import Fact, ProjectState, make_fact
 from bench.quality.sessions import SessionFile, SessionWriter, new_session_id, transcript_path
 from bench.quality.vocabulary import ACTIONS, PROJECTS, Project
-from pimem_core.day_file import day_file_name, format_entry
 from pimem_core.scrub import Scrubber
 from pimem_core.types import Anchor, Entry
 from pimem_plugins.secret_patterns import pimem_collect_secret_patterns
+from pimem_plugins.shared.entry_format import day_file_name, format_entry
 
 START_DAY = date(2024, 3, 4)
 FIRST_MINUTE, LAST_MINUTE = 8 * 60, 22 * 60 + 30

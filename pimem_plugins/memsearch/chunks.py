@@ -6,18 +6,20 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pimem_core.plugin import (
     Anchor,
     PimemError,
-    ScoreKind,
     SearchHit,
     Section,
     blank_conflicts,
     without_marker_lines,
 )
 
+#: What a memsearch hit's score is: its hybrid search's (rank fusion, or its reranker's) or
+#: the vector similarity of a search by meaning.
+ScoreKind = Literal["rank_fusion", "reranker", "similarity"]
 CHUNK_HASH = re.compile(r"[0-9a-f]{16}")
 _ANCHOR = re.compile(r"<!--\s*session:(\S+)\s+turn:(\S+)\s+transcript:(\S+)\s*-->")
 _HEADING = re.compile(r"^(#{1,6})\s+(.+)$")

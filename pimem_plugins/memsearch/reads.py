@@ -11,13 +11,12 @@ from pimem_core.plugin import (
     NoMemoryYet,
     PimemError,
     Scope,
-    ScoreKind,
     SearchHit,
     Section,
     conflicted_files,
     describe_conflicted,
 )
-from pimem_plugins.memsearch.chunks import CHUNK_HASH, search_hit, section_of
+from pimem_plugins.memsearch.chunks import CHUNK_HASH, ScoreKind, search_hit, section_of
 from pimem_plugins.memsearch.compat import (
     CollectionState,
     dense_search,

@@ -14,6 +14,7 @@ side's append is undone; and the blank line that closes an entry goes missing (A
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import attrs
@@ -23,9 +24,12 @@ from pimem_core.plugin import (
     ENTRY_BOUNDARY,
     ENTRY_HEADING,
     GROUP_HEADING,
-    SESSION_HEADING,
-    TITLE,
 )
+
+#: The heading a session's first entry of the day opens.
+SESSION_HEADING = re.compile(r"^##\s+Session\b")
+#: A level-1 heading (the title memsearch's compaction writes into a new file).
+TITLE = re.compile(r"^#\s")
 
 
 @attrs.frozen

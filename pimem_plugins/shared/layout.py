@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 # Public since third-party resolvers need them; imported here for the bundled plugins.
-from pimem_core.plugin import STATE_FILE, TREE, Scope, derive_collection, find_repository_dir
+from pimem_core.plugin import Scope, derive_collection, find_repository_dir, project_scope
 
 __all__ = [
     "STATE_FILE",
@@ -25,6 +25,16 @@ __all__ = [
     "maintenance_root",
     "resolve_memsearch_dir",
 ]
+
+# The names of memsearch's tree and state file, as the plugin API's project_scope lays them out
+# (``<project>/.memsearch/memory`` and ``<project>/.memsearch/.index-state.json``).
+_LAID_OUT = project_scope(Path(os.sep))
+#: The directory memsearch keeps a project's memory in, at the project's root.
+TREE = _LAID_OUT.memory_dir.parent.name
+_STATE_PATH = _LAID_OUT.index_state_path
+assert _STATE_PATH is not None  # project_scope always places the state file
+#: The file in which memsearch records a store's index health.
+STATE_FILE = _STATE_PATH.name
 
 
 def maintenance_root(scope: Scope) -> Path:
