@@ -10,8 +10,9 @@ import attrs
 import pytest
 
 from pimem_core import hookimpl
-from pimem_core.api import RERANK_DEPTH, Pimem
+from pimem_core.api import Pimem
 from pimem_core.errors import PluginError
+from pimem_core.facade.recall import RERANK_DEPTH
 from pimem_core.render import render_hits
 from pimem_core.services import MemoryIndex
 from pimem_core.testing import InMemoryIndex, MakePimem, TempProject

@@ -77,6 +77,7 @@ class PluginRow(TypedDict):
     settings: list[dict[str, object]]
     routes_memory: bool
     only_when_chosen: list[str]
+    group: str | None
 
 
 class PluginListing(TypedDict):
@@ -110,6 +111,7 @@ def test_an_installed_resolver_replaces_the_default(
         "settings": [],
         "routes_memory": False,
         "only_when_chosen": [],
+        "group": None,
     }
     assert central == expected
     assert data["single_answer_hooks"]["pimem_resolve_scope"] == "central"
