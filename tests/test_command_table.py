@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pimem_core.command_table import Args, Command, Door, Outcome
-from pimem_core.doors import routes
+from pimem_core.doors import protocol, routes
 from pimem_core.doors.command_line import light_module
 from pimem_core.doors.commands import plugin_commands
 from pimem_core.doors.table import CORE
@@ -35,6 +35,8 @@ def test_the_light_copy_is_the_tables() -> None:
     assert LIGHT_COPY.read_text(encoding="utf-8") == light_module(), (
         "the command table changed: run `python -m pimem_core.doors.command_line`"
     )
+    # The ready line's, which goes out before even the light copy is imported.
+    assert protocol.MEMORY_METHODS == routes.MEMORY_METHODS
 
 
 def _trees() -> Iterator[tuple[str, ast.AST]]:

@@ -2,19 +2,28 @@
 
 ``pimem serve`` writes its ready line before importing the rest of pimem
 (:mod:`pimem_core.doors.launcher`), so the names live here, with nothing imported but
-:mod:`json` and the command table's light copy. The server serves exactly these: the memory
-methods are the served commands of the command table, read from its light copy
-(:mod:`pimem_core.doors.routes`, which a test keeps equal to the table); the session methods
-are the server's own.
+:mod:`json`. The server serves exactly these: the memory methods are the served commands of
+the command table (:mod:`pimem_core.doors.table`), the session methods are the server's own,
+and a test keeps the table and this list equal.
 """
 
 from __future__ import annotations
 
 import json
 
-from pimem_core.doors.routes import MEMORY_METHODS
-
-__all__ = ["MEMORY_METHODS", "SERVED_METHODS", "SESSION_METHODS", "ready_line"]
+#: One per served command of the command table: its light copy's
+#: (:data:`pimem_core.doors.routes.MEMORY_METHODS`), repeated here because the ready line goes
+#: out before any other module of pimem is imported; a test keeps the two equal.
+MEMORY_METHODS = (
+    "memory.compact",
+    "memory.expand",
+    "memory.forget",
+    "memory.search",
+    "memory.skills",
+    "memory.status",
+    "memory.transcript",
+    "memory.write",
+)
 
 #: The session's lifecycle, served by :class:`pimem_core.doors.serve.Server` itself.
 SESSION_METHODS = (
