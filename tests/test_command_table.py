@@ -17,7 +17,7 @@ from pimem_core.command_table import Args, Command, Door, Outcome
 from pimem_core.doors import protocol, routes
 from pimem_core.doors.command_line import light_module
 from pimem_core.doors.commands import plugin_commands
-from pimem_core.doors.table import CORE
+from pimem_core.doors.table import CORE, served
 from pimem_core.errors import PluginError
 from pimem_core.plugin import hookimpl
 
@@ -36,7 +36,7 @@ def test_the_light_copy_is_the_tables() -> None:
         "the command table changed: run `python -m pimem_core.doors.command_line`"
     )
     # The ready line's, which goes out before even the light copy is imported.
-    assert protocol.MEMORY_METHODS == routes.MEMORY_METHODS
+    assert tuple(sorted(served(CORE))) == protocol.MEMORY_METHODS
 
 
 def _trees() -> Iterator[tuple[str, ast.AST]]:
@@ -158,7 +158,7 @@ def test_a_plugin_giving_something_else_than_a_command_is_an_error() -> None:
 
 def test_the_rules_read_the_tables_words_and_methods() -> None:
     assert set(routes.CORE_WORDS) == FIRST_WORDS
-    assert {command.method for command in CORE} - {None} == set(routes.MEMORY_METHODS)
+    assert {command.method for command in CORE} - {None} == set(protocol.MEMORY_METHODS)
 
 
 class Colliding:

@@ -25,7 +25,7 @@ from typing import TextIO
 from pimem_core.command_table import Command, Content, FilePath, UsageError
 from pimem_core.doors.failures import error_log, keep_traceback, one_line
 from pimem_core.doors.front_door import FrontDoor
-from pimem_core.doors.table import CORE, served
+from pimem_core.doors.table import CORE
 from pimem_core.errors import PimemError
 
 #: Said on stderr when a command's content is given on its command line: its text sits in
@@ -253,7 +253,6 @@ _LIGHT_NAMES = {
     "service takes before the command.",
     "LOCAL": "The options that are this process's own (help, the version, ``--in-process``, the "
     "log): a command line with one is answered here.",
-    "MEMORY_METHODS": "The host protocol's method of each served command.",
 }
 
 
@@ -284,7 +283,6 @@ def light_table(commands: Sequence[Command] = CORE) -> dict[str, tuple[str, ...]
         "PATHS": paths,
         "COMMAND_OPTIONS": per_command,
         "LOCAL": {word for action in top for word in action.option_strings} - per_command,
-        "MEMORY_METHODS": set(served(commands)),
     }
     return {name: tuple(sorted(found[name])) for name in _LIGHT_NAMES}
 

@@ -25,7 +25,7 @@ from pimem_core.command_table import (
     UsageError,
 )
 from pimem_core.conflicts import describe_conflicted, is_conflicted
-from pimem_core.doors import routes
+from pimem_core.doors import protocol, routes
 from pimem_core.doors.front_door import FrontDoor, in_front_door
 from pimem_core.doors.skills import (
     candidate_to_json,
@@ -293,11 +293,12 @@ def plugin_commands(pimem: MemoryAccess) -> PluginCommands:
     """The plugins' commands that fit beside pimem's and each other: one whose first word is
     pimem's, whose words or method another command has, is left out, so a plugin never shadows
     pimem's commands or another plugin's. pimem's words and methods are read from the table's
-    light copy (:mod:`pimem_core.doors.routes`, kept equal to it by a test)."""
+    light copies (:mod:`pimem_core.doors.routes`, :mod:`pimem_core.doors.protocol`), kept equal
+    to it by tests."""
     words: set[tuple[str, ...]] = set()
     groups: set[str] = set()
     singles: set[str] = set(routes.CORE_WORDS)
-    methods = {*routes.MEMORY_METHODS, "ping"}
+    methods = {*protocol.MEMORY_METHODS, "ping"}
     added: list[tuple[str, Command]] = []
     left_out: list[tuple[str, str, str]] = []
     for plugin, command in pimem.collect_commands():

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 
-#: One per served command of the command table: its light copy's
-#: (:data:`pimem_core.doors.routes.MEMORY_METHODS`), repeated here because the ready line goes
-#: out before any other module of pimem is imported; a test keeps the two equal.
+#: One per served command of the command table (a test keeps them equal).
 MEMORY_METHODS = (
     "memory.compact",
     "memory.expand",

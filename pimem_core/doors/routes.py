@@ -74,15 +74,3 @@ LOCAL = (
     "-h",
     "-v",
 )
-
-#: The host protocol's method of each served command.
-MEMORY_METHODS = (
-    "memory.compact",
-    "memory.expand",
-    "memory.forget",
-    "memory.search",
-    "memory.skills",
-    "memory.status",
-    "memory.transcript",
-    "memory.write",
-)
