@@ -16,9 +16,9 @@ import pluggy
 
 from pimem_core.culprits import module_of
 from pimem_core.errors import SettingsError
+from pimem_core.hook_checks import HOOK_PREFIX
 from pimem_core.hookspecs import HOOK_NAMES, SINGLE_ANSWER_HOOKS
-from pimem_core.plugin_checks import HOOK_PREFIX
-from pimem_core.plugin_records import PluginGroup, PluginRecord
+from pimem_core.listing import PluginGroup, PluginRecord
 from pimem_core.settings import PluginChoice, Settings
 
 #: The package of pimem's own (bundled) plugins: the defaults a choice falls back to.

@@ -6,9 +6,9 @@ registered (its ``ACTIVATION_SETTING``, the environment variable that decides, i
 A class is instantiated once per manager, so plugins that keep state (memos, the
 session-heading ledger) keep it per session.
 
-A plugin that does not fit the hook specifications (:mod:`pimem_core.plugin_checks`) is skipped,
+A plugin that does not fit the hook specifications (:mod:`pimem_core.hook_checks`) is skipped,
 as one that fails to import is (``PIMEM_STRICT_PLUGINS=1`` makes both errors), and recorded as
-failed with the hooks its source names (:mod:`pimem_core.plugin_sources`): when one of them
+failed with the hooks its source names (:mod:`pimem_core.failed_sources`): when one of them
 decides where memory goes (:data:`~pimem_core.hookspecs.ROUTING_HOOKS`), or its source cannot be
 read, writes and forgets refuse until it is fixed or blocked. An exception a plugin's hook
 implementation raises that is not a :class:`~pimem_core.errors.PimemError` (a bug) gets a note
@@ -18,7 +18,7 @@ naming the plugin and the hook, shown with its traceback (:mod:`pimem_core.culpr
 single-answer hook; otherwise the order of the plugins' names and markers decides (ADR 0019,
 :mod:`pimem_core.choosing`). A plugin that names hooks in ``ONLY_WHEN_CHOSEN`` answers them only
 when chosen so: installing it changes nothing until a user asks for it. A distribution may group
-its plugins under one name that both settings take (:mod:`pimem_core.plugin_groups`).
+its plugins under one name that both settings take (:mod:`pimem_core.groups`).
 """
 
 from __future__ import annotations
@@ -39,17 +39,17 @@ from pimem_core.culprits import (
     nothing_before,
 )
 from pimem_core.errors import PluginLoadError, SettingsError
+from pimem_core.failed_sources import hooks_named_in, source_files
+from pimem_core.groups import ENTRY_POINT_GROUP, find_groups
+from pimem_core.hook_checks import check_hook_names, marked_hooks, only_when_chosen
 from pimem_core.hookspecs import PROJECT, ROUTING_HOOKS, PimemSpecs
-from pimem_core.plugin_checks import check_hook_names, marked_hooks, only_when_chosen
-from pimem_core.plugin_groups import ENTRY_POINT_GROUP, find_groups
-from pimem_core.plugin_records import (
+from pimem_core.listing import (
     PluginGroup,
     PluginRecord,
     SettingValue,
     Status,
     shown_setting,
 )
-from pimem_core.plugin_sources import hooks_named_in, source_files
 from pimem_core.settings import Settings, SettingSpec
 
 __all__ = [

@@ -1,8 +1,8 @@
 """The layout holds: the contract, the runtime and the front doors build on each other in that
 order, core never imports a plugin nor a backend's libraries, plugins import pimem only through
 the declared plugin API (:mod:`pimem_core.plugin`) and never each other, no module imports
-itself back through others, no process-wide state is kept, and memsearch's package stays in
-modules and classes a reader can take in whole.
+itself back through others, no process-wide state is kept, and the product (core and plugins)
+stays in modules and classes a reader can take in whole.
 
 Read from the source with :mod:`ast`, so the rules hold for every module, imported by a test or
 not. Imports under ``if TYPE_CHECKING:`` are types only and do not count.
@@ -256,24 +256,54 @@ def test_no_process_wide_state() -> None:
     assert found == allowed
 
 
-#: The package held to sizes a reader can take in: a module, or a class, does one job.
-SIZED = ROOT / "pimem_plugins" / "memsearch"
+#: Sizes a reader can take in whole: a module, or a class, does one job.
 MAX_MODULE_LINES = 500
 MAX_CLASS_LINES = 300
+#: Temporary, for issue 37: the modules and classes over those sizes until they are split, with
+#: their sizes when listed. One may shrink, never grow; one that fits leaves the list, and the
+#: list goes when it is empty. Nothing else may pass the sizes.
+STILL_TOO_LONG = {
+    "pimem_core.types": 568,
+    "pimem_core.runtime.maintenance": 513,
+    "pimem_core.hookspecs.PimemSpecs": 370,
+    "pimem_core.runtime.session.Session": 309,
+    "pimem_core.runtime.capture.Capture": 301,
+}
+#: The areas of the product the rule is checked in, by layer (:func:`layer`).
+AREAS = ("contract", "api", "runtime", "doors", "kit", "plugins")
 
 
-def test_memsearch_modules_and_classes_stay_small() -> None:
-    """No module of ``pimem_plugins/memsearch/`` (its subpackages too) is over 500 lines, and
-    no class in them over 300."""
-    too_long = {}
-    for path in sorted(SIZED.rglob("*.py")):
+def sizes(area: str) -> dict[str, int]:
+    """Every module of *area* and every class in it (``module.Class``), by its length in lines."""
+    found = {}
+    for name, path in MODULES.items():
+        if layer(name) != area:
+            continue
         text = path.read_text(encoding="utf-8")
-        name = module_name(path)
-        if (lines := len(text.splitlines())) > MAX_MODULE_LINES:
-            too_long[name] = lines
+        found[name] = len(text.splitlines())
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
-                size = node.end_lineno - node.lineno + 1
-                if size > MAX_CLASS_LINES:
-                    too_long[f"{name}.{node.name}"] = size
-    assert too_long == {}
+                found[f"{name}.{node.name}"] = node.end_lineno - node.lineno + 1
+    return found
+
+
+def limit(name: str) -> int:
+    return MAX_MODULE_LINES if name in MODULES else MAX_CLASS_LINES
+
+
+@pytest.mark.parametrize("area", AREAS)
+def test_modules_and_classes_stay_small(area: str) -> None:
+    """No module of the product (``pimem_core``, ``pimem_plugins``, their subpackages too) is over
+    500 lines, and no class in them over 300, but those still listed, which may not grow."""
+    too_long = {
+        name: size
+        for name, size in sizes(area).items()
+        if size > STILL_TOO_LONG.get(name, limit(name))
+    }
+    assert too_long == {}, "split these along their seams (STILL_TOO_LONG lists no new one)"
+
+
+def test_the_list_of_modules_still_too_long_only_shrinks() -> None:
+    every = {name: size for area in AREAS for name, size in sizes(area).items()}
+    fitting = {name for name in STILL_TOO_LONG if every.get(name, 0) <= limit(name)}
+    assert fitting == set(), "these fit now (or are gone): take them off STILL_TOO_LONG"

@@ -9,7 +9,7 @@ from typing import Any
 from pimem_core.culprits import culprit
 from pimem_core.errors import PimemError
 from pimem_core.facade.opened import OpenedServices
-from pimem_core.plugin_records import SettingValue, shown_setting
+from pimem_core.listing import SettingValue, shown_setting
 from pimem_core.services import MemoryIndex
 from pimem_core.settings import SettingSpec
 from pimem_core.types import Scope, StatusSection

@@ -22,7 +22,7 @@ import importlib.metadata
 import re
 from collections.abc import Iterable, Sequence
 
-from pimem_core.plugin_records import PluginGroup
+from pimem_core.listing import PluginGroup
 
 #: The entry-point group every plugin joins.
 ENTRY_POINT_GROUP = "pimem"
