@@ -19,13 +19,13 @@ from bench.latency import memsearch_index, summarize
 from pimem_core import Pimem, hookimpl
 from pimem_core.paths import PimemPaths
 from pimem_core.runtime.session import Session, SessionInfo
+from pimem_core.service_values import IndexReport
 from pimem_core.services import MemoryIndex, PendingWork, SimilaritySearch, Warming
 from pimem_core.types import (
     BackendCall,
     BranchEntry,
     Distillation,
     DistillRequest,
-    IndexReport,
     SearchHit,
     SearchQuery,
     Section,

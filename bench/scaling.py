@@ -66,7 +66,8 @@ from bench.quality import run as quality
 from bench.quality.corpus import World, generate_world
 from bench.quality.queries import build_queries
 from pimem_core import Pimem
-from pimem_core.types import Anchor, Entry, Scope, SearchQuery, TranscriptRequest
+from pimem_core.service_values import TranscriptRequest
+from pimem_core.types import Anchor, Entry, Scope, SearchQuery
 from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 from pimem_plugins.memsearch.offline_model import OfflineModel
 from pimem_plugins.memsearch.recall import cache

@@ -90,6 +90,16 @@ from pimem_core.scopes import (
     project_scope,
 )
 from pimem_core.scores import never_rising
+from pimem_core.service_values import (
+    CompactResult,
+    FailedFile,
+    IndexReport,
+    Redaction,
+    SkillCandidate,
+    Transcript,
+    TranscriptRequest,
+    TranscriptTurn,
+)
 from pimem_core.services import (
     MemoryIndex,
     MemoryStore,
@@ -112,34 +122,26 @@ from pimem_core.types import (
     BackendCall,
     BranchEntry,
     ChunkAddress,
-    CompactResult,
     CrossRepoResult,
     DayAddress,
     Distillation,
     DistillRequest,
     Entry,
     Exchange,
-    FailedFile,
     HostModel,
-    IndexReport,
     Injection,
     LegScore,
     MaintenanceOutcome,
     MaintenanceRun,
     MaintenanceTask,
     PromptContext,
-    Redaction,
     Scope,
     SearchHit,
     SearchQuery,
     SecretPattern,
     Section,
-    SkillCandidate,
     StatusSection,
     StoreChange,
-    Transcript,
-    TranscriptRequest,
-    TranscriptTurn,
 )
 
 __all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them

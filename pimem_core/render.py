@@ -9,17 +9,16 @@ from pathlib import Path
 
 from pimem_core.day_file import ANCHOR_LINE, without_anchors
 from pimem_core.scores import own_relevance, shown_score, ties
+from pimem_core.service_values import Redaction, Transcript
 from pimem_core.types import (
     CONFIGURATION_RANK,
     RELEVANCE_THRESHOLD,
     CrossRepoResult,
     LegScore,
-    Redaction,
     Scope,
     SearchHit,
     Section,
     StatusSection,
-    Transcript,
 )
 
 #: What the heading of a list of hits says their score is (``SearchHit.score_kind``).

@@ -19,22 +19,24 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from pimem_core.service_values import (
+    CompactResult,
+    IndexReport,
+    Redaction,
+    SkillCandidate,
+    Transcript,
+    TranscriptRequest,
+)
 from pimem_core.types import (
     BackendCall,
     BranchEntry,
     ChunkAddress,
-    CompactResult,
     DayAddress,
     Entry,
-    IndexReport,
-    Redaction,
     SearchHit,
     SearchQuery,
     Section,
-    SkillCandidate,
     StatusSection,
-    Transcript,
-    TranscriptRequest,
 )
 
 __all__ = [

@@ -13,11 +13,11 @@ import attrs
 from pimem_core.day_file import list_compact_blocks, list_entries
 from pimem_core.errors import NoMemoryYet, PimemError
 from pimem_core.hookspecs import hookimpl
+from pimem_core.service_values import IndexReport
 from pimem_core.services import MemoryIndex, MemoryStore
 from pimem_core.types import (
     Anchor,
     BackendCall,
-    IndexReport,
     Scope,
     SearchHit,
     SearchQuery,

@@ -157,29 +157,11 @@ class ChunkAddress:
 
 
 @attrs.frozen(kw_only=True)
-class Redaction:
-    """What a forget removed. ``removed`` is the only copy of the text that survives."""
-
-    file: Path
-    removed: str
-    #: The daily memory file held nothing else and was deleted.
-    deleted: bool
-    #: What was removed: one entry, or a memsearch ``## Memory Compact`` block.
-    kind: Literal["entry", "compact block"] = "entry"
-
-
-@attrs.frozen(kw_only=True)
 class StoreChange:
     """A change to a memory store, announced so indexers and snapshots can follow."""
 
     kind: Literal["append", "forget", "compact"]
     file: Path
-
-
-@attrs.frozen(kw_only=True)
-class FailedFile:
-    path: str
-    error: str
 
 
 @attrs.frozen(kw_only=True)
@@ -404,15 +386,6 @@ class BackendCall:
     on_notice: Callable[[str], None] | None = attrs.field(default=None, eq=False)
 
 
-@attrs.frozen(kw_only=True)
-class IndexReport:
-    """What an index run did: chunks newly embedded, and files that could not be indexed."""
-
-    indexed_chunks: int
-    total_files: int = 0
-    failed_files: tuple[FailedFile, ...] = ()
-
-
 def _text_lines(lines: Iterable[str]) -> tuple[str, ...]:
     return tuple(lines)
 
@@ -435,39 +408,6 @@ class StatusSection:
     rank: int
     lines: tuple[str, ...] = attrs.field(converter=_text_lines)
     data: Mapping[str, object] = attrs.field(factory=dict, eq=False)
-
-
-@attrs.frozen(kw_only=True)
-class CompactResult:
-    """A memory compaction's summary; ``None`` when the collection had nothing to compact."""
-
-    summary: str | None
-    #: The daily memory file the summary was appended to (set by the facade once written).
-    file: Path | None = None
-
-
-@attrs.frozen(kw_only=True)
-class TranscriptRequest:
-    """An L3 request: the turns around ``turn`` (an entry id or unique prefix) in a transcript."""
-
-    path: Path
-    turn: str | None = None
-    context: int = attrs.field(default=3, validator=attrs.validators.ge(0))
-    limit: int = attrs.field(default=20, validator=attrs.validators.ge(1))
-
-
-@attrs.frozen(kw_only=True)
-class TranscriptTurn:
-    role: Literal["user", "assistant"]
-    time: str
-    body: str
-    target: bool = False
-
-
-@attrs.frozen(kw_only=True)
-class Transcript:
-    path: Path
-    turns: tuple[TranscriptTurn, ...]
 
 
 @attrs.frozen(kw_only=True)
@@ -538,6 +478,12 @@ class MaintenanceTask:
     #: The file (or directory, for skill candidates) the task writes.
     output: Path
     run: Callable[[MaintenanceRun], MaintenanceOutcome] = attrs.field(eq=False)
+    #: The task's state, kept by its plugin: its input's digest now (one its entry does not
+    #: hold makes it due), its entry (empty before a first run) and merging the runner's record
+    #: of a run (``last_success_at``, ``last_input_digest``, ``last_error``...) into that entry.
+    input_digest: Callable[[], str] = attrs.field(eq=False)
+    read_state: Callable[[], Mapping[str, object]] = attrs.field(eq=False)
+    update_state: Callable[[Mapping[str, object]], None] = attrs.field(eq=False)
     #: Where the task's section goes in ``pimem status``: pimem shows one for every task (off,
     #: or its last run, when it is due next and its last error).
     status_rank: int = 85
@@ -546,23 +492,3 @@ class MaintenanceTask:
     status: Callable[[], tuple[tuple[str, ...], Mapping[str, object]]] | None = attrs.field(
         default=None, eq=False
     )
-
-
-@attrs.frozen(kw_only=True)
-class SkillCandidate:
-    """A skill drafted from memory, waiting in the candidate store until someone installs it."""
-
-    name: str
-    description: str
-    #: The candidate's ``SKILL.md``.
-    path: Path
-    #: ``candidate`` or ``installed`` (an installed one keeps evolving in the store).
-    status: str
-    #: ``new`` or ``updated`` when the store holds a version not installed yet, else ``None``.
-    pending: str | None = None
-    occurrences: int | None = None
-    sources: tuple[str, ...] = ()
-    installed_paths: tuple[str, ...] = ()
-    updated_at: str | None = None
-    #: The ``SKILL.md`` text (filled in when one candidate is read, empty in a listing).
-    text: str = ""

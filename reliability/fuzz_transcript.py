@@ -15,7 +15,7 @@ import attrs
 from hypothesis import strategies as st
 
 from pimem_core.errors import PimemError
-from pimem_core.types import TranscriptRequest
+from pimem_core.service_values import TranscriptRequest
 from pimem_plugins.pi_transcript import read_pi_branch, read_pi_transcript
 from reliability.fuzzing import run_property
 from reliability.outcome import Outcome

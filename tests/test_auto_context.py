@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 
 from pimem_core.errors import PimemError
+from pimem_core.service_values import CompactResult, IndexReport
 from pimem_core.settings import Settings
 from pimem_core.types import (
     BackendCall,
-    CompactResult,
-    IndexReport,
     PromptContext,
     Scope,
     SearchHit,

@@ -19,7 +19,7 @@ from bench.quality.facts import STYLES
 from bench.quality.queries import build_queries
 from bench.quality.run import check_turn
 from pimem_core.day_file import list_entries
-from pimem_core.types import TranscriptRequest
+from pimem_core.service_values import TranscriptRequest
 from pimem_plugins.pi_transcript import read_pi_transcript
 
 SIZE = 1000

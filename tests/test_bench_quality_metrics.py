@@ -13,7 +13,7 @@ from bench.quality.report import render
 from bench.quality.run import check_turn
 from bench.quality.sessions import SessionFile
 from bench.quality.summary import abstention, score_table, summarize_size, targets
-from pimem_core.types import Transcript, TranscriptTurn
+from pimem_core.service_values import Transcript, TranscriptTurn
 
 
 def test_rank_is_one_based_and_none_when_missing() -> None:

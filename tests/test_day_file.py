@@ -16,7 +16,8 @@ from pimem_core.day_file import (
     remove_compact_block,
     remove_entry,
 )
-from pimem_core.types import Anchor, DayAddress, Entry, Redaction
+from pimem_core.service_values import Redaction
+from pimem_core.types import Anchor, DayAddress, Entry
 from pimem_plugins.shared.entry_format import format_entry
 
 from conftest import make_pimem

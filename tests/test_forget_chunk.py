@@ -12,7 +12,8 @@ from typing import TypeVar
 import pytest
 
 from pimem_core.errors import StoreError
-from pimem_core.types import Anchor, ChunkAddress, Redaction, Section
+from pimem_core.service_values import Redaction
+from pimem_core.types import Anchor, ChunkAddress, Section
 from pimem_plugins import markdown_store
 
 from conftest import make_pimem

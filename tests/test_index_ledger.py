@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pimem_core.types import FailedFile, IndexReport
+from pimem_core.service_values import FailedFile, IndexReport
 from pimem_plugins.memsearch import ledger as ledger_module
 from pimem_plugins.memsearch.catch_up import CatchUp, catch_up
 from pimem_plugins.memsearch.ledger import DayFile, IndexLedger

@@ -19,9 +19,10 @@ import pytest
 
 from pimem_core import hookimpl
 from pimem_core.render import NO_LEGS, SCORE_NOTES
+from pimem_core.service_values import CompactResult, IndexReport
 from pimem_core.services import MemoryIndex
 from pimem_core.testing import InMemoryIndex
-from pimem_core.types import BackendCall, CompactResult, IndexReport, Scope, StoreChange
+from pimem_core.types import BackendCall, Scope, StoreChange
 from pimem_plugins.memsearch.offline_model import OfflineModel
 from pimem_plugins.shared.layout import derive_collection
 

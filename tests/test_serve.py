@@ -21,18 +21,10 @@ from pimem_core.doors import protocol
 from pimem_core.doors.serve import Server
 from pimem_core.errors import QueryError
 from pimem_core.runtime.session import SessionInfo
+from pimem_core.service_values import IndexReport
 from pimem_core.services import MemoryIndex
 from pimem_core.testing import InMemoryIndex, read_hits
-from pimem_core.types import (
-    Anchor,
-    BackendCall,
-    Entry,
-    IndexReport,
-    LegScore,
-    Scope,
-    SearchHit,
-    SearchQuery,
-)
+from pimem_core.types import Anchor, BackendCall, Entry, LegScore, Scope, SearchHit, SearchQuery
 
 from conftest import CLOCK, make_pimem
 

@@ -16,6 +16,7 @@ from pimem_core.render import render_status, status_to_json
 from pimem_core.runtime.capture import exchange_window, passes_gates
 from pimem_core.runtime.journal import CaptureJournal, Pending
 from pimem_core.runtime.session import Session, SessionInfo
+from pimem_core.service_values import IndexReport
 from pimem_core.services import MemoryIndex
 from pimem_core.testing import InMemoryIndex
 from pimem_core.types import (
@@ -25,7 +26,6 @@ from pimem_core.types import (
     Distillation,
     DistillRequest,
     Entry,
-    IndexReport,
     Scope,
 )
 

@@ -13,7 +13,8 @@ import pytest
 from pimem_core import Pimem, PimemError
 from pimem_core.errors import TranscriptNotHere
 from pimem_core.render import render_transcript, transcript_to_json
-from pimem_core.types import BranchEntry, Transcript, TranscriptRequest
+from pimem_core.service_values import Transcript, TranscriptRequest
+from pimem_core.types import BranchEntry
 from pimem_plugins.pi_transcript import read_pi_branch, read_pi_transcript
 
 from conftest import make_pimem, run_cli
@@ -385,7 +386,7 @@ def test_l3_needs_no_backend(tmp_path: Path) -> None:
         "from pathlib import Path\n"
         "from pimem_core import Pimem\n"
         "from pimem_core.render import render_transcript\n"
-        "from pimem_core.types import TranscriptRequest\n"
+        "from pimem_core.service_values import TranscriptRequest\n"
         "pimem = Pimem.from_env()\n"
         f"request = TranscriptRequest(path=Path({str(path)!r}), turn='b3', context=0)\n"
         "print(render_transcript(pimem.read_transcript(request)))\n"

@@ -39,15 +39,8 @@ from bench.quality.metrics import lexical_overlap, rank_of
 from bench.quality.queries import Query, build_queries
 from bench.quality.sessions import SessionFile
 from pimem_core import Pimem
-from pimem_core.types import (
-    RELEVANCE_THRESHOLD,
-    Anchor,
-    Scope,
-    SearchHit,
-    SearchQuery,
-    Transcript,
-    TranscriptRequest,
-)
+from pimem_core.service_values import Transcript, TranscriptRequest
+from pimem_core.types import RELEVANCE_THRESHOLD, Anchor, Scope, SearchHit, SearchQuery
 from pimem_plugins.memsearch.chunks import parse_anchor
 from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 from pimem_plugins.memsearch.offline_model import OfflineModel

@@ -52,7 +52,8 @@ from pimem_core.render import (
     transcript_to_json,
 )
 from pimem_core.runtime.status import status_sections
-from pimem_core.types import Anchor, DayAddress, Entry, SearchQuery, TranscriptRequest
+from pimem_core.service_values import TranscriptRequest
+from pimem_core.types import Anchor, DayAddress, Entry, SearchQuery
 
 # -- the core's own parameter kinds -----------------------------------------------------------
 

@@ -41,13 +41,13 @@ from pimem_core.runtime.session import (
     serving,
 )
 from pimem_core.runtime.status import status_sections
+from pimem_core.service_values import Redaction
 from pimem_core.types import (
     Anchor,
     BranchEntry,
     DayAddress,
     Entry,
     HostModel,
-    Redaction,
     Scope,
     SearchHit,
     SearchQuery,

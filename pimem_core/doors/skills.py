@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pimem_core.types import SkillCandidate
+from pimem_core.service_values import SkillCandidate
 
 
 def candidate_to_json(candidate: SkillCandidate) -> dict[str, object]:

@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from pimem_core.facade.opened import OpenedServices
+from pimem_core.service_values import Transcript, TranscriptRequest
 from pimem_core.types import (
     BranchEntry,
     Distillation,
@@ -18,8 +19,6 @@ from pimem_core.types import (
     Injection,
     PromptContext,
     Scope,
-    Transcript,
-    TranscriptRequest,
 )
 
 log = logging.getLogger(__name__)

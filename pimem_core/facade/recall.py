@@ -11,13 +11,11 @@ import attrs
 from pimem_core.errors import PimemError, PluginError
 from pimem_core.facade.writing import Writing
 from pimem_core.scores import never_rising
+from pimem_core.service_values import CompactResult, IndexReport, Redaction
 from pimem_core.services import CatchingUp, Compacting
 from pimem_core.types import (
     ChunkAddress,
-    CompactResult,
     CrossRepoResult,
-    IndexReport,
-    Redaction,
     Scope,
     SearchHit,
     SearchQuery,

@@ -10,7 +10,8 @@ import attrs
 
 from pimem_core.errors import PluginError, StoreError
 from pimem_core.facade.opened import OpenedServices
-from pimem_core.types import MaintenanceTask, Scope, SkillCandidate
+from pimem_core.service_values import SkillCandidate
+from pimem_core.types import MaintenanceTask, Scope
 
 
 class Upkeep(OpenedServices):

@@ -11,7 +11,8 @@ from pathlib import Path
 import attrs
 
 from pimem_core.facade.opened import OpenedServices
-from pimem_core.types import ChunkAddress, DayAddress, Entry, Redaction, Scope, StoreChange
+from pimem_core.service_values import Redaction
+from pimem_core.types import ChunkAddress, DayAddress, Entry, Scope, StoreChange
 
 log = logging.getLogger(__name__)
 
