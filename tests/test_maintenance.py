@@ -27,14 +27,13 @@ from pimem_core.errors import SettingsError
 from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.maintenance import (
     LOCK_FILE,
-    STATE_FILE,
     TEMP_MARK,
     MaintenanceRunner,
     maintenance_root,
     project_lock,
 )
 from pimem_core.types import HostModel
-from pimem_plugins.memsearch.maintenance import SYSTEM_PROMPT
+from pimem_plugins.memsearch.maintenance import STATE_FILE, SYSTEM_PROMPT
 
 from conftest import CLOCK, make_pimem, run_cli
 
@@ -190,6 +189,8 @@ def test_each_task_writes_its_file_in_memsearchs_layout(
 
     entries = state(store)
     assert set(entries) == {"pimem.project_review", "pimem.user_profile", "pimem.memory_to_skill"}
+    # Written as memsearch's _save_state writes it, byte for byte (the file is the mesh's).
+    assert (store / STATE_FILE).read_text() == json.dumps(entries, indent=2, sort_keys=True) + "\n"
     assert entries["pimem.project_review"]["last_action"] == "replace"
     assert entries["pimem.project_review"]["last_input_digest"].startswith("sha256:")
     # memsearch reads the same state: its own due rule sees the input as handled.

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from pimem_core.runtime.maintenance import LOCK_FILE, STATE_FILE, TEMP_MARK
-from pimem_plugins.memsearch.maintenance import SYSTEM_PROMPT
+from pimem_core.runtime.maintenance import LOCK_FILE, TEMP_MARK
+from pimem_plugins.memsearch.maintenance import STATE_FILE, SYSTEM_PROMPT
 
 from conftest import CLOCK
 

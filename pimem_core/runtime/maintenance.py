@@ -12,17 +12,15 @@ The tasks are plugins (``pimem_collect_maintenance_tasks``); this module decides
 - every model call is charged to the daily distillation budget first; once it is spent, tasks
   wait for the next day.
 
-The state is memsearch's ``.maintenance-state.json`` (one entry per ``<platform>.<task>``, here
-``pimem.<task>``), replaced atomically, so memsearch's own tools read it as theirs. pimem's core
-does not import memsearch: the input digest is memsearch's algorithm, re-implemented here.
+A task keeps its own state (``MaintenanceTask.input_digest``, ``read_state``, ``update_state``:
+the bundled tasks' is memsearch's ``.maintenance-state.json``); the runner reads the task's entry
+to decide, and records each run in it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import json
 import logging
 import os
 import shutil
@@ -30,12 +28,11 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import attrs
 
 from pimem_core.api import Pimem
-from pimem_core.atomic_files import TEMP_MARK, write_atomically
+from pimem_core.atomic_files import TEMP_MARK
 from pimem_core.errors import PimemError
 from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.scheduler import Scheduler
@@ -51,10 +48,7 @@ from pimem_core.types import (
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = ".maintenance-state.json"
 LOCK_FILE = ".pimem-maintenance.lock"
-#: The platform part of pimem's state keys (memsearch's own plugins use ``claude-code``...).
-PLATFORM = "pimem"
 #: A maintenance prompt carries up to 80,000 characters of journals: give the model time.
 MODEL_TIMEOUT_SECONDS = 300.0
 #: Where a task's status section goes while it is off (configuration); a task that runs
@@ -68,15 +62,11 @@ class BudgetSpent(PimemError):
 
 
 def maintenance_root(scope: Scope) -> Path:
-    """memsearch's directory for the project (``.memsearch``, or ``MEMSEARCH_DIR``): where the
-    index state, the maintenance state and the maintained files live."""
+    """Where the project's maintenance lock lives: with the store's state (the directory of its
+    index state file, else beside the memory directory), where the maintained files live."""
     if scope.index_state_path is not None:
         return scope.index_state_path.parent
     return scope.memory_dir.parent
-
-
-def state_key(name: str) -> str:
-    return f"{PLATFORM}.{name}"
 
 
 # -- files -------------------------------------------------------------------------------------
@@ -86,19 +76,6 @@ def day_files(directory: Path) -> list[Path]:
     if not directory.is_dir():
         return []
     return sorted(path for path in directory.rglob("*.md") if path.is_file())
-
-
-def input_digest(directory: Path) -> str:
-    """memsearch's digest of a task's input: every ``*.md`` below it, path and bytes, in order."""
-    digest = hashlib.sha256()
-    if not directory.is_dir():
-        return "sha256:empty"
-    for path in day_files(directory):
-        digest.update(str(path.relative_to(directory)).encode())
-        digest.update(b"\0")
-        digest.update(path.read_bytes())
-        digest.update(b"\0")
-    return f"sha256:{digest.hexdigest()}"
 
 
 def remove_leftovers(directory: Path) -> None:
@@ -157,43 +134,13 @@ def parse_iso(raw: object) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-@attrs.frozen
-class StateFile:
-    """memsearch's ``.maintenance-state.json``, shared with memsearch's own runners."""
-
-    path: Path
-
-    @classmethod
-    def of(cls, scope: Scope) -> StateFile:
-        return cls(maintenance_root(scope) / STATE_FILE)
-
-    def load(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    def entry(self, name: str) -> dict[str, Any]:
-        entry = self.load().get(state_key(name))
-        return entry if isinstance(entry, dict) else {}
-
-    def update(self, name: str, changes: Mapping[str, object]) -> None:
-        """Merge *changes* into one task's entry. Re-read first and replace the file at once,
-        so entries other runners wrote meanwhile stay (memsearch itself writes in place)."""
-        state = self.load()
-        entry = state.get(state_key(name))
-        state[state_key(name)] = {**(entry if isinstance(entry, dict) else {}), **changes}
-        write_atomically(self.path, json.dumps(state, indent=2, sort_keys=True) + "\n")
-
-
 def _error_text(error: BaseException, limit: int = 2000) -> str:
     text = f"{type(error).__name__}: {error}"
     return text if len(text) <= limit else text[: limit - 15] + "... [truncated]"
 
 
 def is_due(
-    task: MaintenanceTask, entry: Mapping[str, Any], digest: str, now: datetime
+    task: MaintenanceTask, entry: Mapping[str, object], digest: str, now: datetime
 ) -> tuple[bool, str]:
     """memsearch's rule (input changed and the interval passed since the last success), plus:
     a run that failed on this very input waits out the interval too, so a task whose model
@@ -318,7 +265,6 @@ class MaintenanceRunner:
                     task.name: TaskReport(name=task.name, result="busy", detail=detail)
                     for task in tasks
                 }
-            state = StateFile(root / STATE_FILE)
             model: HostModel | None = None
             reports: dict[str, TaskReport] = {}
             for task in tasks:
@@ -330,11 +276,11 @@ class MaintenanceRunner:
                         detail=f"no day files in {task.input_dir}",
                     )
                     continue
-                digest = input_digest(task.input_dir)
+                digest = task.input_digest()
                 due, why = (
                     (True, "forced")
                     if force
-                    else is_due(task, state.entry(task.name), digest, utc_now(self._pimem.settings))
+                    else is_due(task, task.read_state(), digest, utc_now(self._pimem.settings))
                 )
                 if not due:
                     reports[task.name] = TaskReport(name=task.name, result="not due", detail=why)
@@ -348,7 +294,7 @@ class MaintenanceRunner:
                         name=task.name, result="no model", detail=NO_MODEL
                     )
                     continue
-                reports[task.name] = self._run(task, model, digest, state)
+                reports[task.name] = self._run(task, model, digest)
             return reports
 
     def _model(self) -> HostModel | None:
@@ -364,9 +310,7 @@ class MaintenanceRunner:
         detail = f"the distillation budget ({self._budget.limit} model calls) is spent for today"
         return TaskReport(name=task.name, result="waiting for budget", detail=detail)
 
-    def _run(
-        self, task: MaintenanceTask, model: HostModel, digest: str, state: StateFile
-    ) -> TaskReport:
+    def _run(self, task: MaintenanceTask, model: HostModel, digest: str) -> TaskReport:
         def complete(system: str, prompt: str) -> str:
             # Charged before the call: a call that fails or is cut off by a crash costs too.
             if not self._budget.try_spend():
@@ -383,8 +327,7 @@ class MaintenanceRunner:
         except Exception as error:  # noqa: BLE001 - a task's failure is recorded, never raised
             log.warning("maintenance task %s failed: %s", task.name, error)
             now = iso(utc_now(settings))
-            state.update(
-                task.name,
+            task.update_state(
                 {
                     "last_checked_at": now,
                     "last_failed_at": now,
@@ -392,12 +335,11 @@ class MaintenanceRunner:
                     "last_action": "error",
                     "last_error": _error_text(error),
                     "output_file": str(task.output),
-                },
+                }
             )
             return TaskReport(name=task.name, result="failed", detail=_error_text(error))
         now = iso(utc_now(settings))
-        state.update(
-            task.name,
+        task.update_state(
             {
                 "last_checked_at": now,
                 "last_success_at": now,
@@ -405,7 +347,7 @@ class MaintenanceRunner:
                 "last_action": outcome.action,
                 "output_file": str(task.output),
                 "model": model.name,
-            },
+            }
         )
         return TaskReport(
             name=task.name, result=outcome.action, detail=outcome.reason, written=outcome.written
@@ -423,7 +365,6 @@ NO_MODEL = (
 
 def task_status(
     task: MaintenanceTask,
-    scope: Scope,
     settings: Settings,
     budget: DistillBudget,
     *,
@@ -440,7 +381,7 @@ def task_status(
         return StatusSection(
             name=name, rank=rank, lines=(line, *lines), data={"enabled": False, **extra}
         )
-    entry = StateFile.of(scope).entry(task.name)
+    entry = task.read_state()
     succeeded = parse_iso(entry.get("last_success_at"))
     failed = parse_iso(entry.get("last_failed_at"))
     last_run = f"{_local(succeeded)} ({entry.get('last_action', '?')})" if succeeded else "never"
@@ -481,7 +422,6 @@ def tasks_status(pimem: Pimem, scope: Scope, budget: DistillBudget) -> tuple[Sta
         sections.append(
             task_status(
                 task,
-                scope,
                 pimem.settings,
                 budget,
                 lines=lines,
@@ -493,13 +433,13 @@ def tasks_status(pimem: Pimem, scope: Scope, budget: DistillBudget) -> tuple[Sta
 
 
 def _next_due(
-    task: MaintenanceTask, entry: Mapping[str, Any], budget: DistillBudget, now: datetime
+    task: MaintenanceTask, entry: Mapping[str, object], budget: DistillBudget, now: datetime
 ) -> str:
     if budget.left() == 0:
         return "tomorrow (the distillation budget is spent)"
     if not day_files(task.input_dir):
         return "after the first day file is written"
-    due, why = is_due(task, entry, input_digest(task.input_dir), now)
+    due, why = is_due(task, entry, task.input_digest(), now)
     if due:
         return "now (at the next capture or session start)"
     if why.startswith("input unchanged"):

@@ -1,5 +1,6 @@
 """What the bundled maintenance tasks share: memsearch's configuration and task context, read the
-way memsearch reads them, and the short system prompt pimem adds to memsearch's own prompts.
+way memsearch reads them, the short system prompt pimem adds to memsearch's own prompts, and each
+task's state in memsearch's ``.maintenance-state.json``.
 
 The prompts are memsearch's installed templates (``memsearch/prompts/*.txt``, or the files its
 ``[prompts]`` settings name), built by memsearch's own functions; nothing of them is copied here.
@@ -7,9 +8,14 @@ The prompts are memsearch's installed templates (``memsearch/prompts/*.txt``, or
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
+
+import attrs
 
 from pimem_core.plugin import (
     MaintenanceOutcome,
@@ -18,6 +24,7 @@ from pimem_core.plugin import (
     PimemError,
     Scope,
     Settings,
+    write_atomically,
 )
 from pimem_plugins.memsearch.compat import merged_config
 from pimem_plugins.memsearch.config import global_config_path, project_config_path
@@ -25,6 +32,8 @@ from pimem_plugins.shared.layout import maintenance_root
 
 #: The platform part of pimem's keys in memsearch's maintenance state (``pimem.<task>``).
 PLATFORM = "pimem"
+#: memsearch's maintenance state, one entry per ``<platform>.<task>``, beside its index state.
+STATE_FILE = ".maintenance-state.json"
 
 SYSTEM_PROMPT = (
     "You keep long-lived memory files of a coding agent up to date. Do exactly what the "
@@ -83,6 +92,7 @@ def describe_task(
     def run_task(maintenance_run: MaintenanceRun) -> MaintenanceOutcome:
         return run(scope, task, maintenance_run)
 
+    state = StateEntry(maintenance_root(scope) / STATE_FILE, f"{PLATFORM}.{name}")
     task = MaintenanceTask(
         name=name,
         enabled=name in settings.maintenance,
@@ -90,7 +100,52 @@ def describe_task(
         input_dir=scope.memory_dir,
         output=maintenance_root(scope) / output_name,
         run=run_task,
+        input_digest=lambda: input_digest(scope.memory_dir),
+        read_state=state.read,
+        update_state=state.update,
         status_rank=status_rank,
         status=status,
     )
     return task
+
+
+def input_digest(directory: Path) -> str:
+    """memsearch's digest of a task's input: every ``*.md`` below it, path and bytes, in order
+    (its ``_input_digest``, which memsearch's own runners compare with the state's)."""
+    if not directory.is_dir():
+        return "sha256:empty"
+    digest = hashlib.sha256()
+    for path in sorted(path for path in directory.rglob("*.md") if path.is_file()):
+        digest.update(str(path.relative_to(directory)).encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return f"sha256:{digest.hexdigest()}"
+
+
+@attrs.frozen
+class StateEntry:
+    """One task's entry (*key*) in memsearch's ``.maintenance-state.json``, shared with
+    memsearch's own runners (``claude-code.project_review``...)."""
+
+    path: Path
+    key: str
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def read(self) -> Mapping[str, object]:
+        entry = self._load().get(self.key)
+        return entry if isinstance(entry, dict) else {}
+
+    def update(self, changes: Mapping[str, object]) -> None:
+        """Merge *changes* into the entry. Re-read first and replace the file at once, so
+        entries other runners wrote meanwhile stay (memsearch itself writes in place)."""
+        state = self._load()
+        entry = state.get(self.key)
+        state[self.key] = {**(entry if isinstance(entry, dict) else {}), **changes}
+        write_atomically(self.path, json.dumps(state, indent=2, sort_keys=True) + "\n")
