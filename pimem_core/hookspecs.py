@@ -1,8 +1,10 @@
 """The pimem hook specifications: the contract between the framework and its plugins.
 
-Nine concerns, one section each: settings, scope resolution, distillation, storage, indexing,
-injection, transcripts, maintenance and commands. A hook that needs exactly one answer is ``firstresult``: the
-first non-``None`` result wins, and the bundled default is marked ``trylast`` so any plugin that
+Nine concerns, one section each, in four themed classes that :class:`PimemSpecs` joins:
+settings, scope resolution and storage (:class:`ScopeSpecs`); transcripts and distillation
+(:class:`CaptureSpecs`); indexing and injection (:class:`RecallSpecs`); maintenance and commands
+(:class:`UpkeepSpecs`). A hook that needs exactly one answer is ``firstresult``: the first
+non-``None`` result wins, and the bundled default is marked ``trylast`` so any plugin that
 answers replaces it. Collecting hooks gather every plugin's contribution.
 
 A backend (store, index, transcript reader, skill catalog) is one service, opened by one
@@ -48,8 +50,9 @@ _hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
-class PimemSpecs:
-    """All pimem hook specifications."""
+class ScopeSpecs:
+    """Where memory lives: the plugins' settings, the scope of a session or project, and the
+    store that holds its day files."""
 
     # -- settings ------------------------------------------------------------------------------
 
@@ -90,61 +93,6 @@ class PimemSpecs:
 
         :param project_dir: a directory holding ``.memsearch/memory/`` or ``memory/``.
         :param settings: the parsed environment.
-        """
-
-    # -- distillation --------------------------------------------------------------------------
-
-    @_hookspec(firstresult=True)
-    def pimem_distill_exchange(self, request: DistillRequest) -> Distillation | None:
-        """Distil one settled exchange into third-person markdown bullets.
-
-        Stops at the first non-``None`` result: return ``None`` when this distiller does not
-        apply (no model configured, or ``request.models_allowed`` is false for a model-based
-        one). Raise to report a failure: the caller then writes a diagnostic marker entry, so
-        the exchange is never lost. Answer ``Distillation(nothing_to_keep=True)`` when the
-        exchange holds nothing worth recalling: no entry is written, and the exchange is
-        counted as skipped (ADR 0021). The extractive distiller answers last, always.
-
-        :param request: the exchange (already scrubbed of secrets), the settings, the host's
-            model if it lends one, and whether models may be used.
-        """
-
-    @_hookspec
-    def pimem_collect_secret_patterns(self) -> Iterable[SecretPattern] | None:
-        """Contribute shapes of secrets to scrub before anything is distilled or written.
-
-        Every implementation is called; all patterns apply. Scrubbing replaces the value with
-        ``[REDACTED:<name>]``.
-        """
-
-    @_hookspec
-    def pimem_gate_exchange(
-        self, window: tuple[BranchEntry, ...], settings: Settings
-    ) -> str | None:
-        """Say why a settled exchange is not captured, or return ``None`` to let it through.
-
-        Every gate is asked about every exchange that passed the hard gates (someone asked,
-        the agent answered in words, the run was not aborted). An exchange any gate stops is
-        not distilled, and the first reason is counted in status (``skipped: 2 about
-        memory``). Gates are deterministic rules about what was said and done, never a
-        model's judgement. The bundled ``capture-gates`` stop exchanges about memory itself,
-        an explicit ``memory_write`` and a request to forget (ADR 0014), a question the agent
-        answered without any tool call and small talk (ADR 0021).
-
-        Example, a gate that skips exchanges whose only work was running the tests::
-
-            @hookimpl
-            def pimem_gate_exchange(window, settings):
-                calls = [call for entry in window for call in entry.tool_calls]
-                if calls and all(call.startswith("bash(command=pytest") for call in calls):
-                    return "only tests"
-                return None
-
-        :param window: the exchange's entries, oldest first: the user's prompt, the
-            messages the host injected with it (``kind="custom_message"``: the pi adapter's
-            ``/recall`` instruction, auto-context), the assistant's messages (their text and
-            tool calls) and the tool results.
-        :returns: a reason of a few words, counted as given, or ``None``.
         """
 
     # -- storage -------------------------------------------------------------------------------
@@ -205,6 +153,88 @@ class PimemSpecs:
         :param ours: this side's text; the answer replaces it.
         :param theirs: the other side's text.
         """
+
+
+class CaptureSpecs:
+    """How an exchange becomes an entry: the transcript it is read from, the gates and
+    secret patterns it passes, and the distiller."""
+
+    # -- transcripts ---------------------------------------------------------------------------
+
+    @_hookspec(firstresult=True)
+    def pimem_open_transcript(self, path: Path, settings: Settings) -> TranscriptReader | None:
+        """Open the agent transcript *path*: a :class:`~pimem_core.services.TranscriptReader`.
+
+        Stops at the first non-``None`` result: return ``None`` for a format you do not read
+        (the bundled ``pi-transcript`` reads pi's session files). Capture reads each settled
+        exchange through it; ``memory_transcript`` (L3) reads the turns around an anchor.
+
+        Example::
+
+            @hookimpl
+            def pimem_open_transcript(path, settings):
+                return CodexTranscript(path) if path.suffix == ".jsonl" else None
+        """
+
+    # -- distillation --------------------------------------------------------------------------
+
+    @_hookspec(firstresult=True)
+    def pimem_distill_exchange(self, request: DistillRequest) -> Distillation | None:
+        """Distil one settled exchange into third-person markdown bullets.
+
+        Stops at the first non-``None`` result: return ``None`` when this distiller does not
+        apply (no model configured, or ``request.models_allowed`` is false for a model-based
+        one). Raise to report a failure: the caller then writes a diagnostic marker entry, so
+        the exchange is never lost. Answer ``Distillation(nothing_to_keep=True)`` when the
+        exchange holds nothing worth recalling: no entry is written, and the exchange is
+        counted as skipped (ADR 0021). The extractive distiller answers last, always.
+
+        :param request: the exchange (already scrubbed of secrets), the settings, the host's
+            model if it lends one, and whether models may be used.
+        """
+
+    @_hookspec
+    def pimem_collect_secret_patterns(self) -> Iterable[SecretPattern] | None:
+        """Contribute shapes of secrets to scrub before anything is distilled or written.
+
+        Every implementation is called; all patterns apply. Scrubbing replaces the value with
+        ``[REDACTED:<name>]``.
+        """
+
+    @_hookspec
+    def pimem_gate_exchange(
+        self, window: tuple[BranchEntry, ...], settings: Settings
+    ) -> str | None:
+        """Say why a settled exchange is not captured, or return ``None`` to let it through.
+
+        Every gate is asked about every exchange that passed the hard gates (someone asked,
+        the agent answered in words, the run was not aborted). An exchange any gate stops is
+        not distilled, and the first reason is counted in status (``skipped: 2 about
+        memory``). Gates are deterministic rules about what was said and done, never a
+        model's judgement. The bundled ``capture-gates`` stop exchanges about memory itself,
+        an explicit ``memory_write`` and a request to forget (ADR 0014), a question the agent
+        answered without any tool call and small talk (ADR 0021).
+
+        Example, a gate that skips exchanges whose only work was running the tests::
+
+            @hookimpl
+            def pimem_gate_exchange(window, settings):
+                calls = [call for entry in window for call in entry.tool_calls]
+                if calls and all(call.startswith("bash(command=pytest") for call in calls):
+                    return "only tests"
+                return None
+
+        :param window: the exchange's entries, oldest first: the user's prompt, the
+            messages the host injected with it (``kind="custom_message"``: the pi adapter's
+            ``/recall`` instruction, auto-context), the assistant's messages (their text and
+            tool calls) and the tool results.
+        :returns: a reason of a few words, counted as given, or ``None``.
+        """
+
+
+class RecallSpecs:
+    """How memory comes back: the index and search, the ranking, the snapshot and per-prompt
+    injections, and status."""
 
     # -- indexing ------------------------------------------------------------------------------
 
@@ -327,22 +357,10 @@ class PimemSpecs:
         :param index: the prompt scope's opened index; ``None`` when no plugin opens one.
         """
 
-    # -- transcripts ---------------------------------------------------------------------------
 
-    @_hookspec(firstresult=True)
-    def pimem_open_transcript(self, path: Path, settings: Settings) -> TranscriptReader | None:
-        """Open the agent transcript *path*: a :class:`~pimem_core.services.TranscriptReader`.
-
-        Stops at the first non-``None`` result: return ``None`` for a format you do not read
-        (the bundled ``pi-transcript`` reads pi's session files). Capture reads each settled
-        exchange through it; ``memory_transcript`` (L3) reads the turns around an anchor.
-
-        Example::
-
-            @hookimpl
-            def pimem_open_transcript(path, settings):
-                return CodexTranscript(path) if path.suffix == ".jsonl" else None
-        """
+class UpkeepSpecs:
+    """Work over the whole store and the command line: maintenance tasks, the model they use,
+    skill candidates, plugin commands and the files a plugin loads."""
 
     # -- maintenance ---------------------------------------------------------------------------
 
@@ -420,17 +438,22 @@ class PimemSpecs:
         """
 
 
+class PimemSpecs(ScopeSpecs, CaptureSpecs, RecallSpecs, UpkeepSpecs):
+    """All pimem hook specifications: the four themed classes' hooks in one, as the manager
+    adds them (``add_hookspecs`` finds inherited hooks too)."""
+
+
 def _is_single_answer(value: object) -> bool:
     opts = getattr(value, f"{PROJECT}_spec", None)
     return isinstance(opts, dict) and bool(opts.get("firstresult"))
 
 
 #: Every hook's name.
-HOOK_NAMES = tuple(sorted(name for name in vars(PimemSpecs) if name.startswith("pimem_")))
+HOOK_NAMES = tuple(sorted(name for name in dir(PimemSpecs) if name.startswith("pimem_")))
 #: The hooks that decide where memory goes: a plugin implementing one that failed makes
 #: writes and forgets refuse, rather than land in another store.
 ROUTING_HOOKS = ("pimem_open_store", "pimem_resolve_project", "pimem_resolve_scope")
 #: The single-answer hooks (``firstresult``): the ones a plugin can be chosen by name to answer.
 SINGLE_ANSWER_HOOKS = tuple(
-    name for name in HOOK_NAMES if _is_single_answer(vars(PimemSpecs)[name])
+    name for name in HOOK_NAMES if _is_single_answer(getattr(PimemSpecs, name))
 )

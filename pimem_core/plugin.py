@@ -57,6 +57,8 @@ from pimem_core.day_file import (
     GROUP_HEADING,
     list_compact_blocks,
     list_entries,
+    remove_compact_block,
+    remove_entry,
     without_anchors,
 )
 from pimem_core.errors import (
@@ -69,7 +71,13 @@ from pimem_core.errors import (
     TranscriptNotHere,
 )
 from pimem_core.gitrepo import (
+    DRIVER,
     StorePlace,
+    ensure_attribute,
+    ensure_line,
+    locate_store,
+    merge_attribute,
+    run_git,
 )
 from pimem_core.hookspecs import hookimpl
 from pimem_core.paths import PimemPaths
@@ -209,7 +217,9 @@ __all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them
     "UsageError",
     # -- day files
     "list_entries",
+    "remove_entry",
     "list_compact_blocks",
+    "remove_compact_block",
     "without_anchors",
     "ENTRY_HEADING",
     "ENTRY_BOUNDARY",
@@ -243,4 +253,10 @@ __all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them
     "derive_collection",
     "find_repository_dir",
     "StorePlace",
+    "locate_store",
+    "run_git",
+    "ensure_line",
+    "ensure_attribute",
+    "merge_attribute",
+    "DRIVER",
 ]
