@@ -17,9 +17,11 @@ floor: nothing of the runtime, the front doors or the facade is named here. By s
 - **commands**: the command table a plugin adds to (``pimem_collect_commands``):
   :class:`Command`, :class:`Param` and its kinds, :class:`Outcome`, the :class:`Door` a handler
   receives, :data:`Args`, :class:`UsageError`;
-- **day files**: the entry grammar and reader every mesh agent shares, git's conflict markers;
+- **day files**: the entry grammar and reader every mesh agent shares (an entry or a
+  compaction block removes itself from a file's text), git's conflict markers;
 - **files and places**: atomic and private writes, pimem's per-user directories, the default
-  layout of a project's memory and the git helpers team memory needs.
+  layout of a project's memory and where a store sits in git (:class:`StorePlace`, whose
+  methods run git and keep the attribute lines team memory needs).
 """
 
 from __future__ import annotations
@@ -57,8 +59,6 @@ from pimem_core.day_file import (
     GROUP_HEADING,
     list_compact_blocks,
     list_entries,
-    remove_compact_block,
-    remove_entry,
     without_anchors,
 )
 from pimem_core.errors import (
@@ -71,13 +71,7 @@ from pimem_core.errors import (
     TranscriptNotHere,
 )
 from pimem_core.gitrepo import (
-    DRIVER,
     StorePlace,
-    ensure_attribute,
-    ensure_line,
-    locate_store,
-    merge_attribute,
-    run_git,
 )
 from pimem_core.hookspecs import hookimpl
 from pimem_core.paths import PimemPaths
@@ -217,9 +211,7 @@ __all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them
     "UsageError",
     # -- day files
     "list_entries",
-    "remove_entry",
     "list_compact_blocks",
-    "remove_compact_block",
     "without_anchors",
     "ENTRY_HEADING",
     "ENTRY_BOUNDARY",
@@ -253,10 +245,4 @@ __all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them
     "derive_collection",
     "find_repository_dir",
     "StorePlace",
-    "locate_store",
-    "run_git",
-    "ensure_line",
-    "ensure_attribute",
-    "merge_attribute",
-    "DRIVER",
 ]
