@@ -48,6 +48,31 @@ class DayEntry:
     #: The entry's lines without the blank lines that trail it.
     text: str
 
+    def removed_from(self, text: str) -> str:
+        """*text* without this entry; ``""`` when nothing worth keeping remains (delete the file).
+
+        The entry's own ``##`` heading goes too when the entry was all it held; titles, free-form
+        notes and every other entry are left byte for byte.
+        """
+        lines = text.split("\n")
+        owner = next(
+            (i for i in range(self.start - 1, -1, -1) if GROUP_HEADING.match(lines[i])), None
+        )
+        del lines[self.start : self.end]
+        if owner is not None and _SECTION_HEADING.match(lines[owner]):
+            after = owner + 1
+            while after < len(lines) and not lines[after].strip():
+                after += 1
+            if after == len(lines) or GROUP_HEADING.match(lines[after]):
+                del lines[owner:after]
+        if not any(line.strip() for line in lines):
+            return ""
+        remaining = "\n".join(lines)
+        if text.endswith("\n\n") and not remaining.endswith("\n\n"):
+            # The last entry went: keep the blank line that separates the next append from the rest.
+            remaining += "\n"
+        return remaining
+
 
 def list_entries(text: str) -> list[DayEntry]:
     """Every entry of *text*, in order. In a file git left conflicted an entry also ends at a
@@ -74,30 +99,6 @@ def list_entries(text: str) -> list[DayEntry]:
     return entries
 
 
-def remove_entry(text: str, entry: DayEntry) -> str:
-    """*text* without *entry*; ``""`` when nothing worth keeping remains (delete the file).
-
-    The entry's own ``##`` heading goes too when the entry was all it held; titles, free-form
-    notes and every other entry are left byte for byte.
-    """
-    lines = text.split("\n")
-    owner = next((i for i in range(entry.start - 1, -1, -1) if GROUP_HEADING.match(lines[i])), None)
-    del lines[entry.start : entry.end]
-    if owner is not None and _SECTION_HEADING.match(lines[owner]):
-        after = owner + 1
-        while after < len(lines) and not lines[after].strip():
-            after += 1
-        if after == len(lines) or GROUP_HEADING.match(lines[after]):
-            del lines[owner:after]
-    if not any(line.strip() for line in lines):
-        return ""
-    remaining = "\n".join(lines)
-    if text.endswith("\n\n") and not remaining.endswith("\n\n"):
-        # The last entry went: keep the blank line that separates the next append from the rest.
-        remaining += "\n"
-    return remaining
-
-
 @attrs.frozen(kw_only=True)
 class CompactBlock:
     """A ``## Memory Compact`` block: lines ``start`` (its heading) to ``end`` (exclusive)."""
@@ -113,6 +114,22 @@ class CompactBlock:
     def last(self) -> int:
         """The 0-based index of the block's last non-blank line."""
         return self.start + self.text.count("\n")
+
+    def removed_from(self, text: str) -> str:
+        """*text* without this block; ``""`` when nothing worth keeping remains (delete the file).
+
+        Unlike :meth:`DayEntry.removed_from`, a ``# YYYY-MM-DD`` date title (memsearch's compaction writes one
+        into a new file) does not keep the file alive; any other title or line does.
+        """
+        lines = text.split("\n")
+        del lines[self.start : self.end]
+        if all(not line.strip() or _DATE_TITLE.match(line) for line in lines):
+            return ""
+        remaining = "\n".join(lines)
+        if text.endswith("\n\n") and not remaining.endswith("\n\n"):
+            # The block was last: keep the blank line that separates the next append from the rest.
+            remaining += "\n"
+        return remaining
 
 
 def list_compact_blocks(text: str) -> list[CompactBlock]:
@@ -143,20 +160,3 @@ def list_compact_blocks(text: str) -> list[CompactBlock]:
         )
         blocks.append(CompactBlock(start=start, end=end, text="\n".join(body), headings=headings))
     return blocks
-
-
-def remove_compact_block(text: str, block: CompactBlock) -> str:
-    """*text* without *block*; ``""`` when nothing worth keeping remains (delete the file).
-
-    Unlike :func:`remove_entry`, a ``# YYYY-MM-DD`` date title (memsearch's compaction writes one
-    into a new file) does not keep the file alive; any other title or line does.
-    """
-    lines = text.split("\n")
-    del lines[block.start : block.end]
-    if all(not line.strip() or _DATE_TITLE.match(line) for line in lines):
-        return ""
-    remaining = "\n".join(lines)
-    if text.endswith("\n\n") and not remaining.endswith("\n\n"):
-        # The block was last: keep the blank line that separates the next append from the rest.
-        remaining += "\n"
-    return remaining

@@ -14,6 +14,7 @@ import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
 import attrs
 
@@ -40,6 +41,36 @@ class StorePlace:
     pattern: str | None = None
     #: Why no pattern applies, for status.
     why_not: str | None = None
+    #: The name pimem's merge driver is registered under (``merge=pimem-day-files``).
+    DRIVER: ClassVar[str] = DRIVER
+
+    @classmethod
+    def locate(cls, scope: Scope) -> StorePlace:
+        """Where *scope*'s store sits (:func:`locate_store`)."""
+        return locate_store(scope)
+
+    def git(self, *args: str) -> subprocess.CompletedProcess[str] | None:
+        """``git <args>`` in the work tree; ``None`` when git cannot be run at all."""
+        assert self.work_tree is not None
+        return run_git(self.work_tree, *args)
+
+    def merge_attribute(self, text: str) -> str | None:
+        """What the attributes file *text* says about merging the day files
+        (:func:`merge_attribute` for :attr:`pattern`)."""
+        assert self.pattern is not None
+        return merge_attribute(text, self.pattern)
+
+    def ensure_attribute(self, file: Path, value: str) -> bool:
+        """Append ``<pattern> <value>`` to the attributes *file* unless a line for the pattern
+        already says how to merge (:func:`ensure_attribute`)."""
+        assert self.pattern is not None
+        return ensure_attribute(file, self.pattern, value)
+
+    @staticmethod
+    def ensure_line(file: Path, line: str) -> bool:
+        """Append *line* to *file* (a ``.gitignore``) unless it holds it already
+        (:func:`ensure_line`)."""
+        return ensure_line(file, line)
 
     def sample(self, name: str = "2000-01-01.md") -> str:
         """A day file's path relative to the work tree, for asking git about it."""

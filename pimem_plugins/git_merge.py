@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pimem_core.plugin import (
-    DRIVER,
     PimemPaths,
     Scope,
     Settings,
@@ -32,13 +31,8 @@ from pimem_core.plugin import (
     StatusSection,
     StoreChange,
     StorePlace,
-    ensure_attribute,
-    ensure_line,
     hookimpl,
-    locate_store,
-    merge_attribute,
     parse_switch,
-    run_git,
     write_private,
 )
 
@@ -87,24 +81,24 @@ class GitMerge:
         self._settled.add(scope)
         if not added:
             return None
-        place = locate_store(scope)
+        place = StorePlace.locate(scope)
         assert place.work_tree is not None
         _remember(place.work_tree, added, settings.now().strftime("%Y-%m-%d %H:%M"))
         return _tell(added)
 
     def _mark_union(self, scope: Scope, file: Path) -> list[tuple[str, str]]:
         """Add what the repository lacks; ``(file name, line)`` for each line added."""
-        place = locate_store(scope)
+        place = StorePlace.locate(scope)
         if place.work_tree is None or place.pattern is None:
             return []
         added = []
         attributes = place.work_tree / ATTRIBUTES
         # A line in place already, or someone decided otherwise: it is left as it is.
-        if merge_attribute(_read(attributes), place.pattern) is None:
+        if place.merge_attribute(_read(attributes)) is None:
             # Only now is git asked, once: is anything of the store committed at all?
             if place.ignores(_relative(place, file)) is not False:
                 return []
-            if ensure_attribute(attributes, place.pattern, UNION):
+            if place.ensure_attribute(attributes, UNION):
                 log.info("marked %s %s in %s", place.pattern, UNION, attributes)
                 added.append((ATTRIBUTES, f"{place.pattern} {UNION}"))
         line = _ignore_index_state(scope, place)
@@ -115,7 +109,7 @@ class GitMerge:
     @staticmethod
     @hookimpl
     def pimem_collect_status(scope: Scope, settings: Settings) -> Iterator[StatusSection]:
-        place = locate_store(scope)
+        place = StorePlace.locate(scope)
         yield _unmerged_status(place)
         yield _status(place, UNION_MERGE.read(settings))
 
@@ -132,7 +126,7 @@ def _ignore_index_state(scope: Scope, place: StorePlace) -> str | None:
     if os.path.commonpath([str(real), str(place.work_tree)]) != str(place.work_tree):
         return None
     line = "/" + real.relative_to(place.work_tree).as_posix()
-    if not ensure_line(place.work_tree / IGNORE, line):
+    if not place.ensure_line(place.work_tree / IGNORE, line):
         return None
     log.info("git ignores %s now (.gitignore)", line)
     return line
@@ -187,7 +181,7 @@ def _unmerged_status(place: StorePlace) -> StatusSection:
     files: list[str] = []
     if place.work_tree is not None and place.pattern is not None:
         store = place.pattern.rsplit("/", 1)[0]
-        done = run_git(place.work_tree, "ls-files", "--unmerged", "-z", "--", store)
+        done = place.git("ls-files", "--unmerged", "-z", "--", store)
         if done is not None and done.returncode == 0:
             paths = {
                 record.split("\t", 1)[1] for record in done.stdout.split("\0") if "\t" in record
@@ -215,8 +209,8 @@ def _status(place: StorePlace, union_on: bool) -> StatusSection:
         line = f"git: {place.why_not}; pimem leaves .gitattributes alone"
         return StatusSection(name="git", rank=70, lines=(line,), data={**data, "why_not": line})
     is_ignored = place.ignores(place.sample())
-    merge, driver = _effective_merge(place), _driver_defined(place.work_tree)
-    said = merge_attribute(_read(place.work_tree / ATTRIBUTES), place.pattern)
+    merge, driver = _effective_merge(place), _driver_defined(place)
+    said = place.merge_attribute(_read(place.work_tree / ATTRIBUTES))
     data.update(ignored=is_ignored, merge=merge, driver_defined=driver, gitattributes=said)
     if is_ignored:
         line = "git: git ignores the daily memory files: nothing of them is merged"
@@ -244,7 +238,7 @@ def _status(place: StorePlace, union_on: bool) -> StatusSection:
         {"file": key.partition("\0")[0], "line": key.partition("\0")[2], "at": when}
         for key, when in remembered.items()
     ]
-    if merge != DRIVER or not driver:
+    if merge != StorePlace.DRIVER or not driver:
         lines.append(
             "  merges that keep forgets and entries of the same minute apart: `pimem git "
             "merge-driver` (once per clone)"
@@ -253,11 +247,12 @@ def _status(place: StorePlace, union_on: bool) -> StatusSection:
 
 
 def _how(merge: str | None, driver: bool) -> str:
-    if merge == DRIVER:
+    if merge == StorePlace.DRIVER:
         if driver:
             return "pimem's merge driver, block by block (defined in this clone)"
         return (
-            f"{DRIVER}, which this clone does not define: a text merge, with conflict markers; "
+            f"{StorePlace.DRIVER}, which this clone does not define: a text merge, with conflict "
+            "markers; "
             "`pimem git merge-driver` defines it"
         )
     if merge == "union":
@@ -273,14 +268,14 @@ def _how(merge: str | None, driver: bool) -> str:
 
 def _effective_merge(place: StorePlace) -> str | None:
     assert place.work_tree is not None
-    done = run_git(place.work_tree, "check-attr", "merge", "--", place.sample())
+    done = place.git("check-attr", "merge", "--", place.sample())
     if done is None or done.returncode != 0 or ": merge: " not in done.stdout:
         return None
     return done.stdout.strip().rsplit(": ", 1)[1]
 
 
-def _driver_defined(work_tree: Path) -> bool:
-    done = run_git(work_tree, "config", "--get", f"merge.{DRIVER}.driver")
+def _driver_defined(place: StorePlace) -> bool:
+    done = place.git("config", "--get", f"merge.{StorePlace.DRIVER}.driver")
     return done is not None and done.returncode == 0 and bool(done.stdout.strip())
 
 

@@ -43,8 +43,6 @@ from pimem_core.plugin import (
     is_conflicted,
     list_compact_blocks,
     list_entries,
-    remove_compact_block,
-    remove_entry,
 )
 from pimem_plugins.shared.day_merge import merge_day_file
 from pimem_plugins.shared.entry_format import day_file_name, format_entry
@@ -200,7 +198,7 @@ class MarkdownMemoryStore:
                     "the one you mean by its chunk_hash instead (each search hit shows it: "
                     f"`pimem search` or memory_search), or edit the file by hand"
                 )
-            return remove_entry(text, found[0]), (found[0].text, "entry")
+            return found[0].removed_from(text), (found[0].text, "entry")
 
         try:
             return _redact(file, forget)
@@ -293,7 +291,7 @@ def _forget_chunk(scope: Scope, section: Section) -> Redaction:
                 "ambiguous; edit the daily memory file by hand to remove the one you mean"
             )
         if entries:
-            return remove_entry(text, entries[0]), (entries[0].text, "entry")
+            return entries[0].removed_from(text), (entries[0].text, "entry")
         blocks = [
             block
             for block in list_compact_blocks(text)
@@ -310,7 +308,7 @@ def _forget_chunk(scope: Scope, section: Section) -> Redaction:
                 f"chunk {chunk} spans {len(blocks)} compact blocks in {file}: ambiguous; "
                 "edit the daily memory file by hand to remove the one you mean"
             )
-        return remove_compact_block(text, blocks[0]), (blocks[0].text, "compact block")
+        return blocks[0].removed_from(text), (blocks[0].text, "compact block")
 
     try:
         return _redact(file, forget)

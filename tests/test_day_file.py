@@ -13,8 +13,6 @@ from hypothesis import strategies as st
 from pimem_core.day_file import (
     list_compact_blocks,
     list_entries,
-    remove_compact_block,
-    remove_entry,
 )
 from pimem_core.service_values import Redaction
 from pimem_core.types import Anchor, DayAddress, Entry
@@ -41,7 +39,7 @@ FREEFORM_WITHOUT_0912 = "\n## Session 09:00\n\n- handwritten note\n"
 
 def remove_at(text: str, time: str) -> str:
     (found,) = [entry for entry in list_entries(text) if entry.time == time]
-    return remove_entry(text, found)
+    return found.removed_from(text)
 
 
 # -- TC-31 on text -----------------------------------------------------------------------------
@@ -221,7 +219,7 @@ def test_removing_one_entry_keeps_all_others_byte_identical(
     text, entries, notes = generated
     assert [e.text for e in list_entries(text)] == entries
     index = data.draw(st.integers(0, len(entries) - 1))
-    result = remove_entry(text, list_entries(text)[index])
+    result = list_entries(text)[index].removed_from(text)
     remaining = entries[:index] + entries[index + 1 :]
     if result == "":
         assert remaining == []
@@ -287,7 +285,7 @@ def test_other_headings_are_not_compact_blocks(heading: str) -> None:
 
 def test_remove_a_compact_block_between_entries() -> None:
     (block,) = list_compact_blocks(COMPACTED)
-    result = remove_compact_block(COMPACTED, block)
+    result = block.removed_from(COMPACTED)
     assert result == f"# 2026-08-13\n\n## Session 09:00\n\n{ENTRY_0900}\n\n\n\n{ENTRY_0930}\n\n"
     assert [e.text for e in list_entries(result)] == [ENTRY_0900, ENTRY_0930]
 
@@ -295,13 +293,13 @@ def test_remove_a_compact_block_between_entries() -> None:
 def test_remove_the_last_compact_block_keeps_the_blank_line_before_the_next_append() -> None:
     text = f"\n## Session 09:00\n\n{ENTRY_0900}\n\n\n\n{BLOCK}\n\n"
     (block,) = list_compact_blocks(text)
-    assert remove_compact_block(text, block) == f"\n## Session 09:00\n\n{ENTRY_0900}\n\n\n"
+    assert block.removed_from(text) == f"\n## Session 09:00\n\n{ENTRY_0900}\n\n\n"
 
 
 def test_remove_a_compact_block_ending_in_one_newline() -> None:
     text = f"{ENTRY_0900}\n\n## Memory Compact\n\n- s\n"
     (block,) = list_compact_blocks(text)
-    assert remove_compact_block(text, block) == f"{ENTRY_0900}\n"
+    assert block.removed_from(text) == f"{ENTRY_0900}\n"
 
 
 @pytest.mark.parametrize(
@@ -314,7 +312,7 @@ def test_remove_a_compact_block_ending_in_one_newline() -> None:
 )
 def test_a_date_title_alone_does_not_keep_the_file(text: str) -> None:
     (block,) = list_compact_blocks(text)
-    assert remove_compact_block(text, block) == ""
+    assert block.removed_from(text) == ""
 
 
 @pytest.mark.parametrize(
@@ -334,7 +332,7 @@ def test_a_date_title_alone_does_not_keep_the_file(text: str) -> None:
 )
 def test_anything_else_keeps_the_file(text: str, expected: str) -> None:
     (block,) = list_compact_blocks(text)
-    assert remove_compact_block(text, block) == expected
+    assert block.removed_from(text) == expected
 
 
 # -- property: removing a compact block leaves every entry intact --------------------------------
@@ -395,7 +393,7 @@ def test_removing_a_compact_block_keeps_every_entry_byte_identical(
     found = list_compact_blocks(text)
     assert [b.text for b in found] == blocks
     index = data.draw(st.integers(0, len(found) - 1))
-    result = remove_compact_block(text, found[index])
+    result = found[index].removed_from(text)
     if result == "":
         assert entries == []
         assert len(blocks) == 1

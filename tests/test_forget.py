@@ -11,7 +11,7 @@ from typing import TypeVar
 
 import pytest
 
-from pimem_core.day_file import list_entries, remove_entry
+from pimem_core.day_file import list_entries
 from pimem_core.errors import StoreError
 from pimem_core.types import Anchor, DayAddress, Entry
 from pimem_plugins import markdown_store
@@ -213,7 +213,7 @@ def append(file: Path, text: str) -> None:
 
 def forget_2255(text: str) -> tuple[str, str]:
     (found,) = [entry for entry in list_entries(text) if entry.time == "22:55"]
-    return remove_entry(text, found), found.text
+    return found.removed_from(text), found.text
 
 
 def test_an_append_during_the_edit_survives(day: Path) -> None:
@@ -293,7 +293,7 @@ def test_deleting_the_file_keeps_a_late_append(day: Path, monkeypatch: pytest.Mo
 
     def forget_only(text: str) -> tuple[str, str]:
         (found,) = list_entries(text)
-        return remove_entry(text, found), found.text
+        return found.removed_from(text), found.text
 
     markdown_store._rewrite(day, forget_only)
     monkeypatch.undo()
@@ -325,7 +325,7 @@ def test_two_forgets_at_once_both_take_effect(day: Path) -> None:
     def forget(time: str) -> None:
         def edit(text: str) -> tuple[str, str]:
             (found,) = [entry for entry in list_entries(text) if entry.time == time]
-            return remove_entry(text, found), found.text
+            return found.removed_from(text), found.text
 
         markdown_store._rewrite(day, edit)
 
