@@ -309,7 +309,7 @@ class Capture:
             self._skip(NOTHING_TO_KEEP)
             self._forget_pending(anchor.turn)
             return
-        known = () if content.startswith(MARKER_PREFIX) else self._recent_days()
+        known = () if content.startswith(MARKER_PREFIX) else recent_days(self._pimem, self._scope)
         if known and repeats(content, recent_facts(known, self._session_id)):
             self._skip(DUPLICATE)
             self._forget_pending(anchor.turn)
@@ -326,18 +326,10 @@ class Capture:
             log.exception("a capture gate failed; the exchange is captured")
             return None
 
-    def _recent_days(self) -> list[str]:
-        """Yesterday's and today's daily memory files, as far as they exist."""
-        today = self._pimem.settings.now().date()
-        days = (
-            self._pimem.read_day(self._scope, day) for day in (today - timedelta(days=1), today)
-        )
-        return [text for text in days if text]
-
     def _written(self, turn: str) -> bool:
         """Whether today's or yesterday's daily memory file already holds *turn*'s entry."""
         needle = f"session:{self._session_id} turn:{turn} "
-        return any(needle in text for text in self._recent_days())
+        return any(needle in text for text in recent_days(self._pimem, self._scope))
 
     def _forget_pending(self, turn: str) -> None:
         if self._journal is not None:
@@ -449,6 +441,13 @@ class Capture:
             self.counters.captured += 1
             self.counters.unwritten = len(self._unwritten)
         self.last_write_error = None
+
+
+def recent_days(pimem: Pimem, scope: Scope) -> list[str]:
+    """Yesterday's and today's daily memory files of *scope*, as far as they exist."""
+    today = pimem.settings.now().date()
+    days = (pimem.read_day(scope, day) for day in (today - timedelta(days=1), today))
+    return [text for text in days if text]
 
 
 class _Left(Exception):

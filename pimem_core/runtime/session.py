@@ -106,7 +106,9 @@ class _SessionPlugin:
 
     @hookimpl
     def pimem_collect_status(self, scope: Scope) -> Iterator[StatusSection]:
-        yield from self._session._status(scope)
+        session = self._session
+        if scope == session.scope and serving.get() in (None, session):
+            yield capture_status(session)
 
 
 class Session:
@@ -380,41 +382,41 @@ class Session:
         if change.kind == "append" and self.maintenance is not None:
             self.maintenance.wake("append")
 
-    def _status(self, scope: Scope) -> Iterator[StatusSection]:
-        asking = serving.get()
-        if scope != self.scope or asking not in (None, self):
-            return
-        settings = self.pimem.settings
-        counters = self.capture.counters if self.capture is not None else None
-        if not settings.capture:
-            lines = ["capture: off (PI_MEMSEARCH_CAPTURE=off)"]
-        elif counters is None:
-            lines = ["capture: on (no persisted transcript: nothing to anchor entries to)"]
-        else:
-            skipped = ", ".join(
-                f"{count} {reason}" for reason, count in sorted(counters.skipped.items())
-            )
-            lines = [
-                f"capture (this session): {counters.captured} captured ({counters.distilled} "
-                f"distilled, {counters.extractive} extractive, {counters.failed} failed); "
-                f"skipped: {skipped or 'none'}"
-            ]
-        if self.capture is not None and self.capture.last_write_error is not None:
-            lines.append(
-                f"capture (this session): {self.capture.counters.unwritten} entr"
-                f"{'y' if self.capture.counters.unwritten == 1 else 'ies'} waiting to be "
-                f"written, retried with the next capture ({self.capture.last_write_error})"
-            )
-        if self.indexer is not None and self.indexer.last_failure is not None:
-            lines.append(f"last index run: failed ({self.indexer.last_failure})")
-        yield StatusSection(
-            name="capture",
-            rank=20,
-            lines=lines,
-            data={
-                "enabled": settings.capture,
-                "counters_of": "this session",
-                "counters": None if counters is None else attrs.asdict(counters),
-                "last_index_failure": None if self.indexer is None else self.indexer.last_failure,
-            },
+
+def capture_status(session: Session) -> StatusSection:
+    """The session's capture section in status: what its capture did in this process, entries
+    waiting to be written, and its last failed index run."""
+    settings = session.pimem.settings
+    counters = session.capture.counters if session.capture is not None else None
+    if not settings.capture:
+        lines = ["capture: off (PI_MEMSEARCH_CAPTURE=off)"]
+    elif counters is None:
+        lines = ["capture: on (no persisted transcript: nothing to anchor entries to)"]
+    else:
+        skipped = ", ".join(
+            f"{count} {reason}" for reason, count in sorted(counters.skipped.items())
         )
+        lines = [
+            f"capture (this session): {counters.captured} captured ({counters.distilled} "
+            f"distilled, {counters.extractive} extractive, {counters.failed} failed); "
+            f"skipped: {skipped or 'none'}"
+        ]
+    if session.capture is not None and session.capture.last_write_error is not None:
+        lines.append(
+            f"capture (this session): {session.capture.counters.unwritten} entr"
+            f"{'y' if session.capture.counters.unwritten == 1 else 'ies'} waiting to be "
+            f"written, retried with the next capture ({session.capture.last_write_error})"
+        )
+    if session.indexer is not None and session.indexer.last_failure is not None:
+        lines.append(f"last index run: failed ({session.indexer.last_failure})")
+    return StatusSection(
+        name="capture",
+        rank=20,
+        lines=lines,
+        data={
+            "enabled": settings.capture,
+            "counters_of": "this session",
+            "counters": None if counters is None else attrs.asdict(counters),
+            "last_index_failure": None if session.indexer is None else session.indexer.last_failure,
+        },
+    )
