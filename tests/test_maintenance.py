@@ -33,7 +33,12 @@ from pimem_core.runtime.maintenance import (
     project_lock,
 )
 from pimem_core.types import HostModel
-from pimem_plugins.memsearch.maintenance import STATE_FILE, SYSTEM_PROMPT
+from pimem_plugins.memsearch.maintenance import (
+    STATE_FILE,
+    SYSTEM_PROMPT,
+    StateEntry,
+    input_digest,
+)
 
 from conftest import CLOCK, make_pimem, run_cli
 
@@ -148,6 +153,30 @@ def lock_is_free(store: Path) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+def test_a_tasks_state_is_its_entry_in_memsearchs_file(tmp_path: Path) -> None:
+    """The memsearch plugin keeps a task's state as memsearch does: its digest, its file's
+    bytes, and the other agents' entries left as they were."""
+    from memsearch.maintenance import _input_digest, _load_state
+
+    path = tmp_path / STATE_FILE
+    theirs = {"claude-code.project_review": {"last_action": "none"}}
+    path.write_text(json.dumps(theirs))
+    entry = StateEntry(path, "pimem.project_review")
+    assert entry.read() == {}
+    entry.update({"last_action": "replace"})
+    entry.update({"model": "fake"})
+    data = {**theirs, "pimem.project_review": {"last_action": "replace", "model": "fake"}}
+    assert path.read_text() == json.dumps(data, indent=2, sort_keys=True) + "\n"
+    assert _load_state(path) == data
+    memory = tmp_path / "memory"
+    (memory / "sub").mkdir(parents=True)
+    (memory / "2026-08-12.md").write_text(DAY_1)
+    (memory / "sub" / "notes.md").write_text(DAY_2)
+    (memory / "notes.txt").write_text("not input")
+    assert input_digest(memory) == _input_digest(memory)
+    assert input_digest(tmp_path / "none") == _input_digest(tmp_path / "none") == "sha256:empty"
 
 
 # -- memsearch's [llm] path ----------------------------------------------------------------

@@ -87,7 +87,8 @@ def describe_task(
     status: Callable[[], tuple[tuple[str, ...], Mapping[str, object]]] | None = None,
 ) -> MaintenanceTask:
     """A bundled task: on when ``PIMEM_MAINTENANCE`` names it, reading the scope's day files and
-    writing ``<memsearch dir>/<output_name>``; *status* adds lines to its status section."""
+    writing ``<memsearch dir>/<output_name>``, its state the entry ``pimem.<name>`` of memsearch's
+    ``.maintenance-state.json``; *status* adds lines to its status section."""
 
     def run_task(maintenance_run: MaintenanceRun) -> MaintenanceOutcome:
         return run(scope, task, maintenance_run)
