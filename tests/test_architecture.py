@@ -5,7 +5,8 @@ itself back through others, no process-wide state is kept, and the product (core
 stays in modules and classes a reader can take in whole.
 
 Read from the source with :mod:`ast`, so the rules hold for every module, imported by a test or
-not. Imports under ``if TYPE_CHECKING:`` are types only and do not count.
+not. Imports under ``if TYPE_CHECKING:`` are types only: they do not count for the layers, but
+they do for cycles and floors (a loop of imports is one a reader walks, whatever it is for).
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ MODULES = {
 }
 
 
-def runtime_imports(path: Path) -> Iterator[str]:
-    """The pimem modules *path* imports at run time (not under ``TYPE_CHECKING``)."""
+def imports(path: Path, *, types: bool = False) -> Iterator[str]:
+    """The pimem modules *path* imports, in functions too: at run time, or with *types* also
+    those imported under ``if TYPE_CHECKING:`` (for annotations only)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     typing_only = {
         id(node)
@@ -49,7 +51,7 @@ def runtime_imports(path: Path) -> Iterator[str]:
         for node in ast.walk(branch)
     }
     for node in ast.walk(tree):
-        if id(node) in typing_only:
+        if id(node) in typing_only and not types:
             continue
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -60,7 +62,14 @@ def runtime_imports(path: Path) -> Iterator[str]:
         yield from (name for name in names if name in MODULES)
 
 
+def runtime_imports(path: Path) -> Iterator[str]:
+    """The pimem modules *path* imports at run time (not under ``TYPE_CHECKING``)."""
+    return imports(path)
+
+
 GRAPH = {name: set(runtime_imports(path)) - {name} for name, path in MODULES.items()}
+#: Every import, type-checking ones included: what a reader follows, and what may not loop.
+EVERY_IMPORT = {name: set(imports(path, types=True)) - {name} for name, path in MODULES.items()}
 
 
 def every_import(path: Path) -> Iterator[str]:
@@ -221,20 +230,70 @@ def test_shared_helpers_implement_no_hook() -> None:
             assert "hookimpl" not in path.read_text(encoding="utf-8"), name
 
 
-def test_no_import_cycle() -> None:
-    def cycle_from(start: str) -> list[str] | None:
-        stack: list[tuple[str, list[str]]] = [(start, [start])]
-        while stack:
-            name, path = stack.pop()
-            for imported in GRAPH[name]:
-                if imported == start:
-                    return [*path, start]
-                if imported not in path and len(path) < len(GRAPH):
-                    stack.append((imported, [*path, imported]))
-        return None
+def cycle_from(start: str, graph: dict[str, set[str]]) -> list[str] | None:
+    """A loop of imports in *graph* that leads from *start* back to it, or ``None``."""
+    seen: set[str] = set()
+    stack: list[tuple[str, list[str]]] = [(start, [start])]
+    while stack:
+        name, path = stack.pop()
+        for imported in graph[name]:
+            if imported == start:
+                return [*path, start]
+            if imported not in seen:
+                seen.add(imported)
+                stack.append((imported, [*path, imported]))
+    return None
 
-    cycles = [cycle for name in sorted(GRAPH) if (cycle := cycle_from(name)) is not None]
+
+def test_no_import_cycle() -> None:
+    """No module imports itself back through others: at run time, in a function, or for types
+    only (``if TYPE_CHECKING:``)."""
+    cycles = [cycle for name in sorted(MODULES) if (cycle := cycle_from(name, EVERY_IMPORT))]
     assert cycles == []
+
+
+def test_a_cycle_through_a_type_checking_import_is_found(tmp_path: Path) -> None:
+    # The rule's own check: two modules that import each other, one only for its types.
+    (tmp_path / "a.py").write_text("import b\n")
+    (tmp_path / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import a\n"
+    )
+    graph = {
+        name: {
+            alias.name
+            for node in ast.walk(ast.parse((tmp_path / f"{name}.py").read_text()))
+            if isinstance(node, ast.Import)
+            for alias in node.names
+            if alias.name in ("a", "b")
+        }
+        for name in ("a", "b")
+    }
+    assert cycle_from("a", graph) == ["a", "b", "a"]
+
+
+def floor(module: str) -> int:
+    """*module*'s floor in the house: 1 for one that imports no other pimem module, else one
+    above the highest it imports (every import, type-checking ones included). A call from a
+    module to a function of a higher floor's is a call back up."""
+    return _FLOORS[module]
+
+
+def _floors() -> dict[str, int]:
+    floors: dict[str, int] = {}
+
+    def height(name: str, path: tuple[str, ...]) -> int:
+        if name not in floors:
+            assert name not in path, f"an import cycle: {[*path, name]}"
+            below = [height(i, (*path, name)) for i in EVERY_IMPORT[name]]
+            floors[name] = 1 + max(below, default=0)
+        return floors[name]
+
+    for name in MODULES:
+        height(name, ())
+    return floors
+
+
+_FLOORS = _floors()
 
 
 def test_no_process_wide_state() -> None:

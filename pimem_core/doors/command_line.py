@@ -14,19 +14,23 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.metadata
+import io
 import json
 import os
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import IO, TYPE_CHECKING, NoReturn, TextIO
 
 from pimem_core.command_table import Command, Content, FilePath, UsageError
 from pimem_core.doors.failures import error_log, keep_traceback, one_line
 from pimem_core.doors.front_door import FrontDoor
 from pimem_core.doors.table import CORE
 from pimem_core.errors import PimemError
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 #: Said on stderr when a command's content is given on its command line: its text sits in
 #: ``/proc/<pid>/cmdline`` unscrubbed while the command runs, where any local user can read
@@ -212,17 +216,41 @@ def _warn_of_failed_plugins(
         print(f"pimem: warning: {record.failure}{used}", file=err)
 
 
-def run_line(
-    argv: list[str],
-    make_door: Callable[[Path], FrontDoor],
-    *,
-    out: TextIO,
-    err: TextIO,
-    cwd: Path,
-    parser_class: type[argparse.ArgumentParser],
-) -> int:
-    """One command line of a memory-service client, run as this command line runs it."""
-    return execute(build_parser(parser_class), argv, make_door, out=out, err=err, default_cwd=cwd)
+class _ParserExit(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def _capturing_parser(out: IO[str], err: IO[str]) -> type[argparse.ArgumentParser]:
+    """A parser class that writes to *out* and *err* and raises instead of exiting: a usage
+    error in one client's command line must not end the process that runs it."""
+
+    class CapturingParser(argparse.ArgumentParser):
+        def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+            if message:
+                (err if file is sys.stderr else out).write(message)
+
+        def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+            if message:
+                err.write(message)
+            raise _ParserExit(status)
+
+    return CapturingParser
+
+
+def run_captured(
+    argv: list[str], make_door: Callable[[Path], FrontDoor], *, cwd: Path
+) -> tuple[int, str, str]:
+    """One command line of a memory-service client (*cwd* its directory), run as this command
+    line runs it: its exit code, stdout and stderr, a usage error among them."""
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        parser = build_parser(_capturing_parser(out, err))
+        code = execute(parser, argv, make_door, out=out, err=err, default_cwd=cwd)
+    except _ParserExit as exit:
+        code = exit.status
+    return code, out.getvalue(), err.getvalue()
 
 
 # -- the table's light copy --------------------------------------------------------------------

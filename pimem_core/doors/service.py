@@ -28,15 +28,16 @@ import attrs
 from pimem_core.allocator import give_back_memory, resident_kb
 from pimem_core.api import Pimem
 from pimem_core.doors import service_wire as wire
+from pimem_core.doors.command_line import run_captured
 from pimem_core.doors.installation import Footprint
 from pimem_core.doors.serve import Server
 from pimem_core.doors.service_limits import BACKLOG, Peer, Requests, peer_allowed, unrouted
 from pimem_core.doors.service_request import (
     ServiceInfo,
+    ServiceRun,
     SocketWriter,
     malformed,
     other_settings,
-    run_command_line,
 )
 from pimem_core.errors import PimemError
 from pimem_core.private_files import open_private, write_private
@@ -427,9 +428,8 @@ class Service:
         if stdin is not None and not isinstance(stdin, str):
             return {"refused": "stdin must be a string"}
         try:
-            return run_command_line(
-                lambda: self._for_request(request), self.info, list(argv), cwd, stdin
-            )
+            run = ServiceRun(lambda: self._for_request(request), self.info, stdin)
+            return run.answer(*run_captured(list(argv), run.make_door, cwd=cwd))
         except Exception as error:  # a bug in one request must not end the service
             log.exception("a request failed")
             return {"exit": 1, "stdout": "", "stderr": f"pimem: internal error: {error!r}\n"}

@@ -12,12 +12,14 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from pimem_core.doors import routes
 from pimem_core.doors import service_wire as wire
+from pimem_core.doors.service_link import CLOSED, SILENT
 from pimem_core.doors.service_link import MASK as MASK
 from pimem_core.doors.service_link import Connection as Connection
 from pimem_core.doors.service_link import Hello as Hello
@@ -89,7 +91,7 @@ def _ask(
             try:
                 connection.sock.sendall(line)
                 handed_over = True
-                reply = connection.answer(on_quiet)
+                reply = answer(connection, on_quiet)
             finally:
                 connection.close()
             if "refused" not in reply:
@@ -105,6 +107,35 @@ def _ask(
     except (OSError, ValueError, KeyError, ServiceUnavailable) as error:
         raise ServiceUnavailable(str(error), handed_over=handed_over) from None
     return code, stdout, stderr
+
+
+def answer(
+    connection: Connection, on_quiet: Callable[[Hello], None] | None = None
+) -> dict[str, object]:
+    """The reply to the request sent last on *connection*, past the service's heartbeats, read
+    here: the thin client waits for its command's answer in its own module. *on_quiet* is
+    called (once) when the service has said nothing for :data:`~service_wire.QUIET_S`."""
+    told = threading.Event()
+
+    def quiet() -> None:
+        if on_quiet is not None and not told.is_set():
+            told.set()
+            on_quiet(connection.hello)
+
+    while True:
+        timer = threading.Timer(wire.QUIET_S, quiet)
+        timer.daemon = True
+        timer.start()
+        try:
+            reply = wire.decode(connection.stream.readline(wire.MAX_LINE + 1))
+        except TimeoutError:
+            raise ServiceUnavailable(SILENT) from None
+        finally:
+            timer.cancel()
+        if reply is None:
+            raise ServiceUnavailable(CLOSED)
+        if "working" not in reply:
+            return reply
 
 
 def enabled(environ: dict[str, str] | None = None) -> bool:

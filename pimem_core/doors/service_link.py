@@ -16,7 +16,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
@@ -40,6 +40,9 @@ CONNECT_TIMEOUT_S = 2.0
 #: a service's settings are listed, their values are shown as :data:`MASK`.
 SECRET_ENDINGS = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
 MASK = "****"
+#: Why a request got no answer: the service fell silent past its heartbeats, or hung up.
+SILENT = f"the service said nothing for {wire.SILENCE_S:.0f} s (wedged?)"
+CLOSED = "the service closed the connection without an answer"
 
 
 class ServiceUnavailable(Exception):
@@ -80,30 +83,16 @@ class Connection(NamedTuple):
         wire.send(self.sock, message)
         return self.answer()
 
-    def answer(self, on_quiet: Callable[[Hello], None] | None = None) -> dict[str, object]:
-        """The reply to the request sent last, past the service's heartbeats. *on_quiet* is
-        called (once) when the service has said nothing for :data:`~service_wire.QUIET_S`."""
-        told = threading.Event()
-
-        def quiet() -> None:
-            if on_quiet is not None and not told.is_set():
-                told.set()
-                on_quiet(self.hello)
-
+    def answer(self) -> dict[str, object]:
+        """The reply to the request sent last, past the service's heartbeats (the thin client
+        reads its command's answer itself: :func:`~pimem_core.doors.service_client.answer`)."""
         while True:
-            timer = threading.Timer(wire.QUIET_S, quiet)
-            timer.daemon = True
-            timer.start()
             try:
                 reply = wire.receive(self.stream)
             except TimeoutError:
-                raise ServiceUnavailable(
-                    f"the service said nothing for {wire.SILENCE_S:.0f} s (wedged?)"
-                ) from None
-            finally:
-                timer.cancel()
+                raise ServiceUnavailable(SILENT) from None
             if reply is None:
-                raise ServiceUnavailable("the service closed the connection without an answer")
+                raise ServiceUnavailable(CLOSED)
             if "working" not in reply:
                 return reply
 

@@ -1,33 +1,26 @@
-"""One request of a memory-service client: its command line run as the command line runs it
-(:func:`~pimem_core.doors.command_line.execute`), in a door of the client's directory, its
-answer gathered for the client; and the checks a request passes first.
+"""One request of a memory-service client: the door its command line runs in (the client's
+directory), its answer gathered for the client (the command line itself is run by
+:func:`~pimem_core.doors.command_line.run_captured`), and the checks a request passes first.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import logging
 import os
 import socket
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, NoReturn
 
 import attrs
 
 from pimem_core.api import Pimem
 from pimem_core.command_table import UsageError
 from pimem_core.doors import service_wire as wire
-from pimem_core.doors.command_line import build_parser, execute
 from pimem_core.doors.front_door import FrontDoor
 from pimem_core.doors.service_limits import Peer
 from pimem_core.types import Scope
-
-if TYPE_CHECKING:
-    from _typeshed import SupportsWrite
 
 log = logging.getLogger("pimem_core.doors.service")
 
@@ -119,54 +112,27 @@ class SocketWriter(io.TextIOBase):
         return len(text)
 
 
-class _ParserExit(Exception):
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
+@attrs.define
+class ServiceRun:
+    """One client's command line as the service runs it: the door it is run in (a
+    :class:`ServiceDoor` of the directory it names), and its answer gathered for the client.
+    *pimem* gives the request's pimem (its settings are checked where the command line's are,
+    so a bad one is reported as in process)."""
 
-
-def _capturing_parser(out: IO[str], err: IO[str]) -> type[argparse.ArgumentParser]:
-    """A parser class that writes to *out* and *err* and raises instead of exiting: a usage
-    error in one request must not end the service."""
-
-    class CapturingParser(argparse.ArgumentParser):
-        def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
-            if message:
-                (err if file is sys.stderr else out).write(message)
-
-        def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
-            if message:
-                err.write(message)
-            raise _ParserExit(status)
-
-    return CapturingParser
-
-
-def run_command_line(
-    pimem: Callable[[], Pimem],
-    info: ServiceInfo,
-    argv: list[str],
-    cwd: Path,
-    stdin: str | None = None,
-) -> dict[str, object]:
-    """Run one client's command line (with the text it read from its stdin for ``-``); its
-    stdout, stderr and exit code. *pimem* gives the request's pimem (its settings are checked
-    where the command line's are, so a bad one is reported as in process)."""
-    out, err = io.StringIO(), io.StringIO()
+    pimem: Callable[[], Pimem]
+    info: ServiceInfo
+    stdin: str | None = None
     door: ServiceDoor | None = None
 
-    def make_door(directory: Path) -> FrontDoor:
-        nonlocal door
-        door = ServiceDoor(pimem(), directory, info, stdin)
-        return door
+    def make_door(self, directory: Path) -> FrontDoor:
+        self.door = ServiceDoor(self.pimem(), directory, self.info, self.stdin)
+        return self.door
 
-    try:
-        parser = build_parser(_capturing_parser(out, err))
-        code = execute(parser, argv, make_door, out=out, err=err, default_cwd=cwd)
-    except _ParserExit as exit:
-        code = exit.status
-    notes = "".join(f"{line}\n" for line in door.lines) if door is not None else ""
-    return {"exit": code, "stdout": out.getvalue(), "stderr": notes + err.getvalue()}
+    def answer(self, code: int, stdout: str, stderr: str) -> dict[str, object]:
+        """The reply to the client: what the command printed, the door's notes first on its
+        stderr, and its exit code."""
+        notes = "".join(f"{line}\n" for line in self.door.lines) if self.door is not None else ""
+        return {"exit": code, "stdout": stdout, "stderr": notes + stderr}
 
 
 def malformed(request: dict[str, object], peer: Peer) -> dict[str, object] | None:

@@ -234,7 +234,12 @@ class BadLine(ValueError):
 def receive(stream: BinaryIO) -> dict[str, object] | None:
     """One JSON object from a socket file, or ``None`` when the peer closed it; raise
     :class:`BadLine` for anything else (the rest of a line too long is left unread)."""
-    line = stream.readline(MAX_LINE + 1)
+    return decode(stream.readline(MAX_LINE + 1))
+
+
+def decode(line: bytes) -> dict[str, object] | None:
+    """The JSON object a line read with ``readline(MAX_LINE + 1)`` carries, or ``None`` for
+    no line (the peer closed the connection); :class:`BadLine` for anything else."""
     if not line:
         return None
     if len(line) > MAX_LINE:
