@@ -196,6 +196,10 @@ def plugins(door: FrontDoor, a: Args) -> Outcome:
         + row[4]
         for row in rows
     ]
+    groups = door.pimem.pm.groups
+    if groups:
+        lines += ["", "plugin groups (a name PIMEM_USE and PIMEM_DISABLE_PLUGINS take):"]
+        lines += [f"  {group.text}" for group in groups]
     declared = [record for record in records if record.settings]
     if declared:
         lines += ["", "plugin settings (environment variable = current value):"]
@@ -242,6 +246,7 @@ def plugins(door: FrontDoor, a: Args) -> Outcome:
         text="\n".join(line.rstrip() for line in lines),
         data={
             "plugins": [record.to_json() for record in records],
+            "groups": [group.to_json() for group in groups],
             "single_answer_hooks": answers,
             "commands": [
                 {"command": command.name, "plugin": plugin, "method": command.method}
