@@ -38,6 +38,15 @@ def without_anchors(text: str) -> str:
     return ANCHOR.sub("", ANCHOR_LINE.sub("", text))
 
 
+def _rejoined(text: str, lines: list[str]) -> str:
+    """*lines*, what is left of *text* after a removal, as text again. When what went was last,
+    the blank line that separates the next append from the rest is kept."""
+    remaining = "\n".join(lines)
+    if text.endswith("\n\n") and not remaining.endswith("\n\n"):
+        remaining += "\n"
+    return remaining
+
+
 @attrs.frozen(kw_only=True)
 class DayEntry:
     """An entry's place in a daily memory file: lines ``start`` (its heading) to ``end`` (exclusive)."""
@@ -67,11 +76,7 @@ class DayEntry:
                 del lines[owner:after]
         if not any(line.strip() for line in lines):
             return ""
-        remaining = "\n".join(lines)
-        if text.endswith("\n\n") and not remaining.endswith("\n\n"):
-            # The last entry went: keep the blank line that separates the next append from the rest.
-            remaining += "\n"
-        return remaining
+        return _rejoined(text, lines)
 
 
 def list_entries(text: str) -> list[DayEntry]:
@@ -125,11 +130,7 @@ class CompactBlock:
         del lines[self.start : self.end]
         if all(not line.strip() or _DATE_TITLE.match(line) for line in lines):
             return ""
-        remaining = "\n".join(lines)
-        if text.endswith("\n\n") and not remaining.endswith("\n\n"):
-            # The block was last: keep the blank line that separates the next append from the rest.
-            remaining += "\n"
-        return remaining
+        return _rejoined(text, lines)
 
 
 def list_compact_blocks(text: str) -> list[CompactBlock]:

@@ -28,6 +28,7 @@ from pimem_plugins.memsearch.compat import (
     memsearch_with_embedder,
     read_markdown_through,
 )
+from pimem_plugins.memsearch.configuration import Configurations
 from pimem_plugins.memsearch.database_uri import is_server, keep_database_private
 from pimem_plugins.memsearch.embedders import Embedders
 from pimem_plugins.memsearch.errors import database_failure, is_contention
@@ -234,3 +235,14 @@ class Database:
             self.release()
             raise
         self._used()
+
+
+@attrs.define(eq=False)
+class OnDatabase:
+    """An engine's room that works on collections through its leased database (its index runs,
+    its reads), with the collaborators every such room takes: memsearch's configuration per
+    project, the database, and the warm embedders."""
+
+    _configurations: Configurations
+    _database: Database
+    _embedders: Embedders

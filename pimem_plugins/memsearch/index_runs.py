@@ -11,28 +11,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from pimem_core.plugin import FailedFile, IndexReport, PimemPaths, Scope
 from pimem_plugins.memsearch.compat import index_with_progress
-from pimem_plugins.memsearch.configuration import Configurations
-from pimem_plugins.memsearch.database import Database
-from pimem_plugins.memsearch.embedders import Embedders
+from pimem_plugins.memsearch.database import OnDatabase
 from pimem_plugins.memsearch.ledger import DayFile, IndexLedger
 from pimem_plugins.shared.index_state import IndexStateError, read_index_state
 
 
-class IndexRuns:
+@attrs.define(eq=False)
+class IndexRuns(OnDatabase):
     """The engine's index runs and the ledger of each collection they write."""
 
-    def __init__(
-        self,
-        configurations: Configurations,
-        database: Database,
-        embedders: Embedders,
-    ) -> None:
-        self._configurations = configurations
-        self._database = database
-        self._embedders = embedders
-        self._ledgers: dict[tuple[str, str], IndexLedger] = {}
+    _ledgers: dict[tuple[str, str], IndexLedger] = attrs.field(factory=dict, init=False)
 
     def ledger(self, scope: Scope) -> IndexLedger:
         """*scope*'s index ledger for the collection as memsearch's configuration names it

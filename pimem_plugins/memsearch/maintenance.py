@@ -58,6 +58,18 @@ def memsearch_config(scope: Scope) -> Any:
         raise PimemError(f"cannot read memsearch's configuration: {error}") from None
 
 
+def task_config(config_type: Callable[..., Any], task: MaintenanceTask, **fields: Any) -> Any:
+    """memsearch's configuration of one of its plugin tasks (*config_type*, with *fields*) as
+    pimem runs *task*: on, on its interval, reading its input directory."""
+    return config_type(
+        enabled=True,
+        provider="pimem",  # the runner chooses the model, not memsearch
+        min_interval_hours=int(task.min_interval.total_seconds() // 3600),
+        input_dir=str(task.input_dir),
+        **fields,
+    )
+
+
 def task_context(
     scope: Scope, name: str, task: MaintenanceTask, run: MaintenanceRun, config: Any
 ) -> Any:

@@ -42,6 +42,7 @@ from pimem_plugins.memsearch.maintenance import (
     SYSTEM_PROMPT,
     describe_task,
     memsearch_config,
+    task_config,
     task_context,
 )
 from pimem_plugins.shared.layout import maintenance_root
@@ -155,17 +156,12 @@ def _distill(scope: Scope, task: MaintenanceTask, run: MaintenanceRun) -> Mainte
     steps = distill_steps()
 
     config = memsearch_config(scope)
-    task_config = PluginMemoryToSkillConfig(
-        enabled=True,
-        provider="pimem",  # the runner chooses the model, not memsearch
-        min_interval_hours=int(task.min_interval.total_seconds() // 3600),
-        input_dir=str(task.input_dir),
-    )
+    skill_config = task_config(PluginMemoryToSkillConfig, task)
     root = task.output
     steps["ensure_git"](root)
     prompt = steps["build_prompt"](
-        task_context(scope, NAME, task, run, task_config),
-        min_occurrences=task_config.min_occurrences,
+        task_context(scope, NAME, task, run, skill_config),
+        min_occurrences=skill_config.min_occurrences,
         existing=ms.list_candidates(maintenance_root(scope)),
         cfg=config,
     )

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from pimem_core.plugin import (
     NoMemoryYet,
     PimemError,
@@ -22,28 +24,20 @@ from pimem_plugins.memsearch.compat import (
     dense_search,
     milvus_lite_collection_state,
 )
-from pimem_plugins.memsearch.configuration import Configurations
-from pimem_plugins.memsearch.database import Database, quiet_pymilvus
+from pimem_plugins.memsearch.database import OnDatabase, quiet_pymilvus
 from pimem_plugins.memsearch.database_uri import is_server, keep_database_private
-from pimem_plugins.memsearch.embedders import Embedders
 from pimem_plugins.memsearch.errors import collection_missing
 
 
-class Reads:
+@attrs.define(eq=False)
+class Reads(OnDatabase):
     """What the engine reads of a collection; each call on the leased database."""
 
-    def __init__(
-        self,
-        configurations: Configurations,
-        database: Database,
-        embedders: Embedders,
-    ) -> None:
-        self._configurations = configurations
-        self._database = database
-        self._embedders = embedders
-        #: Each local collection's chunk count as last counted, with the collection's files as
-        #: they were then (by database and collection).
-        self._counts: dict[tuple[str, str], tuple[CollectionState, int]] = {}
+    #: Each local collection's chunk count as last counted, with the collection's files as
+    #: they were then (by database and collection).
+    _counts: dict[tuple[str, str], tuple[CollectionState, int]] = attrs.field(
+        factory=dict, init=False
+    )
 
     def search(
         self, scope: Scope, text: str, top_k: int, *, bootstrap: bool = True

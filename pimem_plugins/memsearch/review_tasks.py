@@ -24,6 +24,7 @@ from pimem_plugins.memsearch.maintenance import (
     SYSTEM_PROMPT,
     describe_task,
     memsearch_config,
+    task_config,
     task_context,
 )
 
@@ -51,14 +52,8 @@ class _FileReview:
         from memsearch.maintenance import _build_prompt, _parse_task_response
 
         config = memsearch_config(scope)
-        task_config = PluginMaintenanceTaskConfig(
-            enabled=True,
-            provider="pimem",  # the runner chooses the model, not memsearch
-            min_interval_hours=int(task.min_interval.total_seconds() // 3600),
-            input_dir=str(task.input_dir),
-            output_file=str(task.output),
-        )
-        context = task_context(scope, self.NAME, task, run, task_config)
+        review_config = task_config(PluginMaintenanceTaskConfig, task, output_file=str(task.output))
+        context = task_context(scope, self.NAME, task, run, review_config)
         answer = _parse_task_response(run.complete(SYSTEM_PROMPT, _build_prompt(context, config)))
         reason = str(answer.get("reason") or "")
         if answer["action"] != "replace":
