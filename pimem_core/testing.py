@@ -166,8 +166,13 @@ class MakePimem(Protocol):
         ...
 
 
-class RunPimem(Protocol):
-    """The ``run_pimem`` fixture: runs one ``pimem`` command in this process."""
+@attrs.frozen
+class RunPimem:
+    """The ``run_pimem`` fixture: runs one ``pimem`` command in this process, as the test's own
+    user, in the test's temporary directory unless told another."""
+
+    _user: KitUser
+    _directory: Path
 
     def __call__(
         self,
@@ -204,7 +209,16 @@ class RunPimem(Protocol):
         service's log. A command the service should answer but the thin client ran in process
         (the service did not start) fails the test, with the end of the service's log.
         """
-        ...
+        return run_command(
+            self._user,
+            tuple(os.fspath(arg) for arg in args),
+            plugins=plugins,
+            installed=installed,
+            env=env,
+            cwd=self._directory if cwd is None else cwd,
+            stdin=stdin,
+            service=service,
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -292,27 +306,7 @@ def run_pimem(tmp_path: Path, _pimem_user: KitUser) -> RunPimem:
     """Runs ``pimem`` commands in this process, or through a real memory service
     (``service=True``); see the module's documentation."""
 
-    def run(
-        *args: str | os.PathLike[str],
-        plugins: Sequence[PluginSpec] = (),
-        installed: bool = False,
-        env: Mapping[str, str] | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        stdin: str | bytes | None = None,
-        service: bool = False,
-    ) -> CliResult:
-        return run_command(
-            _pimem_user,
-            tuple(os.fspath(arg) for arg in args),
-            plugins=plugins,
-            installed=installed,
-            env=env,
-            cwd=tmp_path if cwd is None else cwd,
-            stdin=stdin,
-            service=service,
-        )
-
-    return run
+    return RunPimem(_pimem_user, tmp_path)
 
 
 @pytest.fixture

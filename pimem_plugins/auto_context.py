@@ -72,23 +72,32 @@ ENABLED = SettingSpec(
     help="inject memory relevant to each prompt",
     per_session=True,
 )
-MIN_RELEVANCE = SettingSpec(
-    plugin=SOURCE,
-    name="min_relevance",
-    env="PIMEM_AUTO_CONTEXT_MIN_RELEVANCE",
-    parse=parse_fraction("PIMEM_AUTO_CONTEXT_MIN_RELEVANCE", DEFAULT_MIN_RELEVANCE),
-    default=DEFAULT_MIN_RELEVANCE,
-    help="how relevant (pimem's relevance, 0 to 1) a chunk must be to the prompt to be injected",
-    per_session=True,
+
+
+def _floor(name: str, env: str, default: float, help: str) -> SettingSpec[float]:
+    """A floor (0 to 1) a chunk's score must reach to be injected, set per session."""
+    return SettingSpec(
+        plugin=SOURCE,
+        name=name,
+        env=env,
+        parse=parse_fraction(env, default),
+        default=default,
+        help=help,
+        per_session=True,
+    )
+
+
+MIN_RELEVANCE = _floor(
+    "min_relevance",
+    "PIMEM_AUTO_CONTEXT_MIN_RELEVANCE",
+    DEFAULT_MIN_RELEVANCE,
+    "how relevant (pimem's relevance, 0 to 1) a chunk must be to the prompt to be injected",
 )
-MIN_SIMILARITY = SettingSpec(
-    plugin=SOURCE,
-    name="min_similarity",
-    env="PIMEM_AUTO_CONTEXT_MIN_SIMILARITY",
-    parse=parse_fraction("PIMEM_AUTO_CONTEXT_MIN_SIMILARITY", DEFAULT_MIN_SIMILARITY),
-    default=DEFAULT_MIN_SIMILARITY,
-    help="how close (cosine similarity, 0 to 1) a chunk must be to the prompt to be injected",
-    per_session=True,
+MIN_SIMILARITY = _floor(
+    "min_similarity",
+    "PIMEM_AUTO_CONTEXT_MIN_SIMILARITY",
+    DEFAULT_MIN_SIMILARITY,
+    "how close (cosine similarity, 0 to 1) a chunk must be to the prompt to be injected",
 )
 
 PREAMBLE = (

@@ -44,31 +44,24 @@ _CHUNK = 64 * 1024
 PLUGIN = "distill-http"
 #: The setting that turns this distiller on (shown by `pimem plugins`).
 ACTIVATION_SETTING = "PIMEM_DISTILL_URL"
-URL: SettingSpec[str | None] = SettingSpec(
-    plugin=PLUGIN,
-    name="url",
-    env="PIMEM_DISTILL_URL",
-    parse=parse_text,
-    default=None,
-    help="base URL of an OpenAI-compatible API (activates this distiller)",
+
+
+def _text(name: str, env: str, help: str, *, secret: bool = False) -> SettingSpec[str | None]:
+    """One of this plugin's settings: text taken as written, none when unset."""
+    return SettingSpec(
+        plugin=PLUGIN, name=name, env=env, parse=parse_text, default=None, help=help, secret=secret
+    )
+
+
+URL = _text(
+    "url", "PIMEM_DISTILL_URL", "base URL of an OpenAI-compatible API (activates this distiller)"
 )
-MODEL: SettingSpec[str | None] = SettingSpec(
-    plugin=PLUGIN,
-    name="model",
-    env="PIMEM_DISTILL_MODEL",
-    parse=parse_text,
-    default=None,
-    help="the model sent to the endpoint (without it the endpoint is not used)",
+MODEL = _text(
+    "model",
+    "PIMEM_DISTILL_MODEL",
+    "the model sent to the endpoint (without it the endpoint is not used)",
 )
-API_KEY: SettingSpec[str | None] = SettingSpec(
-    plugin=PLUGIN,
-    name="api_key",
-    env="PIMEM_DISTILL_API_KEY",
-    parse=parse_text,
-    default=None,
-    help="sent as a bearer token",
-    secret=True,
-)
+API_KEY = _text("api_key", "PIMEM_DISTILL_API_KEY", "sent as a bearer token", secret=True)
 
 
 @hookimpl

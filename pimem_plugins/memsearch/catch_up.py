@@ -17,15 +17,26 @@ import attrs
 from pimem_core.plugin import FailedFile, IndexReport, PimemError, SettingSpec, parse_milliseconds
 from pimem_plugins.memsearch.ledger import DayFile, IndexLedger
 
+
+def milliseconds(name: str, env: str, default: int, help: str) -> SettingSpec[int]:
+    """A setting of the ``memsearch-index`` plugin: a time in milliseconds, 0 allowed."""
+    return SettingSpec(
+        plugin="memsearch-index",
+        name=name,
+        env=env,
+        parse=parse_milliseconds(env, default, allow_zero=True),
+        default=default,
+        help=help,
+    )
+
+
 DEFAULT_CATCH_UP_MS = 5_000
 #: How long a search may spend indexing changed day files before it searches.
-CATCH_UP_MS = SettingSpec(
-    plugin="memsearch-index",
-    name="catch_up_ms",
-    env="PIMEM_CATCH_UP_MS",
-    parse=parse_milliseconds("PIMEM_CATCH_UP_MS", DEFAULT_CATCH_UP_MS, allow_zero=True),
-    default=DEFAULT_CATCH_UP_MS,
-    help="milliseconds a search may spend indexing new or changed day files before it "
+CATCH_UP_MS = milliseconds(
+    "catch_up_ms",
+    "PIMEM_CATCH_UP_MS",
+    DEFAULT_CATCH_UP_MS,
+    "milliseconds a search may spend indexing new or changed day files before it "
     "searches (at least one file is indexed)",
 )
 

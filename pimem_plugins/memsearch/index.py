@@ -35,9 +35,8 @@ from pimem_core.plugin import (
     StatusSection,
     StoreChange,
     hookimpl,
-    parse_milliseconds,
 )
-from pimem_plugins.memsearch.catch_up import CATCH_UP_MS, CatchUp, catch_up
+from pimem_plugins.memsearch.catch_up import CATCH_UP_MS, CatchUp, catch_up, milliseconds
 from pimem_plugins.memsearch.chunks import CHUNK_HASH, section_of
 from pimem_plugins.memsearch.engine import MemsearchEngine
 from pimem_plugins.memsearch.errors import (
@@ -66,13 +65,11 @@ log = logging.getLogger(__name__)
 DEFAULT_DB_LINGER_MS = 1_000
 #: How long the memory database stays open after a call (0 closes it after every call); other
 #: processes wait for it at most this long (ADR 0006).
-DB_LINGER_MS = SettingSpec(
-    plugin="memsearch-index",
-    name="db_linger_ms",
-    env="PIMEM_DB_LINGER_MS",
-    parse=parse_milliseconds("PIMEM_DB_LINGER_MS", DEFAULT_DB_LINGER_MS, allow_zero=True),
-    default=DEFAULT_DB_LINGER_MS,
-    help="milliseconds the memory database stays open after a call (0: close at once)",
+DB_LINGER_MS = milliseconds(
+    "db_linger_ms",
+    "PIMEM_DB_LINGER_MS",
+    DEFAULT_DB_LINGER_MS,
+    "milliseconds the memory database stays open after a call (0: close at once)",
 )
 
 
