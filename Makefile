@@ -20,7 +20,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 ADAPTER := adapters/pi
 NODE_STAMP := $(ADAPTER)/node_modules/.installed
 
-.PHONY: venv node demo demo-cli test examples lint typecheck adapter model unit newcomer dist bench reliability clean
+.PHONY: venv node demo demo-cli test test-fast examples lint typecheck adapter model unit newcomer dist bench reliability clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,10 +58,13 @@ model: $(STAMP)  ## the offline embedding model; written once (a few seconds), t
 unit: $(STAMP) model node  ## the Python test suite, end-to-end tests with real pi included
 	$(BIN)/pytest
 
+test-fast: $(STAMP) model  ## everything but the real-pi, memory-service and bench tests
+	$(BIN)/pytest -q -m "not pi and not service and not bench"
+
 # Part of `make unit`; alone: pimem's wheel in a fresh venv, a fresh HOME, `pimem setup pi`,
 # then the real pi 0.73 and 1.x capture and recall (a few minutes, most of it the venv).
 newcomer: $(STAMP) node  ## the newcomer walk: the wheel, `pimem setup pi`, the real pi
-	$(BIN)/pytest tests/test_pi_setup_walk.py
+	$(BIN)/pytest tests/adapters/pi/test_pi_setup_walk.py
 
 dist: $(STAMP)  ## pimem's wheel (the pi package inside) and sdist, into dist/
 	$(BIN)/python -m hatchling build --directory dist

@@ -11,7 +11,7 @@ Run alone: ``python -m bench.milvus_server [--quick] [--workdir DIR]`` prints th
 section and writes ``milvus_server.json`` in the work directory. Agents are this module too
 (``python -m bench.milvus_server agent SPEC``), so they start without the bench's imports.
 
-:class:`MilvusServer` is also the test suite's server endpoint (``tests/test_milvus_server.py``).
+:class:`MilvusServer` is also the test suite's server endpoint (``tests/plugins/memsearch/test_milvus_server.py``).
 """
 
 from __future__ import annotations

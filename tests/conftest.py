@@ -57,6 +57,24 @@ PIMEM_VARIABLES = (
 )
 
 CLOCK = "2026-08-13T22:41"
+#: The repository's root: tests sit in folders that mirror the architecture, at any depth.
+REPO_ROOT = Path(__file__).resolve().parents[1]
+#: The folders whose tests need what ``make test-fast`` leaves out, by marker: the real pi
+#: (``pi``), a memory service of their own (``service``, also any test using ``service_env``),
+#: the bench's parts (``bench``).
+SLOW_FOLDERS = {"adapters": "pi", "service": "service", "bench": "bench"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by its folder, and a test that starts a memory service as ``service``."""
+    tests = Path(__file__).parent
+    for item in items:
+        folders = item.path.relative_to(tests).parts[:-1]
+        for folder in folders:
+            if folder in SLOW_FOLDERS:
+                item.add_marker(SLOW_FOLDERS[folder])
+        if "service_env" in getattr(item, "fixturenames", ()):
+            item.add_marker("service")
 
 
 # Where `make model` installs the offline model ($PIMEM_HOME, else pimem's per-user data

@@ -6,7 +6,7 @@ lookup at a given home and project, hand a ``MemSearch`` an embedder that is alr
 by vector with cosine similarity, report index progress per file, run the skill distiller's
 steps one by one. Milvus Lite offers no way to serve a database on a Unix socket rather than a
 TCP port. Each function below does one such thing and says what it assumes;
-``tests/test_memsearch_compat.py`` checks every assumption against the installed release, so a
+``tests/plugins/memsearch/test_memsearch_compat.py`` checks every assumption against the installed release, so a
 memsearch upgrade that breaks one fails there, by name, not somewhere in a session.
 
 Only one thread at a time may use the functions that swap module attributes (pimem runs all
