@@ -3,6 +3,7 @@ disk, and the ranking (unit vectors stand in for the embedding model)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -302,3 +303,41 @@ def test_recent_day_files_are_checked_on_every_search_and_all_of_them_once_a_sec
     assert len(recall.files.changed()) == 3  # a new file changes the directory: all checked
     monkeypatch.setattr(store_files, "FULL_CHECK_SECONDS", 0.0)
     assert str(old) in recall.files.changed()
+
+
+class _Chunking(_CachedOnly):
+    """A cached collection that chunks day files as memsearch does, and embeds to unit x."""
+
+    def chunking(self) -> tuple[int, int]:
+        return 1500, 2
+
+    def model_name(self) -> str:
+        return "test-model"
+
+    def encode(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        return np.tile(unit(1, 0), (len(texts), 1))
+
+    def searching(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+
+def test_a_cache_is_not_trusted_for_the_files_written_last(
+    model: ReadModel, tmp_path: Path
+) -> None:
+    """Found by the reliability suite: with processes saving the cache while others write, a
+    cache could claim a day file's stat without all of its chunks, and no search read the file
+    again. The files written last are compared with the cache's chunks once on load."""
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    old, today = memory / "2026-01-05.md", memory / "2026-12-02.md"
+    for path, days_ago, text in ((old, 300, "- an old zq1 entry"), (today, 0, "- a new zq2 entry")):
+        path.write_text(f"### 10:00\n{text}\n", encoding="utf-8")
+        stamp = time.time() - days_ago * 86_400
+        os.utime(path, (stamp, stamp))
+    directory = tmp_path / "read-model" / "c"
+    recall = _recall(memory, _Chunking(directory))
+    cache.save(directory, model.generation(), recall.files.found())  # every stat "seen"
+    assert recall.load(cache_only=True)
+    sources = {record.source for record in recall.model.records().values()}
+    assert str(today) in sources  # read again, and its entry taken in
+    assert str(old) not in sources  # trusted: a full check compares it by its stat
