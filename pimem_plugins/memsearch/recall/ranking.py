@@ -86,8 +86,10 @@ def coverage(query_tokens: Sequence[str], content: str, idf: Callable[[str], flo
 
 
 def _standardised(values: Sequence[float] | npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """z-scores of *values* (all 0 when they are all equal)."""
+    """z-scores of *values* (all 0 when they are all equal, or none)."""
     found = np.asarray(values, np.float64)
+    if not len(found):  # no candidate embedded yet: numpy would warn of an empty slice
+        return found
     spread = float(np.std(found))
     if spread == 0:
         return np.zeros(len(found))

@@ -3,6 +3,8 @@ well their words match the query."""
 
 from __future__ import annotations
 
+import attrs
+
 from pimem_plugins.memsearch.recall.generation import ChunkRecord
 from pimem_plugins.memsearch.recall.ranking import rank
 from pimem_plugins.memsearch.recall.read_model import Candidate
@@ -45,3 +47,17 @@ def test_a_failure_marker_that_matches_the_query_ranks_below_a_real_entry() -> N
     fused = {hit.chunk_hash[0]: hit.legs[-1].score or 0.0 for hit in hits}
     assert fused["m"] > fused["r"]  # it matched best, and still comes after every real entry
     assert rank(found, query, 1, lambda _: 1.0)[0].chunk_hash[0] == "r"
+
+
+def test_a_store_taken_in_by_its_words_alone_ranks_without_a_warning() -> None:
+    """No candidate embedded yet (a store met for the first time): the dense legs have
+    nothing to standardise, and the words decide (the suite turns warnings into errors)."""
+    query = tokens("redis cache")
+    found = [
+        attrs.evolve(candidate("r", "- the team chose redis for the cache", dense=0, lexical=4),
+                     embedded=False),
+        attrs.evolve(candidate("p", "- postgres for the ledger", dense=0, lexical=0),
+                     embedded=False),
+    ]  # fmt: skip
+    hits = rank(found, query, 2, lambda token: 1.0)
+    assert hits[0].content == "- the team chose redis for the cache"
