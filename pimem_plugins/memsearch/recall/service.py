@@ -36,7 +36,6 @@ import numpy.typing as npt
 from attrs import evolve
 
 from pimem_core.plugin import Scope, SearchHit
-from pimem_plugins.memsearch.ledger import recent_files
 from pimem_plugins.memsearch.recall import cache
 from pimem_plugins.memsearch.recall.backfill import Backfill
 from pimem_plugins.memsearch.recall.encoding import embed_facts
@@ -146,12 +145,7 @@ class Recall:
             if saved is not None:
                 self.model.replace(saved.generation)
                 self.model.apply(saved.added, saved.removed)
-                self.files.stamps = dict(saved.stamps)
-                # Processes save the cache while others write: the files written last are
-                # compared with its chunks once (a read, no embedding when they agree) rather
-                # than trusted by their stat.
-                for source in recent_files({k: mtime for k, (mtime, _) in saved.stamps.items()}):
-                    self.files.stamps[source] = (-1, -1)
+                self.files.take_saved(saved.stamps)
                 # An older format counts as nothing saved: the worker saves it whole again.
                 self._base = None if saved.outdated else saved.base
                 self.origin = "cache"

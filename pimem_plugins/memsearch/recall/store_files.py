@@ -68,6 +68,15 @@ class StoreFiles:
             self._resolved_dir = str(self.scope.memory_dir.resolve())
         return self._resolved_dir
 
+    def take_saved(self, stamps: dict[str, Stamp]) -> None:
+        """Take the stamps a saved read model had, but compare the files written last with its
+        chunks once more rather than trust their stat: processes save the cache while others
+        write, so a cache can claim a file's stat without all of its chunks (a read, and nothing
+        embedded when they agree)."""
+        self.stamps = dict(stamps)
+        for path in recent_files({path: mtime for path, (mtime, _) in stamps.items()}):
+            self.stamps[path] = (-1, -1)
+
     def changed(self) -> list[str]:
         """Store files whose stat differs from what the read model saw (gone ones included);
         under the refresh lock, which guards the stamps. Every file is checked at most
