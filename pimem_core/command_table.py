@@ -104,6 +104,10 @@ class FilePath(Kind):
         return Path(word)
 
 
+def _option_word(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
 @attrs.frozen(kw_only=True)
 class Param:
     """One parameter. Its name is the JSON name and the handler's key."""
@@ -124,6 +128,22 @@ class Param:
     const: object = None
     #: What the server says when a required parameter is missing.
     missing: str | None = None
+
+    @classmethod
+    def argument(cls, name: str, metavar: str, help: str | None = None, **more: Any) -> Param:
+        """A required positional argument; *more* are the other fields (``kind``, ...)."""
+        return cls(name=name, required=True, metavar=metavar, help=help, **more)
+
+    @classmethod
+    def option(cls, name: str, metavar: str, help: str | None = None, **more: Any) -> Param:
+        """An option that takes a value, named as the parameter (``--hf-home`` for ``hf_home``);
+        *more* are the other fields (``kind``, ``default``, ...)."""
+        return cls(name=name, flags=(_option_word(name),), metavar=metavar, help=help, **more)
+
+    @classmethod
+    def flag(cls, name: str, help: str) -> Param:
+        """An on-or-off option, named as the parameter (``--check``); off unless given."""
+        return cls(name=name, kind=Flag(), flags=(_option_word(name),), default=False, help=help)
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         def read(word: str) -> object:

@@ -13,8 +13,17 @@ and the ready line read before pimem is imported (:mod:`pimem_core.doors.routes`
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from pimem_core.command_table import Choice, Command, Content, Count, FilePath, Flag, Param
+from pimem_core.command_table import (
+    Choice,
+    Command,
+    Content,
+    Count,
+    FilePath,
+    Handler,
+    Param,
+)
 from pimem_core.doors import commands, git, local_commands
 from pimem_core.doors.commands import ProjectDir, Query, UserDir
 
@@ -36,23 +45,39 @@ _NOT_PERSISTED = (
 )
 
 
+#: The skill candidate a ``skills`` command works on.
+_CANDIDATE = Param.argument("name", "NAME")
+
+
 def _anchor(name: str, metavar: str, help: str, from_session: str | None = None) -> Param:
     """A part of a written entry's anchor; served from the session when *from_session* names
     the session's field."""
-    return Param(
-        name=name,
-        flags=(f"--{name}",),
+    return Param.option(
+        name,
+        metavar,
+        help,
         required=True,
-        metavar=metavar,
-        help=help,
         served=from_session is None,
         from_session=from_session,
         missing=_NOT_PERSISTED,
     )
 
 
-def _flag(name: str, help: str) -> Param:
-    return Param(name=name, kind=Flag(), flags=(f"--{name}",), help=help)
+def _served(path: tuple[str, ...], help: str, handler: Handler, **more: Any) -> Command:
+    """A command ``pimem serve`` answers too, as the method ``memory.<first word>`` (the second
+    word, if any, is the method's ``action``)."""
+    action = path[1] if len(path) > 1 else None
+    return Command(
+        path=path, help=help, handler=handler, method=f"memory.{path[0]}", action=action, **more
+    )
+
+
+def _about_pimem(path: tuple[str, ...], help: str, handler: Handler, **more: Any) -> Command:
+    """A command about this pimem, not a project (no ``--cwd``), whose answer shows the
+    plugins itself or runs for long (no warning line about failed plugins after it)."""
+    return Command(
+        path=path, help=help, handler=handler, project=False, quiet_about_plugins=True, **more
+    )
 
 
 #: Every command of pimem's own, in the help's order (a group's commands together).
@@ -62,38 +87,35 @@ CORE: tuple[Command, ...] = (
         help="show the memory store and collection this directory resolves to",
         handler=local_commands.scope,
     ),
-    Command(
-        path=("write",),
-        help="append one memory entry to today's daily memory file",
-        handler=commands.write,
-        method="memory.write",
+    _served(
+        ("write",),
+        "append one memory entry to today's daily memory file",
+        commands.write,
         route="service",
         changes=True,
         params=(
-            Param(
-                name="content",
-                kind=Content(),
-                required=True,
-                metavar="CONTENT",
-                help="- to read the markdown bullets from stdin; the bullets themselves work "
+            Param.argument(
+                "content",
+                "CONTENT",
+                "- to read the markdown bullets from stdin; the bullets themselves work "
                 "too, but other local users can read a command line",
+                kind=Content(),
             ),
             _anchor("session", "ID", "the session id of the anchor", "session_id"),
             _anchor("turn", "ID", "the entry id of the anchor"),
             _anchor("transcript", "PATH", "the session's transcript file", "transcript"),
         ),
     ),
-    Command(
-        path=("forget",),
-        help="remove exactly one memory entry, by day and time or by chunk hash",
-        handler=commands.forget,
-        method="memory.forget",
+    _served(
+        ("forget",),
+        "remove exactly one memory entry, by day and time or by chunk hash",
+        commands.forget,
         route="service",
         changes=True,
         check=commands.check_forget,
         params=(
-            Param(name="date", flags=("--date",), metavar="YYYY-MM-DD"),
-            Param(name="time", flags=("--time",), metavar="HH:MM"),
+            Param.option("date", "YYYY-MM-DD"),
+            Param.option("time", "HH:MM"),
             Param(
                 name="chunk_hash",
                 flags=("--chunk",),
@@ -109,21 +131,14 @@ CORE: tuple[Command, ...] = (
         route="service",
         progress=True,
     ),
-    Command(
-        path=("search",),
-        help="search memory (L1): the best chunks for a query",
+    _served(
+        ("search",),
+        "search memory (L1): the best chunks for a query",
+        commands.search,
         epilog=SCORE_HELP,
-        handler=commands.search,
-        method="memory.search",
         route="service",
         params=(
-            Param(
-                name="query",
-                kind=Query(),
-                required=True,
-                metavar="QUERY",
-                help="what to look for, in words",
-            ),
+            Param.argument("query", "QUERY", "what to look for, in words", kind=Query()),
             Param(name="top_k", kind=Count(1), flags=("-k", "--top-k"), default=5, metavar="N"),
             Param(
                 name="scope",
@@ -133,152 +148,118 @@ CORE: tuple[Command, ...] = (
                 default="project",
                 help="also search every project under PI_MEMSEARCH_SCAN_ROOTS (cross-repo recall)",
             ),
-            Param(
-                name="explain",
-                kind=Flag(),
-                flags=("--explain",),
-                default=False,
-                help="after each hit's line, one line per retriever (leg): its rank among its "
+            Param.flag(
+                "explain",
+                "after each hit's line, one line per retriever (leg): its rank among its "
                 "candidates and its score (the JSON always has them, as legs)",
             ),
         ),
     ),
-    Command(
-        path=("expand",),
-        help="show the whole section behind a chunk hash (L2)",
-        handler=commands.expand,
-        method="memory.expand",
+    _served(
+        ("expand",),
+        "show the whole section behind a chunk hash (L2)",
+        commands.expand,
         route="service",
         params=(
-            Param(name="chunk_hash", required=True, metavar="HASH"),
-            Param(
-                name="project",
+            Param.argument("chunk_hash", "HASH"),
+            Param.option(
+                "project",
+                "DIR",
+                "the project a cross-repo hit came from, as labelled",
                 kind=ProjectDir(),
-                flags=("--project",),
-                metavar="DIR",
-                help="the project a cross-repo hit came from, as labelled",
             ),
         ),
     ),
-    Command(
-        path=("compact",),
-        help="condense the memory store into a summary, when the index can (memsearch's: with its "
+    _served(
+        ("compact",),
+        "condense the memory store into a summary, when the index can (memsearch's: with its "
         "LLM settings)",
-        handler=commands.compact,
-        method="memory.compact",
+        commands.compact,
     ),
-    Command(
-        path=("status",),
-        help="show the store, collection, backend and index health",
-        handler=commands.status,
-        method="memory.status",
+    _served(
+        ("status",),
+        "show the store, collection, backend and index health",
+        commands.status,
         route="service",
         quiet_about_plugins=True,
     ),
-    Command(
-        path=("transcript",),
-        help="show the turns of an agent's transcript around an anchored entry (L3)",
-        handler=commands.transcript,
-        method="memory.transcript",
+    _served(
+        ("transcript",),
+        "show the turns of an agent's transcript around an anchored entry (L3)",
+        commands.transcript,
         project=False,
         params=(
-            Param(
-                name="transcript_path",
-                kind=FilePath(),
-                required=True,
-                metavar="PATH",
-                help="the transcript file",
-            ),
-            Param(
-                name="turn",
-                flags=("--turn",),
-                metavar="ID",
-                help="an entry id, or a unique prefix of one (default: the end)",
-            ),
-            Param(
-                name="context",
+            Param.argument("transcript_path", "PATH", "the transcript file", kind=FilePath()),
+            Param.option("turn", "ID", "an entry id, or a unique prefix of one (default: the end)"),
+            Param.option(
+                "context",
+                "N",
+                "turns to show on each side of --turn (default 3)",
                 kind=Count(0),
-                flags=("--context",),
                 default=3,
-                metavar="N",
-                help="turns to show on each side of --turn (default 3)",
             ),
-            Param(
-                name="limit",
+            Param.option(
+                "limit",
+                "N",
+                "without --turn, how many of the last turns to show (default 20)",
                 kind=Count(1),
-                flags=("--limit",),
                 default=20,
-                metavar="N",
-                help="without --turn, how many of the last turns to show (default 20)",
             ),
         ),
     ),
-    Command(
-        path=("serve",),
-        help="serve one agent session over JSON lines on stdin and stdout (the host protocol)",
-        handler=local_commands.serve,
-        project=False,
+    _about_pimem(
+        ("serve",),
+        "serve one agent session over JSON lines on stdin and stdout (the host protocol)",
+        local_commands.serve,
         json_output=False,
-        quiet_about_plugins=True,
     ),
-    Command(
-        path=("service", "run"),
-        help="run this user's memory service in the foreground (what the first client starts)",
+    _about_pimem(
+        ("service", "run"),
+        "run this user's memory service in the foreground (what the first client starts)",
+        local_commands.service_run,
         group_help="this user's warm memory service on a Unix socket (PIMEM_SERVICE=off: none)",
-        handler=local_commands.service_run,
-        project=False,
         json_output=False,
-        quiet_about_plugins=True,
     ),
-    Command(
-        path=("service", "status"),
-        help="list this user's memory services (pid, uptime, what sets each apart)",
-        handler=local_commands.service_status,
-        project=False,
-        quiet_about_plugins=True,
+    _about_pimem(
+        ("service", "status"),
+        "list this user's memory services (pid, uptime, what sets each apart)",
+        local_commands.service_status,
     ),
-    Command(
-        path=("service", "stop"),
-        help="stop this environment's memory service (--all: every one of this user's)",
-        handler=local_commands.service_stop,
-        project=False,
-        quiet_about_plugins=True,
+    _about_pimem(
+        ("service", "stop"),
+        "stop this environment's memory service (--all: every one of this user's)",
+        local_commands.service_stop,
         params=(
-            _flag("all", "stop every memory service of this user, whatever it was started with"),
+            Param.flag(
+                "all", "stop every memory service of this user, whatever it was started with"
+            ),
         ),
     ),
-    Command(
-        path=("skills", "list"),
-        help="list the candidates and which are pending install",
+    _served(
+        ("skills", "list"),
+        "list the candidates and which are pending install",
+        commands.skills_list,
         group_help="review and install the skill candidates drafted from memory",
         group_description="Skill candidates are drafts: nothing is installed until you ask.",
-        handler=commands.skills_list,
-        method="memory.skills",
-        action="list",
     ),
-    Command(
-        path=("skills", "show"),
-        help="print one candidate's SKILL.md",
-        handler=commands.skills_show,
-        method="memory.skills",
-        action="show",
-        params=(Param(name="name", required=True, metavar="NAME"),),
+    _served(
+        ("skills", "show"),
+        "print one candidate's SKILL.md",
+        commands.skills_show,
+        params=(_CANDIDATE,),
     ),
-    Command(
-        path=("skills", "install"),
-        help="copy a candidate into a skills directory, as DIR/NAME/SKILL.md",
-        handler=commands.skills_install,
-        method="memory.skills",
-        action="install",
+    _served(
+        ("skills", "install"),
+        "copy a candidate into a skills directory, as DIR/NAME/SKILL.md",
+        commands.skills_install,
         params=(
-            Param(name="name", required=True, metavar="NAME"),
-            Param(
-                name="to",
+            _CANDIDATE,
+            Param.option(
+                "to",
+                "DIR",
+                "the skills directory (for pi: .pi/skills or ~/.pi/agent/skills)",
                 kind=UserDir(),
-                flags=("--to",),
                 required=True,
-                metavar="DIR",
-                help="the skills directory (for pi: .pi/skills or ~/.pi/agent/skills)",
                 missing='installing a skill needs "to": the skills directory the user chose '
                 "(for pi: .pi/skills in the project, or ~/.pi/agent/skills)",
             ),
@@ -292,7 +273,7 @@ CORE: tuple[Command, ...] = (
         "this process, with the model a plugin provides (the bundled memsearch-llm: "
         "memsearch's [llm] model); each model call counts against PIMEM_DISTILL_BUDGET.",
         handler=local_commands.maintenance,
-        params=(_flag("force", "run enabled tasks even when they are not due"),),
+        params=(Param.flag("force", "run enabled tasks even when they are not due"),),
     ),
     Command(
         path=("snapshot",),
@@ -300,12 +281,10 @@ CORE: tuple[Command, ...] = (
         handler=local_commands.snapshot,
         json_output=False,
     ),
-    Command(
-        path=("plugins",),
-        help="list plugins, their status and which one answers each hook",
-        handler=local_commands.plugins,
-        project=False,
-        quiet_about_plugins=True,
+    _about_pimem(
+        ("plugins",),
+        "list plugins, their status and which one answers each hook",
+        local_commands.plugins,
     ),
     Command(
         path=("git", "merge-driver"),

@@ -90,15 +90,7 @@ COMMANDS = (
         help="write all-MiniLM-L6-v2 as an ONNX model (about 87 MB) that loads with no network",
         handler=_install,
         project=False,
-        params=(
-            Param(
-                name="hf_home",
-                kind=FilePath(),
-                flags=("--hf-home",),
-                metavar="DIR",
-                help="where to put the model",
-            ),
-        ),
+        params=(Param.option("hf_home", "DIR", "where to put the model", kind=FilePath()),),
         group_help="manage the offline embedding model",
     ),
     Command(
