@@ -176,12 +176,7 @@ class TaskReport:
     written: tuple[Path, ...] = ()
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "result": self.result,
-            "detail": self.detail,
-            "written": [str(path) for path in self.written],
-        }
+        return attrs.asdict(self, recurse=False) | {"written": [str(path) for path in self.written]}
 
 
 class MaintenanceRunner:
