@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pimem_core.command_table import Args, Command, Door, Outcome
+from pimem_core.command_table import Args, Command, Door, Flag, Outcome, Param
 from pimem_core.doors import protocol, routes
 from pimem_core.doors.command_line import light_module
 from pimem_core.doors.commands import plugin_commands
@@ -193,3 +193,17 @@ def test_pimem_plugins_says_which_commands_are_left_out_and_why(run_pimem: objec
         "the method memory.write is taken",
     ]
     assert [item["command"] for item in data["commands"]] == ["wave"]
+
+
+def test_an_option_is_named_as_its_parameter() -> None:
+    option = Param.option("hf_home", "DIR", "where", default="x")
+    assert (option.flags, option.metavar, option.default, option.required) == (
+        ("--hf-home",),
+        "DIR",
+        "x",
+        False,
+    )
+    flag = Param.flag("explain", "why")
+    assert (flag.flags, isinstance(flag.kind, Flag), flag.default) == (("--explain",), True, False)
+    argument = Param.argument("query", "QUERY")
+    assert (argument.flags, argument.required) == ((), True)
