@@ -18,6 +18,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import ClassVar
 
 # A line of a file with CRLF ends keeps its "\r" here: git writes markers with the file's ends.
 _OPEN = re.compile(r"^<{7}(?: |\r?$)")
@@ -114,6 +115,24 @@ def conflicted_files(directory: Path) -> list[Path]:
     return ConflictScans().conflicted_files(directory)
 
 
+def file_is_conflicted(file: Path) -> bool:
+    """Whether *file* is conflicted (``OSError`` when it cannot be read)."""
+    data = file.read_bytes()
+    # Without a run of seven of either, no line can open or close a region; a substring
+    # search runs at memory speed, the line-anchored pattern twenty times slower.
+    if b"<<<<<<<" not in data and b">>>>>>>" not in data:
+        return False
+    if _PREFILTER.search(data) is None:
+        return False
+    return is_conflicted(data.decode("utf-8", errors="replace"))
+
+
+def describe_conflicted(files: Iterable[Path]) -> str:
+    """One sentence naming *files* and how to resolve them."""
+    names = ", ".join(str(file) for file in files)
+    return f"unresolved git conflict markers in {names}; resolve: {HOW_TO_RESOLVE}"
+
+
 #: A file as its stat shows it: inode, size, modification time.
 _Stamp = tuple[int, int, int]
 
@@ -122,6 +141,9 @@ class ConflictScans:
     """:func:`conflicted_files` for a process that asks again and again (the memory service
     answers ``pimem status`` all day): a file whose stat is as at the last scan keeps its
     answer, and is not read again (a thousand day files take a fifth of a second to read)."""
+
+    #: What to do about a conflicted day file, said once wherever pimem finds one.
+    HOW_TO_RESOLVE: ClassVar[str] = HOW_TO_RESOLVE
 
     def __init__(self) -> None:
         self._known: dict[str, dict[str, tuple[_Stamp, bool]]] = {}
@@ -147,20 +169,12 @@ class ConflictScans:
         self._known[str(directory)] = now
         return sorted(directory / name for name, (_, conflicted) in now.items() if conflicted)
 
+    @staticmethod
+    def file_is_conflicted(file: Path) -> bool:
+        """Whether *file* is conflicted, read now (``OSError`` when it cannot be read)."""
+        return file_is_conflicted(file)
 
-def file_is_conflicted(file: Path) -> bool:
-    """Whether *file* is conflicted (``OSError`` when it cannot be read)."""
-    data = file.read_bytes()
-    # Without a run of seven of either, no line can open or close a region; a substring
-    # search runs at memory speed, the line-anchored pattern twenty times slower.
-    if b"<<<<<<<" not in data and b">>>>>>>" not in data:
-        return False
-    if _PREFILTER.search(data) is None:
-        return False
-    return is_conflicted(data.decode("utf-8", errors="replace"))
-
-
-def describe_conflicted(files: Iterable[Path]) -> str:
-    """One sentence naming *files* and how to resolve them."""
-    names = ", ".join(str(file) for file in files)
-    return f"unresolved git conflict markers in {names}; resolve: {HOW_TO_RESOLVE}"
+    @staticmethod
+    def describe(files: Iterable[Path]) -> str:
+        """One sentence naming *files* and how to resolve them."""
+        return describe_conflicted(files)

@@ -10,10 +10,17 @@ text in, text out.
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 import attrs
 
-from pimem_core.conflicts import marker_lines
+from pimem_core.conflicts import (
+    blank_conflicts,
+    is_conflicted,
+    marker_lines,
+    without_conflicts,
+    without_marker_lines,
+)
 
 #: The day file's grammar, line by line. An entry's heading (its time the one group).
 ENTRY_HEADING = re.compile(r"^###\s+(\d{2}:\d{2})\s*$")
@@ -161,3 +168,56 @@ def list_compact_blocks(text: str) -> list[CompactBlock]:
         )
         blocks.append(CompactBlock(start=start, end=end, text="\n".join(body), headings=headings))
     return blocks
+
+
+@attrs.frozen
+class DayText:
+    """A daily memory file's text, read as every mesh agent reads it: the plugin API's one
+    name for the day file's grammar, its entries and blocks, and git's conflict markers in it.
+
+    >>> day = DayText("### 09:12\n<!-- session:s1 turn:t1 transcript:/t.jsonl -->\nRedis.\n")
+    >>> [entry.time for entry in day.entries()]
+    ['09:12']
+    >>> day.without_anchors()
+    '### 09:12\nRedis.\n'
+    """
+
+    text: str
+
+    #: An entry's heading (its time the one group).
+    ENTRY_HEADING: ClassVar[re.Pattern[str]] = ENTRY_HEADING
+    #: A line that ends an entry: any heading of level 1 to 3.
+    ENTRY_BOUNDARY: ClassVar[re.Pattern[str]] = ENTRY_BOUNDARY
+    #: A heading that groups entries (a title, ``## Session HH:MM``, a compaction).
+    GROUP_HEADING: ClassVar[re.Pattern[str]] = GROUP_HEADING
+    #: A compaction's heading, with or without its time.
+    COMPACT_HEADING: ClassVar[re.Pattern[str]] = COMPACT_HEADING
+
+    def entries(self) -> list[DayEntry]:
+        """Every ``### HH:MM`` entry, in order (:func:`list_entries`)."""
+        return list_entries(self.text)
+
+    def compact_blocks(self) -> list[CompactBlock]:
+        """Every ``## Memory Compact`` block, in order (:func:`list_compact_blocks`)."""
+        return list_compact_blocks(self.text)
+
+    def without_anchors(self) -> str:
+        """The text without session anchors (:func:`without_anchors`)."""
+        return without_anchors(self.text)
+
+    def is_conflicted(self) -> bool:
+        """Whether git left a region of it unresolved."""
+        return is_conflicted(self.text)
+
+    def without_conflicts(self) -> str:
+        """Both sides' lines, no marker and no ancestor part: what a union merge leaves."""
+        return without_conflicts(self.text)
+
+    def blank_conflicts(self) -> str:
+        """Markers and ancestor lines made blank, every other line at its number: what an
+        index chunks, so that search, expand and forget can address the file by line."""
+        return blank_conflicts(self.text)
+
+    def without_marker_lines(self) -> str:
+        """Every line shaped like a marker gone: for a chunk, whose region cannot be told."""
+        return without_marker_lines(self.text)

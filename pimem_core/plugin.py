@@ -10,18 +10,23 @@ floor: nothing of the runtime, the front doors or the facade is named here. By s
   :class:`MemoryIndex`, :class:`TranscriptReader`, :class:`SkillCatalog`) and the optional
   capabilities an index may add (:class:`SimilaritySearch`, :class:`Warming`,
   :class:`PendingWork`; an index may also catch up and compact, see docs/plugin-hooks.md);
-- **values**: what hooks and services take and return (:class:`Scope`, :class:`Entry`,
-  :class:`SearchHit`, :class:`StatusSection`, :class:`MaintenanceTask`...);
+- **values**: what hooks and services take and return (:class:`Scope`, whose constructors lay
+  a project out as memsearch does, :class:`Entry`, :class:`SearchHit`, :class:`StatusSection`,
+  :class:`MaintenanceTask`...);
 - **errors**: :class:`PimemError` and the subclasses whose meaning pimem acts on;
-- **settings**: :class:`Settings`, a plugin's declared :class:`SettingSpec` and its parsers;
+- **settings**: :class:`Settings`, and a plugin's declared :class:`SettingSpec` (its
+  constructors ``switch``, ``milliseconds``, ``fraction`` and ``text`` bring pimem's parsers);
 - **commands**: the command table a plugin adds to (``pimem_collect_commands``):
-  :class:`Command`, :class:`Param` and its kinds, :class:`Outcome`, the :class:`Door` a handler
-  receives, :data:`Args`, :class:`UsageError`;
-- **day files**: the entry grammar and reader every mesh agent shares (an entry or a
-  compaction block removes itself from a file's text), git's conflict markers;
-- **files and places**: atomic and private writes, pimem's per-user directories, the default
-  layout of a project's memory and where a store sits in git (:class:`StorePlace`, whose
-  methods run git and keep the attribute lines team memory needs).
+  :class:`Command`, :class:`Param` and the kinds a plugin's parameters take (:class:`Flag`,
+  :class:`FilePath`; text by default), :class:`Outcome`, the :class:`Door` a handler receives,
+  :data:`Args`, :class:`UsageError`;
+- **day files**: :class:`DayText`, the grammar and reader every mesh agent shares (its entries
+  and compaction blocks, anchors, git's conflict markers), :class:`ConflictScans` for the
+  conflicted files of a store, and what recall renders and keeps (:func:`render_hit_blocks`,
+  :func:`never_rising`);
+- **files and places**: atomic and private writes, pimem's per-user directories
+  (:class:`PimemPaths`) and where a store sits in git (:class:`StorePlace`, whose methods run
+  git and keep the attribute lines team memory needs).
 """
 
 from __future__ import annotations
@@ -30,37 +35,16 @@ from pimem_core.allocator import give_back_memory
 from pimem_core.atomic_files import temp_path, write_atomically
 from pimem_core.command_table import (
     Args,
-    Choice,
     Command,
-    Count,
     Door,
     FilePath,
     Flag,
     Outcome,
     Param,
-    Text,
     UsageError,
 )
-from pimem_core.conflicts import (
-    HOW_TO_RESOLVE,
-    ConflictScans,
-    blank_conflicts,
-    conflicted_files,
-    describe_conflicted,
-    file_is_conflicted,
-    is_conflicted,
-    without_conflicts,
-    without_marker_lines,
-)
-from pimem_core.day_file import (
-    COMPACT_HEADING,
-    ENTRY_BOUNDARY,
-    ENTRY_HEADING,
-    GROUP_HEADING,
-    list_compact_blocks,
-    list_entries,
-    without_anchors,
-)
+from pimem_core.conflicts import ConflictScans
+from pimem_core.day_file import DayText
 from pimem_core.errors import (
     CollectionMissing,
     NoMemoryYet,
@@ -75,14 +59,10 @@ from pimem_core.gitrepo import (
 )
 from pimem_core.hookspecs import hookimpl
 from pimem_core.paths import PimemPaths
-from pimem_core.private_dir import NotPrivate, make_private, runtime_dir
-from pimem_core.private_files import open_private, private_dir, replacing, tighten, write_private
+from pimem_core.private_dir import private_runtime_dir
+from pimem_core.private_files import private_dir, tighten, write_private
 from pimem_core.render import render_hit_blocks
-from pimem_core.scopes import (
-    derive_collection,
-    find_repository_dir,
-    project_scope,
-)
+from pimem_core.scope import Scope
 from pimem_core.scores import never_rising
 from pimem_core.service_values import (
     CompactResult,
@@ -103,14 +83,7 @@ from pimem_core.services import (
     TranscriptReader,
     Warming,
 )
-from pimem_core.settings import (
-    Settings,
-    SettingSpec,
-    parse_fraction,
-    parse_milliseconds,
-    parse_switch,
-    parse_text,
-)
+from pimem_core.settings import Settings, SettingSpec
 from pimem_core.types import (
     Anchor,
     BackendCall,
@@ -129,7 +102,6 @@ from pimem_core.types import (
     MaintenanceRun,
     MaintenanceTask,
     PromptContext,
-    Scope,
     SearchHit,
     SearchQuery,
     SecretPattern,
@@ -193,16 +165,9 @@ __all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them
     # -- settings
     "Settings",
     "SettingSpec",
-    "parse_switch",
-    "parse_milliseconds",
-    "parse_fraction",
-    "parse_text",
     # -- commands
     "Command",
     "Param",
-    "Text",
-    "Count",
-    "Choice",
     "Flag",
     "FilePath",
     "Outcome",
@@ -210,39 +175,18 @@ __all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them
     "Args",
     "UsageError",
     # -- day files
-    "list_entries",
-    "list_compact_blocks",
-    "without_anchors",
-    "ENTRY_HEADING",
-    "ENTRY_BOUNDARY",
-    "GROUP_HEADING",
-    "COMPACT_HEADING",
-    "is_conflicted",
-    "file_is_conflicted",
-    "conflicted_files",
-    "describe_conflicted",
-    "blank_conflicts",
-    "without_conflicts",
-    "without_marker_lines",
+    "DayText",
     "ConflictScans",
-    "HOW_TO_RESOLVE",
     "render_hit_blocks",
     "never_rising",
     # -- files and places
     "write_atomically",
     "temp_path",
     "write_private",
-    "open_private",
     "private_dir",
-    "replacing",
     "tighten",
-    "make_private",
-    "NotPrivate",
-    "runtime_dir",
     "PimemPaths",
+    "private_runtime_dir",
     "give_back_memory",
-    "project_scope",
-    "derive_collection",
-    "find_repository_dir",
     "StorePlace",
 ]

@@ -59,3 +59,14 @@ def make_private(directory: Path) -> None:
             directory.chmod(0o700)
         except OSError as error:
             raise NotPrivate(f"cannot make {directory} private: {error}") from None
+
+
+def private_runtime_dir(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The runtime directory, made or checked to be this user's alone (0700): where a plugin
+    binds a socket of its own. ``None`` when it cannot be (another user's, not a directory)."""
+    directory = runtime_dir(environ)
+    try:
+        make_private(directory)
+    except NotPrivate:
+        return None
+    return directory

@@ -231,6 +231,70 @@ class SettingSpec(Generic[T]):
     #: any other setting gets a service of its own for each value (docs/service.md).
     per_session: bool = False
 
+    @staticmethod
+    def switch(
+        *, plugin: str, name: str, env: str, default: bool, help: str, per_session: bool = False
+    ) -> SettingSpec[bool]:
+        """An ``on``/``off`` setting (also ``1``/``0``, ``true``/``false``, ``yes``/``no``).
+
+        >>> SettingSpec.switch(plugin="mine", name="on", env="MINE_ON", default=False,
+        ...                    help="turn mine on").parse_env({"MINE_ON": "yes"})
+        True
+        """
+        return SettingSpec(
+            plugin=plugin,
+            name=name,
+            env=env,
+            parse=parse_switch(env),
+            default=default,
+            help=help,
+            per_session=per_session,
+        )
+
+    @staticmethod
+    def milliseconds(
+        *, plugin: str, name: str, env: str, default: int, help: str, allow_zero: bool = False
+    ) -> SettingSpec[int]:
+        """A positive whole number of milliseconds (0 too with *allow_zero*)."""
+        return SettingSpec(
+            plugin=plugin,
+            name=name,
+            env=env,
+            parse=parse_milliseconds(env, default, allow_zero=allow_zero),
+            default=default,
+            help=help,
+        )
+
+    @staticmethod
+    def fraction(
+        *, plugin: str, name: str, env: str, default: float, help: str, per_session: bool = False
+    ) -> SettingSpec[float]:
+        """A number from 0 to 1."""
+        return SettingSpec(
+            plugin=plugin,
+            name=name,
+            env=env,
+            parse=parse_fraction(env, default),
+            default=default,
+            help=help,
+            per_session=per_session,
+        )
+
+    @staticmethod
+    def text(
+        *, plugin: str, name: str, env: str, help: str, secret: bool = False
+    ) -> SettingSpec[str | None]:
+        """Text taken as written; ``None`` when unset."""
+        return SettingSpec(
+            plugin=plugin,
+            name=name,
+            env=env,
+            parse=_as_written,
+            default=None,
+            help=help,
+            secret=secret,
+        )
+
     def parse_env(self, environ: Mapping[str, str]) -> T:
         """The setting's value in *environ*; raise :class:`SettingsError` on a bad one."""
         raw = environ.get(self.env, "")
@@ -278,8 +342,7 @@ def parse_milliseconds(
     return lambda raw: _milliseconds({name: raw}, name, default, allow_zero=allow_zero)
 
 
-def parse_text(raw: str) -> str:
-    """A parser for text taken as written (any non-empty value)."""
+def _as_written(raw: str) -> str:
     return raw
 
 

@@ -22,7 +22,7 @@ there in any test suite, with no import and no ``conftest.py`` line:
     directory; the service is stopped, and the directory removed, when the test ends.
 ``pimem_project``
     A temporary project whose root is a git root (its ``.git`` is a directory), with the scope
-    memsearch gives it (:func:`pimem_core.scopes.project_scope`).
+    memsearch gives it (:meth:`pimem_core.scope.Scope.for_project`).
 ``fake_host_model``
     A host model that answers with scripted text and records what it was asked.
 
@@ -118,7 +118,6 @@ except ImportError as missing:  # pragma: no cover - exercised in a child proces
     ) from missing
 
 from pimem_core.api import Pimem
-from pimem_core.scopes import project_scope
 from pimem_core.testing_build import PluginSpec, build_pimem, plugin_name
 from pimem_core.testing_hits import ShownHit, read_hits
 from pimem_core.testing_index import InMemoryIndex, InMemoryIndexPlugin, SimilarInMemoryIndex
@@ -314,7 +313,7 @@ def pimem_project(tmp_path: Path) -> TempProject:
     """A project directory ``<tmp>/project`` with a ``.git`` directory, and its scope."""
     directory = tmp_path / "project"
     (directory / ".git").mkdir(parents=True)
-    return TempProject(directory=directory, scope=project_scope(directory))
+    return TempProject(directory=directory, scope=Scope.for_project(directory))
 
 
 @pytest.fixture

@@ -11,55 +11,13 @@ from typing import Literal
 import attrs
 
 from pimem_core.errors import QueryError, StoreError
+from pimem_core.scope import COLLECTION_NAME as COLLECTION_NAME
+from pimem_core.scope import Scope as Scope
 from pimem_core.settings import Settings
 
-# A collection name Milvus accepts: a letter or underscore, then letters, digits, underscores.
-COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 _ANCHOR_ID = re.compile(r"[^\s]+")
 # Lines that would end an entry in a daily memory file (``#``, ``##`` or ``###`` headings).
 _ENTRY_BOUNDARY = re.compile(r"^#{1,3}\s", re.MULTILINE)
-
-
-@attrs.frozen(kw_only=True)
-class Scope:
-    """Where one project's memory lives and how it is indexed.
-
-    ``repository_dir`` is where memsearch runs (so a project ``.memsearch.toml`` applies);
-    ``scope_dir`` keys the memory store and the collection. They differ only when
-    ``MEMSEARCH_DIR`` or a store command moves the store.
-    """
-
-    repository_dir: Path
-    scope_dir: Path
-    memory_dir: Path
-    collection: str = attrs.field(validator=attrs.validators.matches_re(COLLECTION_NAME))
-    #: The file the index records its state and health in, as the resolver placed it (the
-    #: store's layout decides it: memsearch's ``.index-state.json``); ``None`` when none will
-    #: ever be written. Its directory holds the store's other state (maintenance outputs).
-    index_state_path: Path | None
-    #: The store command that named this store, if one did.
-    store_command: str | None = None
-    #: The store command's ``state-dir`` answer, which an index's own tools are pointed at
-    #: (memsearch's: ``MEMSEARCH_DIR``).
-    state_dir: Path | None = None
-
-    def to_json(self) -> dict[str, str | None]:
-        return {
-            "repository_dir": str(self.repository_dir),
-            "scope_dir": str(self.scope_dir),
-            "memory_dir": str(self.memory_dir),
-            "collection": self.collection,
-            "index_state_path": None
-            if self.index_state_path is None
-            else str(self.index_state_path),
-            "store_command": self.store_command,
-            "state_dir": None if self.state_dir is None else str(self.state_dir),
-        }
-
-    @staticmethod
-    def is_collection_name(name: str) -> bool:
-        """Whether *name* is a collection name a scope accepts: ``[A-Za-z_][A-Za-z0-9_]{0,254}``."""
-        return COLLECTION_NAME.fullmatch(name) is not None
 
 
 def _no_comment_end(_: object, attribute: attrs.Attribute[str], value: str) -> None:

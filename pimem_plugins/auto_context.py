@@ -27,6 +27,7 @@ from typing import Literal
 import attrs
 
 from pimem_core.plugin import (
+    DayText,
     Injection,
     MemoryIndex,
     PendingWork,
@@ -39,10 +40,7 @@ from pimem_core.plugin import (
     StatusSection,
     Warming,
     hookimpl,
-    parse_fraction,
-    parse_switch,
     render_hit_blocks,
-    without_anchors,
 )
 
 TOP_K = 3
@@ -63,11 +61,10 @@ DEFAULT_MIN_SIMILARITY = 0.5
 #: with no memory about them, on the benchmark's 2,000-chunk store, where every floor from
 #: 0.02 to 0.8 served the same answerable prompts (docs/benchmarks.md).
 DEFAULT_MIN_RELEVANCE = 0.8
-ENABLED = SettingSpec(
+ENABLED = SettingSpec.switch(
     plugin=SOURCE,
     name="enabled",
     env="PI_MEMSEARCH_AUTO_CONTEXT",
-    parse=parse_switch("PI_MEMSEARCH_AUTO_CONTEXT"),
     default=False,
     help="inject memory relevant to each prompt",
     per_session=True,
@@ -76,11 +73,10 @@ ENABLED = SettingSpec(
 
 def _floor(name: str, env: str, default: float, help: str) -> SettingSpec[float]:
     """A floor (0 to 1) a chunk's score must reach to be injected, set per session."""
-    return SettingSpec(
+    return SettingSpec.fraction(
         plugin=SOURCE,
         name=name,
         env=env,
-        parse=parse_fraction(env, default),
         default=default,
         help=help,
         per_session=True,
@@ -145,7 +141,7 @@ def _shown_in(content: str, snapshot: str) -> bool:
     an entry, without its session anchor (ADR 0022)."""
     if content in snapshot:
         return True
-    shown = without_anchors(content).strip("\n")
+    shown = DayText(content).without_anchors().strip("\n")
     return bool(shown.strip()) and shown in snapshot
 
 

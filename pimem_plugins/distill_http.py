@@ -24,7 +24,6 @@ from pimem_core.plugin import (
     Settings,
     SettingSpec,
     hookimpl,
-    parse_text,
 )
 from pimem_plugins.shared.distill_prompt import (
     NO_TEXT,
@@ -48,9 +47,7 @@ ACTIVATION_SETTING = "PIMEM_DISTILL_URL"
 
 def _text(name: str, env: str, help: str, *, secret: bool = False) -> SettingSpec[str | None]:
     """One of this plugin's settings: text taken as written, none when unset."""
-    return SettingSpec(
-        plugin=PLUGIN, name=name, env=env, parse=parse_text, default=None, help=help, secret=secret
-    )
+    return SettingSpec.text(plugin=PLUGIN, name=name, env=env, help=help, secret=secret)
 
 
 URL = _text(

@@ -32,7 +32,6 @@ from pimem_core.plugin import (
     StoreChange,
     StorePlace,
     hookimpl,
-    parse_switch,
     write_private,
 )
 
@@ -44,11 +43,10 @@ _DAY_FILE = re.compile(r"\d{4}-\d{2}-\d{2}\.md")
 
 log = logging.getLogger(__name__)
 
-UNION_MERGE = SettingSpec(
+UNION_MERGE = SettingSpec.switch(
     plugin=SOURCE,
     name="union_merge",
     env="PIMEM_GIT_UNION_MERGE",
-    parse=parse_switch("PIMEM_GIT_UNION_MERGE"),
     default=True,
     help="mark the store's daily memory files merge=union in the repository's .gitattributes",
 )

@@ -26,10 +26,10 @@ from typing import Literal, TypeVar
 import attrs
 
 from pimem_core.plugin import (
-    HOW_TO_RESOLVE,
     ChunkAddress,
     ConflictScans,
     DayAddress,
+    DayText,
     Entry,
     MemoryStore,
     Redaction,
@@ -37,12 +37,7 @@ from pimem_core.plugin import (
     Section,
     StatusSection,
     StoreError,
-    describe_conflicted,
-    file_is_conflicted,
     hookimpl,
-    is_conflicted,
-    list_compact_blocks,
-    list_entries,
 )
 from pimem_plugins.shared.day_merge import merge_day_file
 from pimem_plugins.shared.entry_format import day_file_name, format_entry
@@ -70,7 +65,7 @@ class MarkdownStore:
     @hookimpl(trylast=True)
     def pimem_merge_day_file(base: str, ours: str, theirs: str) -> str:
         for side, text in (("base", base), ("ours", ours), ("theirs", theirs)):
-            if is_conflicted(text):
+            if DayText(text).is_conflicted():
                 # Blocks cannot be told apart across markers: git's own merge says what it can.
                 raise StoreError(f"the {side} version already holds git conflict markers")
         return merge_day_file(base, ours, theirs)
@@ -85,7 +80,7 @@ class MarkdownStore:
                 "conflicts: unresolved git conflict markers in "
                 + ", ".join(file.name for file in files)
                 + "; search and the snapshot read both sides, new entries go below the markers",
-                f"  resolve: {HOW_TO_RESOLVE}",
+                f"  resolve: {ConflictScans.HOW_TO_RESOLVE}",
             )
         )
         yield StatusSection(
@@ -169,8 +164,8 @@ class MarkdownMemoryStore:
         name = f"{now.date().isoformat()}.md"
         file = self.scope.memory_dir / name
         with contextlib.suppress(OSError):  # no file yet: nothing to refuse
-            if file_is_conflicted(file):
-                raise StoreError(f"memory compaction refused: {describe_conflicted([file])}")
+            if ConflictScans.file_is_conflicted(file):
+                raise StoreError(f"memory compaction refused: {ConflictScans.describe([file])}")
         new = not (file.is_file() and file.stat().st_size)
         title = f"# {now.date().isoformat()}\n" if new else ""
         block = f"{title}\n\n## Memory Compact {now:%H:%M}\n\n{summary}\n"
@@ -189,7 +184,7 @@ class MarkdownMemoryStore:
             raise StoreError(f"no daily memory file for {address.day.isoformat()} at {file}")
 
         def forget(text: str) -> tuple[str, tuple[str, RedactionKind]]:
-            found = [entry for entry in list_entries(text) if entry.time == address.time]
+            found = [entry for entry in DayText(text).entries() if entry.time == address.time]
             if not found:
                 raise StoreError(f"no memory entry at {address.time} in {file}")
             if len(found) > 1:
@@ -279,7 +274,7 @@ def _forget_chunk(scope: Scope, section: Section) -> Redaction:
     def forget(text: str) -> tuple[str, tuple[str, RedactionKind]]:
         entries = [
             entry
-            for entry in list_entries(text)
+            for entry in DayText(text).entries()
             if entry.time == heading and first <= entry.start + 1 <= last
         ]
         if section.anchor is not None:
@@ -294,7 +289,7 @@ def _forget_chunk(scope: Scope, section: Section) -> Redaction:
             return entries[0].removed_from(text), (entries[0].text, "entry")
         blocks = [
             block
-            for block in list_compact_blocks(text)
+            for block in DayText(text).compact_blocks()
             if block.start + 1 <= last and first <= block.last + 1 and heading in block.headings
         ]
         if not blocks:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pimem_core.plugin import Scope, Settings, hookimpl
+from pimem_core.plugin import (
+    Scope,
+    Settings,
+    hookimpl,
+)
 from pimem_plugins.shared.index_state import IndexStateError, read_index_state
 from pimem_plugins.shared.layout import (
     TREE,
-    derive_collection,
     discovered_store,
-    find_repository_dir,
     index_state_path,
     resolve_memsearch_dir,
 )
@@ -38,7 +40,7 @@ class DefaultScope:
     @staticmethod
     @hookimpl(trylast=True)
     def pimem_resolve_scope(cwd: Path, settings: Settings) -> Scope:
-        repository_dir = find_repository_dir(cwd)
+        repository_dir = Scope.find_repository_dir(cwd)
         if settings.memsearch_dir:
             scope_dir = resolve_memsearch_dir(repository_dir, settings.memsearch_dir)
             memory_dir = scope_dir / "memory"
@@ -50,7 +52,7 @@ class DefaultScope:
             scope_dir=scope_dir,
             memory_dir=memory_dir,
             # An explicit MEMSEARCH_DIR means a shared store: the collection moves with it.
-            collection=derive_collection(scope_dir),
+            collection=Scope.derive_collection(scope_dir),
             index_state_path=index_state_path(
                 memory_dir=memory_dir,
                 repository_dir=repository_dir,
@@ -68,6 +70,6 @@ class DefaultScope:
             repository_dir=project_dir,
             scope_dir=project_dir,
             memory_dir=memory_dir,
-            collection=recorded_collection(state_path) or derive_collection(project_dir),
+            collection=recorded_collection(state_path) or Scope.derive_collection(project_dir),
             index_state_path=state_path,
         )

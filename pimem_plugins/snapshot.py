@@ -30,17 +30,12 @@ from typing import Literal
 import attrs
 
 from pimem_core.plugin import (
-    COMPACT_HEADING,
-    ENTRY_BOUNDARY,
-    ENTRY_HEADING,
-    GROUP_HEADING,
+    DayText,
     MemoryStore,
     Scope,
     Settings,
     SettingSpec,
     hookimpl,
-    without_anchors,
-    without_conflicts,
 )
 from pimem_plugins.shared.hollow import is_hollow, without_empty_bullets
 
@@ -150,17 +145,21 @@ def blocks(body: str) -> Iterator[Block]:
     starts = [0]
     in_compact = False
     for number, line in enumerate(lines):
-        if number and ENTRY_BOUNDARY.match(line):
+        if number and DayText.ENTRY_BOUNDARY.match(line):
             # memsearch's summary may have ### sub-headings: they stay in its block.
-            if in_compact and not (GROUP_HEADING.match(line) or ENTRY_HEADING.match(line)):
+            if in_compact and not (
+                DayText.GROUP_HEADING.match(line) or DayText.ENTRY_HEADING.match(line)
+            ):
                 continue
             starts.append(number)
-        if ENTRY_BOUNDARY.match(line):
-            in_compact = COMPACT_HEADING.match(line) is not None
+        if DayText.ENTRY_BOUNDARY.match(line):
+            in_compact = DayText.COMPACT_HEADING.match(line) is not None
     for start, end in zip(starts, [*starts[1:], len(lines)], strict=True):
         part = lines[start:end]
-        entry = ENTRY_HEADING.match(part[0]) is not None
-        text = (without_anchors("\n".join(part)) if entry else "\n".join(part)).strip("\n")
+        entry = DayText.ENTRY_HEADING.match(part[0]) is not None
+        text = (DayText("\n".join(part)).without_anchors() if entry else "\n".join(part)).strip(
+            "\n"
+        )
         if is_hollow(text):
             continue
         yield Block(text=without_empty_bullets(text), entry=entry)
@@ -237,7 +236,7 @@ def pimem_build_snapshot(
 
 def _read(store: MemoryStore, day: date) -> str:
     # A day file git left conflicted shows both sides, never the markers (ADR 0016).
-    return without_conflicts(store.read_day(day) or "").strip()
+    return DayText(store.read_day(day) or "").without_conflicts().strip()
 
 
 _DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.md")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from pimem_core.plugin import Scope, ScopeError, Settings, SettingSpec, hookimpl
-from pimem_plugins.shared.layout import discovered_store, find_repository_dir, index_state_path
+from pimem_plugins.shared.layout import discovered_store, index_state_path
 
 Mode = Literal["memory-dir", "collection", "state-dir"]
 TIMEOUT_SECONDS = 30
@@ -186,7 +186,7 @@ class StoreCommandScope:
         memory_dir = command.path("memory-dir", cwd)
         assert memory_dir is not None, "memory-dir never declines"
         state_dir = command.path("state-dir", cwd)
-        repository_dir = find_repository_dir(cwd)
+        repository_dir = Scope.find_repository_dir(cwd)
         return Scope(
             repository_dir=repository_dir,
             scope_dir=memory_dir.parent,

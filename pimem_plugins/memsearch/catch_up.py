@@ -14,19 +14,19 @@ from collections.abc import Callable
 
 import attrs
 
-from pimem_core.plugin import FailedFile, IndexReport, PimemError, SettingSpec, parse_milliseconds
+from pimem_core.plugin import (
+    FailedFile,
+    IndexReport,
+    PimemError,
+    SettingSpec,
+)
 from pimem_plugins.memsearch.ledger import DayFile, IndexLedger
 
 
 def milliseconds(name: str, env: str, default: int, help: str) -> SettingSpec[int]:
     """A setting of the ``memsearch-index`` plugin: a time in milliseconds, 0 allowed."""
-    return SettingSpec(
-        plugin="memsearch-index",
-        name=name,
-        env=env,
-        parse=parse_milliseconds(env, default, allow_zero=True),
-        default=default,
-        help=help,
+    return SettingSpec.milliseconds(
+        plugin="memsearch-index", name=name, env=env, default=default, help=help, allow_zero=True
     )
 
 

@@ -10,11 +10,10 @@ from typing import Any, Literal
 
 from pimem_core.plugin import (
     Anchor,
+    DayText,
     PimemError,
     SearchHit,
     Section,
-    blank_conflicts,
-    without_marker_lines,
 )
 
 #: What a memsearch hit's score is: its hybrid search's (rank fusion, or its reranker's) or
@@ -64,7 +63,7 @@ def section_of(chunk_hash: str, chunk: Mapping[str, Any]) -> Section:
             f"chunk {chunk_hash} points at {source}, which no longer exists (reindex pending)"
         ) from None
     content, start, end = extract_section(
-        blank_conflicts(text).splitlines(),
+        DayText(text).blank_conflicts().splitlines(),
         int(chunk["start_line"]),
         int(chunk.get("heading_level", 0)),
     )
@@ -88,7 +87,7 @@ def search_hit(result: dict[str, Any], score_kind: ScoreKind = "rank_fusion") ->
     return SearchHit(
         chunk_hash=str(result["chunk_hash"]),
         # Another agent may have indexed a conflicted file markers and all.
-        content=without_marker_lines(content),
+        content=DayText(content).without_marker_lines(),
         source=str(result["source"]),
         heading=str(result.get("heading", "")),
         heading_level=int(result.get("heading_level", 0)),

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from pimem_core.plugin import Scope, blank_conflicts
+from pimem_core.plugin import DayText, Scope
 from pimem_plugins.memsearch import database_socket
 from pimem_plugins.memsearch.compat import (
     LiteOnSocket,
@@ -123,7 +123,7 @@ class Database:
             raise
         # Conflict markers never reach the collection (ADR 0016): a conflicted file is
         # chunked with its markers blank, so every other line keeps its number.
-        read_markdown_through(memsearch, blank_conflicts)
+        read_markdown_through(memsearch, lambda text: DayText(text).blank_conflicts())
         return memsearch, served
 
     def unserved_reason(self) -> str | None:

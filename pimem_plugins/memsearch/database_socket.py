@@ -15,18 +15,18 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from pimem_core.plugin import NotPrivate, make_private, runtime_dir
+from pimem_core.plugin import private_runtime_dir
 from pimem_plugins.memsearch.compat import LiteOnSocket
 
 #: The longest path a Unix socket can be bound at (``sun_path`` holds 108 bytes, its NUL too).
 MAX_SOCKET_PATH = 107
 
 
-def socket_path(database: Path) -> Path:
-    """``<runtime dir>/milvus-<digest>.sock``: named after the database, so the process that
-    holds its lock finds and replaces a socket left by a holder that was killed."""
+def socket_name(database: Path) -> str:
+    """``milvus-<digest>.sock``: named after the database, so the process that holds its lock
+    finds and replaces a socket left by a holder that was killed."""
     digest = hashlib.sha256(str(database.resolve()).encode("utf-8")).hexdigest()[:12]
-    return runtime_dir() / f"milvus-{digest}.sock"
+    return f"milvus-{digest}.sock"
 
 
 def serve(database: Path) -> LiteOnSocket:
@@ -34,13 +34,9 @@ def serve(database: Path) -> LiteOnSocket:
     the runtime directory cannot be used or is too deep for a socket's path. Raises what
     opening the database raises (``DataDirLockedError`` when another process holds it), and
     ``SocketUnusable`` when no socket can be bound."""
-    path = socket_path(database)
-    try:
-        make_private(path.parent)
-        usable = len(os.fsencode(path)) <= MAX_SOCKET_PATH
-    except NotPrivate:
-        usable = False
-    if usable:
+    runtime = private_runtime_dir()
+    path = None if runtime is None else runtime / socket_name(database)
+    if path is not None and len(os.fsencode(path)) <= MAX_SOCKET_PATH:
         return LiteOnSocket(database, path)
     scratch = Path(tempfile.mkdtemp(prefix="pimem-"))  # made 0700, this user's
     try:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import attrs
 
-from pimem_core.plugin import PimemError, PimemPaths, open_private, private_dir, tighten
+from pimem_core.plugin import PimemError, PimemPaths, private_dir, tighten
 
 MODEL_ID = "local/all-MiniLM-L6-v2"
 PROVIDER = "onnx"
@@ -204,7 +204,9 @@ def install_offline_model(
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    with os.fdopen(open_private(path, os.O_WRONLY | os.O_APPEND), "a") as handle:
+    private_dir(path.parent)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    with os.fdopen(os.open(path, flags, 0o600), "a") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         yield
 

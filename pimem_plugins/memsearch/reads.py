@@ -10,13 +10,12 @@ from typing import Any
 import attrs
 
 from pimem_core.plugin import (
+    ConflictScans,
     NoMemoryYet,
     PimemError,
     Scope,
     SearchHit,
     Section,
-    conflicted_files,
-    describe_conflicted,
 )
 from pimem_plugins.memsearch.chunks import CHUNK_HASH, ScoreKind, search_hit, section_of
 from pimem_plugins.memsearch.compat import (
@@ -78,10 +77,10 @@ class Reads(OnDatabase):
         before the LLM reads them and the summary before it is returned (the store writes it).
         The database is closed during the LLM call, which can take minutes: other agents may
         use it meanwhile."""
-        conflicted = conflicted_files(scope.memory_dir)
+        conflicted = ConflictScans().conflicted_files(scope.memory_dir)
         if conflicted:
             # A store in the middle of a merge is not settled enough to be summed up.
-            raise PimemError(f"memory compaction refused: {describe_conflicted(conflicted)}")
+            raise PimemError(f"memory compaction refused: {ConflictScans.describe(conflicted)}")
         config = self._configurations.config(scope)
         from memsearch.compact import compact_chunks
         from memsearch.store import CollectionNotFoundError

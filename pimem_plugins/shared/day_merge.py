@@ -20,10 +20,7 @@ from collections import Counter
 import attrs
 
 from pimem_core.plugin import (
-    COMPACT_HEADING,
-    ENTRY_BOUNDARY,
-    ENTRY_HEADING,
-    GROUP_HEADING,
+    DayText,
 )
 
 #: The heading a session's first entry of the day opens.
@@ -45,7 +42,7 @@ class Block:
 
     @property
     def group_heading(self) -> bool:
-        return GROUP_HEADING.match(self.body) is not None
+        return DayText.GROUP_HEADING.match(self.body) is not None
 
 
 @attrs.frozen
@@ -64,15 +61,15 @@ def split_blocks(text: str) -> DayFile:
         if not line.strip():
             blank += line
             continue
-        starts = ENTRY_BOUNDARY.match(line) is not None and (
-            not in_compact or GROUP_HEADING.match(line) or ENTRY_HEADING.match(line)
+        starts = DayText.ENTRY_BOUNDARY.match(line) is not None and (
+            not in_compact or DayText.GROUP_HEADING.match(line) or DayText.ENTRY_HEADING.match(line)
         )
         if starts or not body:
             if body:
                 blocks.append(Block(lead=lead, body=body))
             lead, body, blank = blank, line, ""
             if starts:
-                in_compact = COMPACT_HEADING.match(line) is not None
+                in_compact = DayText.COMPACT_HEADING.match(line) is not None
         else:
             body, blank = body + blank + line, ""
     if body:

@@ -27,7 +27,9 @@ from typing import Literal
 
 import attrs
 
-from pimem_core.plugin import list_entries
+from pimem_core.plugin import (
+    DayText,
+)
 
 HollowKind = Literal["blank", "failure marker"]
 
@@ -118,7 +120,7 @@ class HollowCount:
 
 def count_hollow(day_file: str) -> HollowCount:
     """The entries of one daily memory file's text, and its hollow ones."""
-    kinds = [hollow_kind(entry.text) for entry in list_entries(day_file)]
+    kinds = [hollow_kind(entry.text) for entry in DayText(day_file).entries()]
     return HollowCount(
         entries=len(kinds),
         failure_markers=kinds.count("failure marker"),

@@ -2,7 +2,7 @@
 
 These are facts every memsearch agent shares, mirrored byte for byte so memories flow between
 agents: ``MEMSEARCH_DIR`` resolution and where ``.index-state.json`` lives. The collection name
-and the repository directory are public, in :mod:`pimem_core.scopes`.
+and the repository directory are public, as :class:`Scope`'s constructors.
 """
 
 from __future__ import annotations
@@ -11,28 +11,25 @@ import contextlib
 import os
 from pathlib import Path
 
-# Public since third-party resolvers need them; imported here for the bundled plugins.
-from pimem_core.plugin import Scope, derive_collection, find_repository_dir, project_scope
+from pimem_core.plugin import Scope
 
 __all__ = [
     "STATE_FILE",
     "TREE",
-    "derive_collection",
     "discovered_store",
-    "find_repository_dir",
     "has_memory_files",
     "index_state_path",
     "maintenance_root",
     "resolve_memsearch_dir",
 ]
 
-# The names of memsearch's tree and state file, as the plugin API's project_scope lays them out
+# The names of memsearch's tree and state file, as the plugin API's Scope.for_project lays them out
 # (``<project>/.memsearch/memory`` and ``<project>/.memsearch/.index-state.json``).
-_LAID_OUT = project_scope(Path(os.sep))
+_LAID_OUT = Scope.for_project(Path(os.sep))
 #: The directory memsearch keeps a project's memory in, at the project's root.
 TREE = _LAID_OUT.memory_dir.parent.name
 _STATE_PATH = _LAID_OUT.index_state_path
-assert _STATE_PATH is not None  # project_scope always places the state file
+assert _STATE_PATH is not None  # Scope.for_project always places the state file
 #: The file in which memsearch records a store's index health.
 STATE_FILE = _STATE_PATH.name
 

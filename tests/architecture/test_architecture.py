@@ -199,11 +199,6 @@ def test_the_plugin_api_names_nothing_of_the_front_doors_or_the_facade() -> None
         )
 
 
-@pytest.mark.xfail(
-    reason="issue 37: the bundled plugins' helpers that core shares (conflict markers, git, "
-    "private files, day-file surgery) still go through the plugin API",
-    strict=True,
-)
 def test_the_plugin_api_is_small() -> None:
     import pimem_core.plugin
 

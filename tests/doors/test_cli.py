@@ -13,7 +13,7 @@ import pytest
 
 from pimem_core.doors.cli import build_parser
 from pimem_core.render import NO_LEGS
-from pimem_plugins.shared.layout import derive_collection
+from pimem_core.scope import Scope
 
 from conftest import make_distribution, run_cli, write_script
 
@@ -27,7 +27,7 @@ def test_scope_json_has_the_contract_fields(repo: Path) -> None:
         "repository_dir": str(repo),
         "scope_dir": str(repo),
         "memory_dir": str(repo / ".memsearch" / "memory"),
-        "collection": derive_collection(repo),
+        "collection": Scope.derive_collection(repo),
         "index_state_path": str(repo / ".memsearch" / ".index-state.json"),
         "store_command": None,
         "state_dir": None,
@@ -267,6 +267,7 @@ import attrs
 from pimem_core import hookimpl
 from pimem_core.testing import InMemoryIndex
 from pimem_core.types import LegScore
+from pimem_core.scope import Scope
 
 
 class BareIndex(InMemoryIndex):

@@ -205,10 +205,10 @@ def test_pimem_serve_says_it_first_in_memory_status(walk: Walk) -> None:
 ENV_PROBE = """
 import os
 
-from pimem_core.plugin import SettingSpec, StatusSection, hookimpl, parse_text
+from pimem_core.plugin import SettingSpec, StatusSection, hookimpl
 
 DECLARED = SettingSpec(
-    plugin="probe", name="declared", env="PROBE_DECLARED", parse=parse_text, default="",
+    plugin="probe", name="declared", env="PROBE_DECLARED", parse=str, default="",
     help="a variable the plugin declares",
 )
 

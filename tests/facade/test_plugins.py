@@ -494,7 +494,7 @@ def test_an_observer_failure_does_not_undo_a_successful_write(
 
 LOUD = """
 from pimem_core import SettingSpec, hookimpl
-from pimem_core.settings import parse_switch
+from pimem_core.settings import parse_switch  # core's own parser, under the plugin API's SettingSpec.switch
 
 LOUD = SettingSpec(
     plugin="extra",

@@ -21,8 +21,7 @@ GREP_INDEX = '''
 import hashlib
 
 from pimem_core.plugin import (
-    IndexReport, NoMemoryYet, PimemError, SearchHit, Section, StatusSection, hookimpl,
-    list_entries,
+    DayText, IndexReport, NoMemoryYet, PimemError, SearchHit, Section, StatusSection, hookimpl,
 )
 
 
@@ -32,7 +31,7 @@ class GrepIndex:
 
     def _chunks(self):
         for day in sorted(self.scope.memory_dir.glob("*.md")):
-            for entry in list_entries(day.read_text(encoding="utf-8")):
+            for entry in DayText(day.read_text(encoding="utf-8")).entries():
                 yield SearchHit(
                     chunk_hash=hashlib.sha256(entry.text.encode()).hexdigest()[:16],
                     content=entry.text, source=str(day), heading=entry.time, heading_level=3,

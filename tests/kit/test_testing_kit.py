@@ -1,5 +1,5 @@
 """pimem_core.testing, the plugin authors' kit: its fixtures (loaded as a pytest plugin), and the
-public scope helpers of pimem_core.scopes."""
+public scope helpers of Scope."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ import pytest
 
 from pimem_core import Settings, SettingSpec, hookimpl, testing
 from pimem_core.errors import PluginLoadError, SettingsError
-from pimem_core.scopes import derive_collection, find_repository_dir, project_scope
 from pimem_core.testing import (
     CliResult,
     FakeHostModel,
@@ -88,7 +87,7 @@ def test_make_pimem_with_installed_plugins_asks_the_given_ones_as_well(
         "    return SCOPE\n",
         resolver.__dict__,
     )
-    resolver.SCOPE = project_scope(pimem_project.directory / "elsewhere")  # type: ignore[attr-defined]
+    resolver.SCOPE = Scope.for_project(pimem_project.directory / "elsewhere")  # type: ignore[attr-defined]
     pimem = make_pimem(resolver, installed=True)
     assert pimem.pm.answering_plugins()["pimem_resolve_scope"] == "central_resolver"
     assert pimem.resolve_scope(pimem_project.directory).scope_dir.name == "elsewhere"
@@ -134,23 +133,16 @@ def test_make_pimem_is_strict_about_plugins_that_do_not_fit(make_pimem: MakePime
 
 def test_pimem_project_is_a_git_root_with_the_default_scope(pimem_project: TempProject) -> None:
     assert (pimem_project.directory / ".git").is_dir()
-    assert find_repository_dir(pimem_project.directory / "a" / "b") == pimem_project.directory
+    assert Scope.find_repository_dir(pimem_project.directory / "a" / "b") == pimem_project.directory
     assert pimem_project.scope == DefaultScope().pimem_resolve_scope(
         cwd=pimem_project.directory, settings=Settings()
     )
-    assert pimem_project.scope.collection == derive_collection(pimem_project.directory)
-
-
-def test_the_scope_helpers_are_the_ones_the_bundled_plugins_use() -> None:
-    from pimem_plugins.shared import layout
-
-    assert layout.derive_collection is derive_collection
-    assert layout.find_repository_dir is find_repository_dir
+    assert pimem_project.scope.collection == Scope.derive_collection(pimem_project.directory)
 
 
 def test_runtime_imports_do_not_import_pytest() -> None:
     probe = (
-        "import sys, pimem_core.api, pimem_core.doors.cli, pimem_core.scopes, pimem_core.manager\n"
+        "import sys, pimem_core.api, pimem_core.doors.cli, pimem_core.scope, pimem_core.manager\n"
         "print('pytest' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
@@ -265,7 +257,7 @@ class Recorder:
     @hookimpl(tryfirst=True)
     def pimem_resolve_scope(self, cwd: Path) -> Scope:
         self.seen.append((dict(os.environ), Path.cwd()))
-        return project_scope(cwd)
+        return Scope.for_project(cwd)
 
 
 def test_run_pimem_lists_the_plugins_chosen(run_pimem: RunPimem) -> None:
@@ -382,8 +374,7 @@ MY_PLUGIN = '''
 """Keeps every project under ~/notes in one store."""
 from pathlib import Path
 
-from pimem_core import hookimpl
-from pimem_core.scopes import project_scope
+from pimem_core.plugin import Scope, hookimpl
 
 
 @hookimpl(tryfirst=True)
@@ -391,7 +382,7 @@ def pimem_resolve_scope(cwd):
     notes = Path.home() / "notes"
     if cwd != notes and notes not in cwd.parents:
         return None
-    return project_scope(notes)
+    return Scope.for_project(notes)
 '''
 
 

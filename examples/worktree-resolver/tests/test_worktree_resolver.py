@@ -16,7 +16,9 @@ import attrs
 import pytest
 from pimem_worktree_resolver import primary_checkout
 
-from pimem_core.plugin import project_scope
+from pimem_core.plugin import (
+    Scope,
+)
 from pimem_core.testing import MakePimem, RunPimem, TempProject
 
 GIT = {
@@ -89,7 +91,7 @@ def test_worktrees_share_the_primary_store_once_installed(
 ) -> None:
     pimem = make_pimem(installed=True)
     assert pimem.pm.answering_plugins()["pimem_resolve_scope"] == "worktree-resolver"
-    shared = project_scope(repository.primary)
+    shared = Scope.for_project(repository.primary)
     feature, fix = repository.worktrees
     assert pimem.resolve_scope(feature / "src") == shared
     assert pimem.resolve_scope(fix) == shared

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -24,7 +25,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from pimem_core.plugin import private_dir, replacing, tighten
+from pimem_core.plugin import private_dir, tighten, write_private
 from pimem_plugins.memsearch.recall.dense import FactIndex
 from pimem_plugins.memsearch.recall.generation import ChunkRecord, Generation
 from pimem_plugins.memsearch.recall.lexical import LexicalIndex
@@ -103,10 +104,10 @@ def save_overlay(
     }
     # The metadata is in place right after the vectors: the two disagree for an instant only
     # (a reader then finds their counts apart and ignores the overlay).
-    with replacing(directory / "overlay.json") as meta_stream:
-        meta_stream.write(json.dumps(meta).encode("utf-8"))
-        with replacing(directory / "overlay.npy") as stream:
-            np.save(stream, np.concatenate(vectors).astype(np.float32) if vectors else np.zeros(0))
+    stream = io.BytesIO()
+    np.save(stream, np.concatenate(vectors).astype(np.float32) if vectors else np.zeros(0))
+    write_private(directory / "overlay.npy", stream.getvalue())
+    write_private(directory / "overlay.json", json.dumps(meta))
 
 
 #: The chunks' fields saved column by column, each distinct source and heading once: parsing

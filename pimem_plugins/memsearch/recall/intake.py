@@ -12,7 +12,10 @@ import numpy as np
 import numpy.typing as npt
 from attrs import evolve
 
-from pimem_core.plugin import SearchHit, without_marker_lines
+from pimem_core.plugin import (
+    DayText,
+    SearchHit,
+)
 from pimem_plugins.memsearch.recall.cache import Stamp
 from pimem_plugins.memsearch.recall.encoding import embed_facts
 from pimem_plugins.memsearch.recall.generation import ChunkRecord, Generation
@@ -120,7 +123,7 @@ def record_of(row: dict[str, Any], *, facts_ready: bool) -> ChunkRecord:
     return ChunkRecord(
         chunk_hash=str(row["chunk_hash"]),
         # Another agent may have indexed a conflicted file markers and all.
-        content=without_marker_lines(str(row["content"])),
+        content=DayText(str(row["content"])).without_marker_lines(),
         source=str(row["source"]),
         heading=str(row.get("heading", "")),
         heading_level=int(row.get("heading_level", 0)),

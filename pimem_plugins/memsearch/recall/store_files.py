@@ -10,7 +10,11 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from pimem_core.plugin import Scope, StoreError, blank_conflicts
+from pimem_core.plugin import (
+    DayText,
+    Scope,
+    StoreError,
+)
 from pimem_plugins.memsearch.ledger import FULL_CHECK_SECONDS, recent_files
 from pimem_plugins.memsearch.recall.cache import Stamp
 from pimem_plugins.memsearch.recall.generation import ChunkRecord
@@ -114,7 +118,7 @@ class StoreFiles:
         size, overlap = self._collection.chunking()
         model = self._collection.model_name()
         # As pimem's index runs chunk it: conflict markers blank (ADR 0016).
-        text = blank_conflicts(text)
+        text = DayText(text).blank_conflicts()
         chunks = chunk_markdown(text, source=str(path), max_chunk_size=size, overlap_lines=overlap)
         return (stat.st_mtime_ns, stat.st_size), [
             ChunkRecord(

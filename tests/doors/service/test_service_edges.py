@@ -410,11 +410,11 @@ def test_a_burst_of_search_processes_is_answered_by_the_service(
 
 VAULT = textwrap.dedent(
     """
-    from pimem_core.plugin import SettingSpec, hookimpl, parse_text
+    from pimem_core.plugin import SettingSpec, hookimpl
 
-    PHRASE = SettingSpec(
-        plugin="vault", name="phrase", env="VAULT_PHRASE", parse=parse_text, default=None,
-        help="the vault's pass phrase", secret=True,
+    PHRASE = SettingSpec.text(
+        plugin="vault", name="phrase", env="VAULT_PHRASE", help="the vault's pass phrase",
+        secret=True,
     )
 
     @hookimpl

@@ -31,11 +31,10 @@ import os
 from pathlib import Path
 
 from pimem_core import SettingSpec, hookimpl
-from pimem_core.settings import parse_text
 from pimem_core.types import Scope
 
 STORE = SettingSpec(
-    plugin="central", name="store", env="CENTRAL_STORE", parse=parse_text,
+    plugin="central", name="store", env="CENTRAL_STORE", parse=str,
     default="", help="where every project's memory goes",
 )
 

@@ -25,7 +25,6 @@ from pimem_core.services import MemoryIndex
 from pimem_core.testing import InMemoryIndex, read_hits
 from pimem_core.types import BackendCall, CrossRepoResult, Scope, SearchHit, SearchQuery
 from pimem_plugins.cross_repo import discover_projects
-from pimem_plugins.shared.layout import derive_collection
 
 from conftest import make_pimem, run_cli, write_script
 
@@ -179,11 +178,11 @@ def test_fan_out_searches_the_session_first_then_each_project_and_merges_by_scor
     repo: Path, root: Path
 ) -> None:
     pimem, fake = fanout(PI_MEMSEARCH_SCAN_ROOTS=str(root))
-    alpha, beta = derive_collection(root / "alpha"), derive_collection(root / "beta")
-    fake.scores = {alpha: [1.0, 0.4], derive_collection(repo): [0.9], beta: [0.7]}
+    alpha, beta = Scope.derive_collection(root / "alpha"), Scope.derive_collection(root / "beta")
+    fake.scores = {alpha: [1.0, 0.4], Scope.derive_collection(repo): [0.9], beta: [0.7]}
     result = search_all(pimem, repo)
 
-    assert fake.searched == [derive_collection(repo), alpha, beta]
+    assert fake.searched == [Scope.derive_collection(repo), alpha, beta]
     assert [(h.project, h.score) for h in result.hits] == [
         (root / "alpha", 1.0),
         (repo, 0.9),
@@ -216,9 +215,9 @@ def test_nothing_found_anywhere_says_where_it_looked(repo: Path, root: Path) -> 
 def test_top_k_applies_to_each_project_and_to_the_merge(repo: Path, root: Path) -> None:
     pimem, fake = fanout(PI_MEMSEARCH_SCAN_ROOTS=str(root))
     fake.scores = {
-        derive_collection(root / "alpha"): [1.0, 0.4],
-        derive_collection(repo): [0.9],
-        derive_collection(root / "beta"): [0.7],
+        Scope.derive_collection(root / "alpha"): [1.0, 0.4],
+        Scope.derive_collection(repo): [0.9],
+        Scope.derive_collection(root / "beta"): [0.7],
     }
     result = search_all(pimem, repo, top_k=2)
     assert {top_k for _, top_k, _ in fake.calls} == {2}
@@ -228,11 +227,11 @@ def test_top_k_applies_to_each_project_and_to_the_merge(repo: Path, root: Path) 
 
 def test_a_never_indexed_project_is_skipped_and_listed(repo: Path, root: Path) -> None:
     pimem, fake = fanout(PI_MEMSEARCH_SCAN_ROOTS=str(root))
-    alpha, beta = derive_collection(root / "alpha"), derive_collection(root / "beta")
+    alpha, beta = Scope.derive_collection(root / "alpha"), Scope.derive_collection(root / "beta")
     fake.missing = {alpha}
     fake.scores = {beta: [0.7]}
     result = search_all(pimem, repo)
-    assert fake.searched == [derive_collection(repo), alpha, beta]
+    assert fake.searched == [Scope.derive_collection(repo), alpha, beta]
     assert result.searched == (repo, root / "beta")
     assert result.skipped == (root / "alpha",)
     text = render_cross_repo("q", result)
@@ -246,8 +245,8 @@ def test_a_never_indexed_project_is_skipped_and_listed(repo: Path, root: Path) -
 def test_a_project_with_no_memory_yet_is_searched_not_skipped(repo: Path, root: Path) -> None:
     """Skipping it would advise an index run, which has nothing to index."""
     pimem, fake = fanout(PI_MEMSEARCH_SCAN_ROOTS=str(root))
-    alpha, beta = derive_collection(root / "alpha"), derive_collection(root / "beta")
-    fake.empty = {derive_collection(repo), alpha}
+    alpha, beta = Scope.derive_collection(root / "alpha"), Scope.derive_collection(root / "beta")
+    fake.empty = {Scope.derive_collection(repo), alpha}
     fake.scores = {beta: [0.7]}
     result = search_all(pimem, repo)
     assert result.searched == (repo, root / "alpha", root / "beta")
@@ -258,14 +257,14 @@ def test_a_project_with_no_memory_yet_is_searched_not_skipped(repo: Path, root: 
 
 def test_the_json_says_what_a_score_is(repo: Path, root: Path) -> None:
     pimem, fake = fanout(PI_MEMSEARCH_SCAN_ROOTS=str(root))
-    fake.scores = {derive_collection(root / "beta"): [0.7]}
+    fake.scores = {Scope.derive_collection(root / "beta"): [0.7]}
     hits = json.loads(json.dumps(cross_repo_to_json(search_all(pimem, repo))))["hits"]
     assert [(hit["score"], hit["score_kind"]) for hit in hits] == [(0.7, "rank_fusion")]
 
 
 def test_other_failures_fail_the_whole_search(repo: Path, root: Path) -> None:
     pimem, fake = fanout(PI_MEMSEARCH_SCAN_ROOTS=str(root))
-    fake.broken = {derive_collection(root / "alpha")}
+    fake.broken = {Scope.derive_collection(root / "alpha")}
     with pytest.raises(PimemError, match="broken"):
         search_all(pimem, repo)
 
@@ -273,7 +272,10 @@ def test_other_failures_fail_the_whole_search(repo: Path, root: Path) -> None:
 def test_a_session_under_the_scan_root_is_searched_once(root: Path) -> None:
     pimem, fake = fanout(PI_MEMSEARCH_SCAN_ROOTS=str(root))
     result = search_all(pimem, root / "alpha")
-    assert fake.searched == [derive_collection(root / "alpha"), derive_collection(root / "beta")]
+    assert fake.searched == [
+        Scope.derive_collection(root / "alpha"),
+        Scope.derive_collection(root / "beta"),
+    ]
     assert result.searched == (root / "alpha", root / "beta")
     assert render_cross_repo("q", result) == (
         'No memories found for "q" across 2 projects searched, 0 skipped.'
@@ -302,15 +304,15 @@ def test_a_bare_memory_store_is_discovered_and_named_from_its_directory(
     store = project(scan_root, "alpha", bare=True)
     pimem, fake = fanout(PI_MEMSEARCH_SCAN_ROOTS=str(scan_root))
     result = search_all(pimem, repo)
-    assert fake.searched == [derive_collection(repo), derive_collection(store)]
+    assert fake.searched == [Scope.derive_collection(repo), Scope.derive_collection(store)]
     assert result.searched == (repo, store)
 
 
 def test_a_project_search_is_not_touched_by_scan_roots(repo: Path, root: Path) -> None:
     pimem, fake = fanout(PI_MEMSEARCH_SCAN_ROOTS=str(root))
-    fake.scores = {derive_collection(repo): [0.9]}
+    fake.scores = {Scope.derive_collection(repo): [0.9]}
     hits = pimem.search_memory(pimem.resolve_scope(repo), SearchQuery(text="q"))
-    assert fake.calls == [(derive_collection(repo), 5, False)]
+    assert fake.calls == [(Scope.derive_collection(repo), 5, False)]
     assert [h.project for h in hits] == [None]
 
 
@@ -326,9 +328,9 @@ def test_memsearch_dir_names_the_session_and_nothing_else(
     pimem, fake = fanout(PI_MEMSEARCH_SCAN_ROOTS=str(root), MEMSEARCH_DIR=str(shared))
     result = search_all(pimem, repo)
     assert fake.searched == [
-        derive_collection(shared),
-        derive_collection(root / "alpha"),
-        derive_collection(root / "beta"),
+        Scope.derive_collection(shared),
+        Scope.derive_collection(root / "alpha"),
+        Scope.derive_collection(root / "beta"),
     ]
     assert result.searched == (shared, root / "alpha", root / "beta")
     assert result.collapsed == ()
@@ -345,7 +347,7 @@ def test_a_bad_state_file_falls_back_to_the_derivation(repo: Path, root: Path) -
     (root / "alpha" / ".memsearch" / ".index-state.json").write_text('{"schema_version": 9}')
     pimem, fake = fanout(PI_MEMSEARCH_SCAN_ROOTS=str(root))
     search_all(pimem, repo)
-    assert fake.searched[1] == derive_collection(root / "alpha")
+    assert fake.searched[1] == Scope.derive_collection(root / "alpha")
 
 
 def test_projects_sharing_a_collection_are_collapsed_and_listed(repo: Path, root: Path) -> None:
@@ -357,9 +359,9 @@ def test_projects_sharing_a_collection_are_collapsed_and_listed(repo: Path, root
     result = search_all(pimem, repo)
 
     assert fake.searched == [
-        derive_collection(repo),
+        Scope.derive_collection(repo),
         "ms_shared_store",
-        derive_collection(root / "beta"),
+        Scope.derive_collection(root / "beta"),
     ]
     assert result.searched == (repo, root / "alpha", root / "beta")
     assert result.collapsed == (gamma,)
@@ -374,10 +376,10 @@ def test_projects_sharing_a_collection_are_collapsed_and_listed(repo: Path, root
 
 
 def test_a_project_sharing_the_sessions_collection_is_collapsed(repo: Path, root: Path) -> None:
-    record(root / "beta" / ".memsearch" / ".index-state.json", derive_collection(repo))
+    record(root / "beta" / ".memsearch" / ".index-state.json", Scope.derive_collection(repo))
     pimem, fake = fanout(PI_MEMSEARCH_SCAN_ROOTS=str(root))
     result = search_all(pimem, repo, "nothing")
-    assert fake.searched == [derive_collection(repo), derive_collection(root / "alpha")]
+    assert fake.searched == [Scope.derive_collection(repo), Scope.derive_collection(root / "alpha")]
     assert result.collapsed == (root / "beta",)
     assert render_cross_repo("nothing", result) == (
         'No memories found for "nothing" across 2 projects searched, 0 skipped, 1 collapsed.\n'
@@ -390,7 +392,7 @@ def test_skipped_and_collapsed_are_both_listed(repo: Path, root: Path) -> None:
     for name in ("beta", "gamma"):
         record(root / name / ".memsearch" / ".index-state.json", "ms_shared_store")
     pimem, fake = fanout(PI_MEMSEARCH_SCAN_ROOTS=str(root))
-    fake.missing = {derive_collection(root / "alpha")}
+    fake.missing = {Scope.derive_collection(root / "alpha")}
     text = render_cross_repo("q", search_all(pimem, repo))
     assert text.splitlines() == [
         'No memories found for "q" across 2 projects searched, 1 skipped, 1 collapsed.',
@@ -464,8 +466,8 @@ def test_without_the_plugin_the_facade_names_the_hook(repo: Path, root: Path) ->
 
 def test_json_lists_every_project_by_its_label(repo: Path, root: Path) -> None:
     pimem, fake = fanout(PI_MEMSEARCH_SCAN_ROOTS=str(root))
-    fake.missing = {derive_collection(root / "beta")}
-    fake.scores = {derive_collection(root / "alpha"): [0.5]}
+    fake.missing = {Scope.derive_collection(root / "beta")}
+    fake.scores = {Scope.derive_collection(root / "alpha"): [0.5]}
     data = cross_repo_to_json(search_all(pimem, repo))
     assert data["searched"] == [str(repo), str(root / "alpha")]
     assert data["skipped"] == [str(root / "beta")]

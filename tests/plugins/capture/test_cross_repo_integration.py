@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from bridge import Bridge
 
+from pimem_core.scope import Scope
 from pimem_core.types import Anchor, Entry
 from pimem_plugins.memsearch.config import global_config_path
 from pimem_plugins.memsearch.engine import MemsearchEngine
 from pimem_plugins.memsearch.offline_model import OfflineModel
 from pimem_plugins.memsearch.work_queue import BackendQueue
-from pimem_plugins.shared.layout import derive_collection
 
 from conftest import Result, make_pimem, run_cli
 
@@ -122,7 +122,7 @@ def untouched(mesh: dict[str, Path], tmp_path: Path) -> Iterator[None]:
     # cache, and a session keeps its snapshot in pimem's per-user state (until it shuts down).
     ignored = (database, tmp_path / "home" / ".cache", tmp_path / "home" / ".local")
     before_files, before_collections = files(tmp_path, *ignored), collections(database)
-    assert derive_collection(mesh["gamma"]) not in before_collections
+    assert Scope.derive_collection(mesh["gamma"]) not in before_collections
     yield
     assert files(tmp_path, *ignored) == before_files
     assert collections(database) == before_collections
@@ -187,7 +187,7 @@ def test_fan_out_reads_a_never_indexed_project_by_its_files_and_expands_a_foreig
     }
     own = run_cli("expand", best["chunk_hash"], "--cwd", str(repo), env=env)
     assert own.code == 1
-    assert f"is not in collection {derive_collection(repo)}" in own.stderr
+    assert f"is not in collection {Scope.derive_collection(repo)}" in own.stderr
 
 
 def test_the_host_protocol_searches_all_and_expands_by_label(

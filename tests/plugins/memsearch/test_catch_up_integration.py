@@ -18,10 +18,10 @@ from typing import cast
 import pytest
 from bridge import Bridge
 
+from pimem_core.scope import Scope
 from pimem_core.types import Anchor, Entry
 from pimem_plugins.memsearch.offline_model import OfflineModel
 from pimem_plugins.memsearch.recall.service import INLINE_CHUNKS
-from pimem_plugins.shared.layout import derive_collection
 
 from conftest import Result, make_pimem, run_cli
 
@@ -190,7 +190,14 @@ def test_after_a_pull_both_clones_find_each_others_memory_without_an_index_run(
     # clones hold the same bytes and git sees no change.
     ok(pimem(env, bob, "index"))
     found = subprocess.run(
-        [MEMSEARCH, "search", "blue-green Fridays", "-c", derive_collection(bob), "--json-output"],
+        [
+            MEMSEARCH,
+            "search",
+            "blue-green Fridays",
+            "-c",
+            Scope.derive_collection(bob),
+            "--json-output",
+        ],
         cwd=bob,
         env={**os.environ, **env},
         capture_output=True,
@@ -345,7 +352,7 @@ def test_a_collection_gone_though_the_ledger_vouched_for_it_is_built_again(
     memsearch_ranked = {**env, **MEMSEARCH_RANKED}
     assert search(memsearch_ranked, alice, "which cache")[0] == caught_up("1 daily memory file")
     subprocess.run(
-        [MEMSEARCH, "reset", "--yes", "-c", derive_collection(alice)],
+        [MEMSEARCH, "reset", "--yes", "-c", Scope.derive_collection(alice)],
         cwd=alice,
         env={**os.environ, **env},
         capture_output=True,

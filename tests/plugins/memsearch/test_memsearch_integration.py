@@ -24,7 +24,6 @@ from pimem_core.services import MemoryIndex
 from pimem_core.testing import InMemoryIndex
 from pimem_core.types import BackendCall, Scope, StoreChange
 from pimem_plugins.memsearch.offline_model import OfflineModel
-from pimem_plugins.shared.layout import derive_collection
 
 from conftest import CLOCK, Result, make_pimem, run_cli
 
@@ -99,7 +98,7 @@ def test_write_index_search_expand_forget_round_trip(
     write_entries(memsearch_env, repo)
     indexed = json.loads(ok(pimem(memsearch_env, "index", "--json", "--cwd", str(repo))))
     assert indexed["indexed_chunks"] == 3
-    assert indexed["collection"] == derive_collection(repo)
+    assert indexed["collection"] == Scope.derive_collection(repo)
 
     hits = search(memsearch_env, repo, "which cache did we pick for hot data")
     best = hits[0]
@@ -165,7 +164,7 @@ def test_write_index_search_expand_forget_round_trip(
     # The forget re-indexed its file already: the next run checks and finds nothing to embed.
     assert ok(pimem(memsearch_env, "index", "--cwd", str(repo))) == (
         f"1 file(s) of {repo / '.memsearch' / 'memory'} checked, 0 new chunk(s) embedded into "
-        f"{derive_collection(repo)}; the collection matches the files\n"
+        f"{Scope.derive_collection(repo)}; the collection matches the files\n"
     )
     after = search(memsearch_env, repo, "which cache did we pick for hot data")
     assert all("Redis" not in str(hit["content"]) for hit in after)
@@ -213,7 +212,7 @@ def test_memory_indexed_by_pimem_is_found_by_the_memsearch_cli(
             "-k",
             "1",
             "-c",
-            derive_collection(repo),
+            Scope.derive_collection(repo),
         ],
         capture_output=True,
         text=True,
@@ -234,7 +233,7 @@ def test_memory_indexed_by_the_memsearch_cli_is_found_by_pimem(
         "- Claude Code moved the nightly backup to a systemd timer\n\n"
     )
     subprocess.run(
-        [MEMSEARCH, "index", str(memory), "-c", derive_collection(repo)],
+        [MEMSEARCH, "index", str(memory), "-c", Scope.derive_collection(repo)],
         capture_output=True,
         cwd=repo,
         env={**os.environ, **memsearch_env},
@@ -243,7 +242,7 @@ def test_memory_indexed_by_the_memsearch_cli_is_found_by_pimem(
     hits = search(memsearch_env, repo, "nightly backup timer", k=1)
     assert "systemd timer" in str(hits[0]["content"])
     state = json.loads((repo / ".memsearch" / ".index-state.json").read_text())
-    assert state["collection"] == derive_collection(repo)
+    assert state["collection"] == Scope.derive_collection(repo)
 
 
 HOLDER = """
@@ -265,7 +264,7 @@ def hold_database(
             "-c",
             HOLDER,
             str(tmp_path / "milvus.db"),
-            derive_collection(repo),
+            Scope.derive_collection(repo),
             str(seconds),
         ],
         stdout=subprocess.PIPE,
@@ -359,7 +358,7 @@ def test_a_collection_never_indexed_here_is_built_by_the_first_search_or_expand(
     expanded = pimem(memsearch_env, "expand", "0123456789abcdef", "--cwd", str(repo))
     assert expanded.code == 1
     assert expanded.stderr == (
-        f"pimem: error: chunk 0123456789abcdef is not in collection {derive_collection(repo)}; "
+        f"pimem: error: chunk 0123456789abcdef is not in collection {Scope.derive_collection(repo)}; "
         "it may have been re-indexed under a new hash: search again\n"
     )
     assert "indexed chunks: 3" in ok(pimem(memsearch_env, "status", "--cwd", str(repo)))
@@ -392,7 +391,7 @@ def test_status_reports_backend_store_and_health(memsearch_env: dict[str, str], 
         n for n, line in enumerate(lines) if line.startswith("backend: available (memsearch 0.4.")
     ]
     assert health < lines.index(f"scope: {repo}") < backend
-    assert f"collection: {derive_collection(repo)}" in lines
+    assert f"collection: {Scope.derive_collection(repo)}" in lines
     assert f"store: {repo / '.memsearch' / 'memory'}" in lines
     assert "bootstrap: not needed" in text
     assert re.search(r"^index: ok \(last indexed \S+\)$", text, re.MULTILINE)
@@ -411,7 +410,7 @@ def test_status_in_a_copied_project_reads_its_own_collection_not_the_originals(
     lines = ok(pimem(memsearch_env, "status", "--cwd", str(copy))).splitlines()
     assert (
         "index: not indexed yet (the state file here was written for another collection, "
-        f"{derive_collection(repo)}, as a copied store carries it; the next index run writes "
+        f"{Scope.derive_collection(repo)}, as a copied store carries it; the next index run writes "
         "this one's)"
     ) in lines
     assert "indexed chunks: 0 (collection not created yet; `pimem index` builds it)" in lines

@@ -24,8 +24,8 @@ from test_memsearch_integration import (
 )
 
 from bench.milvus_server import MilvusServer, memsearch_config, render
+from pimem_core.scope import Scope
 from pimem_plugins.memsearch.offline_model import OfflineModel
-from pimem_plugins.shared.layout import derive_collection
 
 from conftest import CLOCK, run_cli
 
@@ -66,7 +66,7 @@ def test_status_names_the_server_and_an_open_client_makes_no_one_wait(
     # No file lock: another process's open client (which holds a local database's lock, see
     # `test_a_search_waits_out_another_process_holding_the_database`) is nothing to wait on.
     holder = subprocess.Popen(
-        [sys.executable, "-c", lite.HOLDER, milvus_server.uri, derive_collection(repo), "60"],
+        [sys.executable, "-c", lite.HOLDER, milvus_server.uri, Scope.derive_collection(repo), "60"],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, **server_env},

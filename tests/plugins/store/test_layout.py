@@ -13,12 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pimem_plugins.shared.layout import (
-    derive_collection,
-    discovered_store,
-    find_repository_dir,
-    resolve_memsearch_dir,
-)
+from pimem_core.scope import Scope
+from pimem_plugins.shared.layout import discovered_store, resolve_memsearch_dir
 
 # A prefix that does not exist, so realpath leaves the rest of the path alone.
 ABSENT = "/nonexistent-pimem-prefix"
@@ -59,62 +55,64 @@ def shell_derive(path: str) -> str:
     ],
 )
 def test_derive_collection_matches_reference_vectors(path: str, expected: str) -> None:
-    assert derive_collection(path) == expected
+    assert Scope.derive_collection(path) == expected
 
 
 def test_derive_collection_accepts_a_path_object() -> None:
-    assert derive_collection(Path("/home/user/my-app")) == "ms_my_app_62c1f414"
+    assert Scope.derive_collection(Path("/home/user/my-app")) == "ms_my_app_62c1f414"
 
 
 # -- TC-02 -----------------------------------------------------------------------------------
 
 
 def test_spaces_and_dots_become_single_underscores() -> None:
-    assert derive_collection(f"{ABSENT}/a  b..c").startswith("ms_a_b_c_")
+    assert Scope.derive_collection(f"{ABSENT}/a  b..c").startswith("ms_a_b_c_")
 
 
 def test_non_ascii_letters_become_underscores() -> None:
-    assert derive_collection(f"{ABSENT}/Ünïcödé-Dir").startswith("ms_n_c_d_dir_")
+    assert Scope.derive_collection(f"{ABSENT}/Ünïcödé-Dir").startswith("ms_n_c_d_dir_")
 
 
 def test_kelvin_sign_is_not_lowercased_to_k() -> None:
-    name = derive_collection(f"{ABSENT}/{KELVIN}elvin")
+    name = Scope.derive_collection(f"{ABSENT}/{KELVIN}elvin")
     assert name.startswith("ms_elvin_")
     assert name == shell_derive(f"{ABSENT}/{KELVIN}elvin")
 
 
 def test_leading_and_trailing_separators_are_stripped() -> None:
-    assert derive_collection(f"{ABSENT}/--my-app--").startswith("ms_my_app_")
+    assert Scope.derive_collection(f"{ABSENT}/--my-app--").startswith("ms_my_app_")
 
 
 def test_double_underscores_around_a_name_are_stripped() -> None:
-    assert derive_collection(f"{ABSENT}/__x__").startswith("ms_x_")
+    assert Scope.derive_collection(f"{ABSENT}/__x__").startswith("ms_x_")
 
 
 def test_long_name_is_cut_to_forty_characters() -> None:
-    name = derive_collection(f"{ABSENT}/{'a' * 50}")
+    name = Scope.derive_collection(f"{ABSENT}/{'a' * 50}")
     assert name == f"ms_{'a' * 40}_{name[-8:]}"
 
 
 def test_cut_can_leave_a_trailing_underscore() -> None:
     # 39 letters, a separator, more letters: the cut at 40 ends on the underscore.
-    name = derive_collection(f"{ABSENT}/{'a' * 39}-bcdef")
+    name = Scope.derive_collection(f"{ABSENT}/{'a' * 39}-bcdef")
     assert name.startswith(f"ms_{'a' * 39}__")
     assert len(name) == len("ms_") + 40 + 1 + 8
 
 
 def test_trailing_slash_does_not_change_the_name() -> None:
-    assert derive_collection(f"{ABSENT}/my-app/") == derive_collection(f"{ABSENT}/my-app")
+    assert Scope.derive_collection(f"{ABSENT}/my-app/") == Scope.derive_collection(
+        f"{ABSENT}/my-app"
+    )
 
 
 def test_non_existent_directory_uses_its_absolute_path() -> None:
     path = f"{ABSENT}/deeper/my-app"
     digest = hashlib.sha256(path.encode()).hexdigest()[:8]
-    assert derive_collection(path) == f"ms_my_app_{digest}"
+    assert Scope.derive_collection(path) == f"ms_my_app_{digest}"
 
 
 def test_root_directory_has_an_empty_name() -> None:
-    assert derive_collection("/") == f"ms__{hashlib.sha256(b'/').hexdigest()[:8]}"
+    assert Scope.derive_collection("/") == f"ms__{hashlib.sha256(b'/').hexdigest()[:8]}"
 
 
 def test_relative_path_resolves_against_the_working_directory(
@@ -122,7 +120,7 @@ def test_relative_path_resolves_against_the_working_directory(
 ) -> None:
     (tmp_path / "proj").mkdir()
     monkeypatch.chdir(tmp_path)
-    assert derive_collection("proj") == derive_collection(tmp_path / "proj")
+    assert Scope.derive_collection("proj") == Scope.derive_collection(tmp_path / "proj")
 
 
 # -- TC-03 -----------------------------------------------------------------------------------
@@ -133,15 +131,17 @@ def test_symlink_derives_the_same_collection_as_its_target(tmp_path: Path) -> No
     target.mkdir()
     link = tmp_path / "link"
     link.symlink_to(target)
-    assert derive_collection(link) == derive_collection(target)
-    assert derive_collection(link).startswith("ms_target_dir_")
+    assert Scope.derive_collection(link) == Scope.derive_collection(target)
+    assert Scope.derive_collection(link).startswith("ms_target_dir_")
 
 
 def test_symlinked_ancestor_of_a_missing_leaf_is_resolved(tmp_path: Path) -> None:
     target = tmp_path / "real"
     target.mkdir()
     (tmp_path / "link").symlink_to(target)
-    assert derive_collection(tmp_path / "link" / "missing") == derive_collection(target / "missing")
+    assert Scope.derive_collection(tmp_path / "link" / "missing") == Scope.derive_collection(
+        target / "missing"
+    )
 
 
 # -- property: the code equals the shell algorithm ---------------------------------------------
@@ -159,7 +159,7 @@ segment = st.text(
 @given(st.lists(segment, min_size=1, max_size=4))
 def test_derive_collection_equals_the_shell_algorithm_for_absent_paths(parts: list[str]) -> None:
     path = "/".join([ABSENT, *parts])
-    assert derive_collection(path) == shell_derive(path)
+    assert Scope.derive_collection(path) == shell_derive(path)
 
 
 @settings(max_examples=50, deadline=None)
@@ -172,8 +172,8 @@ def test_derive_collection_equals_the_shell_algorithm_for_existing_dirs(
     target.mkdir(parents=True)
     link = base / "link"
     link.symlink_to(target)
-    assert derive_collection(target) == shell_derive(str(target))
-    assert derive_collection(link) == shell_derive(str(target))
+    assert Scope.derive_collection(target) == shell_derive(str(target))
+    assert Scope.derive_collection(link) == shell_derive(str(target))
 
 
 # -- the real shell pipeline -------------------------------------------------------------------
@@ -210,14 +210,14 @@ def run_pipeline(path: str) -> str:
 )
 def test_shell_pipeline_agrees_with_derive_collection(name: str) -> None:
     path = f"{ABSENT}/{name}"
-    assert run_pipeline(path) == derive_collection(path)
+    assert run_pipeline(path) == Scope.derive_collection(path)
 
 
 @needs_shell
 def test_shell_pipeline_agrees_for_a_name_that_is_not_utf8() -> None:
     path = os.fsdecode(f"{ABSENT}/".encode() + b"caf\xe9-Bar")
     expected = f"ms_caf_bar_{hashlib.sha256(os.fsencode(path)).hexdigest()[:8]}"
-    assert derive_collection(path) == expected
+    assert Scope.derive_collection(path) == expected
     assert run_pipeline(path) == expected
 
 
@@ -226,7 +226,7 @@ def test_shell_pipeline_agrees_for_a_symlink_and_a_trailing_slash(tmp_path: Path
     target = tmp_path / "Some.Target"
     target.mkdir()
     (tmp_path / "link").symlink_to(target)
-    assert run_pipeline(f"{tmp_path}/link/") == derive_collection(f"{tmp_path}/link/")
+    assert run_pipeline(f"{tmp_path}/link/") == Scope.derive_collection(f"{tmp_path}/link/")
 
 
 @needs_shell
@@ -235,41 +235,41 @@ def test_dotdot_after_a_symlink_is_resolved_physically_like_realpath_m(tmp_path:
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "link").symlink_to(tmp_path / "a" / "b")
     path = f"{tmp_path}/link/.."
-    assert run_pipeline(path) == derive_collection(tmp_path / "a")
-    assert derive_collection(path) == run_pipeline(path)
+    assert run_pipeline(path) == Scope.derive_collection(tmp_path / "a")
+    assert Scope.derive_collection(path) == run_pipeline(path)
 
 
-# -- find_repository_dir (TC-04) --------------------------------------------------------------
+# -- Scope.find_repository_dir (TC-04) --------------------------------------------------------------
 
 
 def test_repository_dir_is_the_nearest_dir_with_a_git_directory(repo: Path) -> None:
-    assert find_repository_dir(repo / "packages" / "core") == repo
+    assert Scope.find_repository_dir(repo / "packages" / "core") == repo
 
 
 def test_repository_dir_accepts_a_git_file_as_in_a_worktree(tmp_path: Path) -> None:
     worktree = tmp_path / "worktree"
     (worktree / "src").mkdir(parents=True)
     (worktree / ".git").write_text("gitdir: /elsewhere/.git/worktrees/wt\n")
-    assert find_repository_dir(worktree / "src") == worktree
+    assert Scope.find_repository_dir(worktree / "src") == worktree
 
 
 def test_repository_dir_without_git_is_the_directory_itself(tmp_path: Path) -> None:
     plain = tmp_path / "plain" / "deep"
     plain.mkdir(parents=True)
-    assert find_repository_dir(plain) == plain
+    assert Scope.find_repository_dir(plain) == plain
 
 
 def test_repository_dir_stops_at_the_nearest_git_root(repo: Path) -> None:
     nested = repo / "vendor" / "lib"
     (nested / ".git").mkdir(parents=True)
     (nested / "src").mkdir()
-    assert find_repository_dir(nested / "src") == nested
+    assert Scope.find_repository_dir(nested / "src") == nested
 
 
 def test_repository_dir_resolves_symlinks(repo: Path, tmp_path: Path) -> None:
     link = tmp_path / "link"
     link.symlink_to(repo / "packages")
-    assert find_repository_dir(link / "core") == repo
+    assert Scope.find_repository_dir(link / "core") == repo
 
 
 # -- resolve_memsearch_dir -------------------------------------------------------------------

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pimem_core.scope import Scope
 from pimem_plugins.memsearch.config import child_environment
-from pimem_plugins.shared.layout import derive_collection
 
 from conftest import make_pimem
 
@@ -24,7 +24,7 @@ def test_scope_from_a_subdirectory_is_the_git_root(repo: Path) -> None:
     assert scope.repository_dir == repo
     assert scope.scope_dir == repo
     assert scope.memory_dir == repo / ".memsearch" / "memory"
-    assert scope.collection == derive_collection(repo)
+    assert scope.collection == Scope.derive_collection(repo)
     assert scope.index_state_path == repo / ".memsearch" / ".index-state.json"
     assert scope.store_command is None
     assert scope.state_dir is None
@@ -46,7 +46,7 @@ def test_scope_without_git_is_the_directory_itself(tmp_path: Path) -> None:
     assert scope.repository_dir == plain
     assert scope.scope_dir == plain
     assert scope.memory_dir == plain / ".memsearch" / "memory"
-    assert scope.collection == derive_collection(plain)
+    assert scope.collection == Scope.derive_collection(plain)
 
 
 # -- TC-05 -----------------------------------------------------------------------------------
@@ -59,7 +59,7 @@ def test_absolute_memsearch_dir_moves_store_collection_and_state(
     scope = make_pimem({"MEMSEARCH_DIR": str(shared)}).resolve_scope(repo / "packages" / "core")
     assert scope.scope_dir == shared
     assert scope.memory_dir == shared / "memory"
-    assert scope.collection == derive_collection(shared)
+    assert scope.collection == Scope.derive_collection(shared)
     assert scope.collection.startswith("ms_memsearch_")
     assert scope.repository_dir == repo
     assert scope.index_state_path == shared / ".index-state.json"
@@ -78,7 +78,7 @@ def test_relative_memsearch_dir_resolves_at_the_repository_not_the_cwd(repo: Pat
     scope = make_pimem({"MEMSEARCH_DIR": "store"}).resolve_scope(repo / "packages" / "core")
     assert scope.scope_dir == repo / "store"
     assert scope.memory_dir == repo / "store" / "memory"
-    assert scope.collection == derive_collection(repo / "store")
+    assert scope.collection == Scope.derive_collection(repo / "store")
     assert scope.index_state_path == repo / "store" / ".index-state.json"
 
 
@@ -104,13 +104,13 @@ def test_symlinked_cwd_resolves_to_the_real_repository(repo: Path, tmp_path: Pat
     scope = make_pimem().resolve_scope(link)
     assert scope.repository_dir == repo
     assert scope.scope_dir == repo
-    assert scope.collection == derive_collection(repo)
+    assert scope.collection == Scope.derive_collection(repo)
 
 
 def test_symlinked_repository_derives_the_target_collection(repo: Path, tmp_path: Path) -> None:
     link = tmp_path / "repo-link"
     link.symlink_to(repo)
-    assert make_pimem().resolve_scope(link).collection == derive_collection(repo)
+    assert make_pimem().resolve_scope(link).collection == Scope.derive_collection(repo)
 
 
 def test_a_git_root_made_above_moves_the_scope_at_once(repo: Path) -> None:
@@ -136,7 +136,7 @@ def test_project_with_a_memsearch_tree(tmp_path: Path) -> None:
     assert scope.repository_dir == project
     assert scope.memory_dir == project / ".memsearch" / "memory"
     assert scope.index_state_path == project / ".memsearch" / ".index-state.json"
-    assert scope.collection == derive_collection(project)
+    assert scope.collection == Scope.derive_collection(project)
 
 
 def test_project_with_a_bare_memory_dir(tmp_path: Path) -> None:
@@ -145,7 +145,7 @@ def test_project_with_a_bare_memory_dir(tmp_path: Path) -> None:
     scope = make_pimem().resolve_project(project)
     assert scope.memory_dir == project / "memory"
     assert scope.index_state_path == project / ".index-state.json"
-    assert scope.collection == derive_collection(project)
+    assert scope.collection == Scope.derive_collection(project)
 
 
 def test_project_collection_comes_from_the_state_file(tmp_path: Path) -> None:
@@ -166,21 +166,21 @@ def test_invalid_recorded_collection_falls_back_to_derivation(tmp_path: Path) ->
     project = tmp_path / "alpha"
     (project / ".memsearch" / "memory").mkdir(parents=True)
     write_state(project / ".memsearch" / ".index-state.json", collection="not a name!")
-    assert make_pimem().resolve_project(project).collection == derive_collection(project)
+    assert make_pimem().resolve_project(project).collection == Scope.derive_collection(project)
 
 
 def test_drifted_state_file_falls_back_to_derivation(tmp_path: Path) -> None:
     project = tmp_path / "alpha"
     (project / ".memsearch" / "memory").mkdir(parents=True)
     (project / ".memsearch" / ".index-state.json").write_text("{not json")
-    assert make_pimem().resolve_project(project).collection == derive_collection(project)
+    assert make_pimem().resolve_project(project).collection == Scope.derive_collection(project)
 
 
 def test_state_file_without_collection_falls_back_to_derivation(tmp_path: Path) -> None:
     project = tmp_path / "alpha"
     (project / ".memsearch" / "memory").mkdir(parents=True)
     write_state(project / ".memsearch" / ".index-state.json")
-    assert make_pimem().resolve_project(project).collection == derive_collection(project)
+    assert make_pimem().resolve_project(project).collection == Scope.derive_collection(project)
 
 
 def test_project_ignores_the_sessions_memsearch_dir(tmp_path: Path) -> None:
@@ -189,7 +189,7 @@ def test_project_ignores_the_sessions_memsearch_dir(tmp_path: Path) -> None:
     scope = make_pimem({"MEMSEARCH_DIR": str(tmp_path / "shared")}).resolve_project(project)
     assert scope.scope_dir == project
     assert scope.memory_dir == project / ".memsearch" / "memory"
-    assert scope.collection == derive_collection(project)
+    assert scope.collection == Scope.derive_collection(project)
     assert scope.index_state_path == project / ".memsearch" / ".index-state.json"
 
 
@@ -199,7 +199,7 @@ def test_project_does_not_walk_up_to_a_git_root(repo: Path) -> None:
     scope = make_pimem().resolve_project(project)
     assert scope.repository_dir == project
     assert scope.scope_dir == project
-    assert scope.collection == derive_collection(project)
+    assert scope.collection == Scope.derive_collection(project)
 
 
 def test_a_project_store_made_later_is_found(tmp_path: Path) -> None:

@@ -10,9 +10,9 @@ import pytest
 
 from pimem_core import Pimem
 from pimem_core.errors import ScopeError
+from pimem_core.scope import Scope
 from pimem_plugins import store_command
 from pimem_plugins.memsearch.config import child_environment
-from pimem_plugins.shared.layout import derive_collection
 from pimem_plugins.store_command import Mode, StoreCommand
 
 from conftest import make_pimem, write_script
@@ -429,7 +429,7 @@ def test_project_through_the_command_ignores_derivation(tmp_path: Path) -> None:
     (project / "memory").mkdir(parents=True)
     scope = with_command(script).resolve_project(project)
     assert scope.collection == "ms_from_command_1"
-    assert scope.collection != derive_collection(project)
+    assert scope.collection != Scope.derive_collection(project)
     assert scope.memory_dir == project / "memory"
 
 

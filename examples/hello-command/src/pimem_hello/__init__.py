@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pimem_core.plugin import Args, Command, Door, Outcome, Param, hookimpl, list_entries
+from pimem_core.plugin import (
+    Args,
+    Command,
+    DayText,
+    Door,
+    Outcome,
+    Param,
+    hookimpl,
+)
 
 
 def greet(door: Door, args: Args) -> Outcome:
@@ -17,7 +25,7 @@ def greet(door: Door, args: Args) -> Outcome:
     scope = door.scope()
     today = door.pimem.settings.now().date()
     day = scope.memory_dir / f"{today.isoformat()}.md"
-    entries = len(list_entries(day.read_text(encoding="utf-8"))) if day.is_file() else 0
+    entries = len(DayText(day.read_text(encoding="utf-8")).entries()) if day.is_file() else 0
     return Outcome(
         text=f"hello, {name}: {entries} memory entries today in {scope.memory_dir}",
         data={"greeted": name, "entries_today": entries},

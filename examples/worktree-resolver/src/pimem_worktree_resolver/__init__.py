@@ -19,7 +19,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pimem_core.plugin import Scope, Settings, find_repository_dir, hookimpl, project_scope
+from pimem_core.plugin import (
+    Scope,
+    Settings,
+    hookimpl,
+)
 
 __all__ = ["pimem_resolve_scope", "primary_checkout"]
 
@@ -56,5 +60,5 @@ def pimem_resolve_scope(cwd: Path, settings: Settings) -> Scope | None:
     # The store command is another plugin's setting: read from the environment pimem was given.
     if settings.memsearch_dir or settings.environ.get("PI_MEMSEARCH_STORE_CMD"):
         return None
-    primary = primary_checkout(find_repository_dir(cwd))
-    return None if primary is None else project_scope(primary)
+    primary = primary_checkout(Scope.find_repository_dir(cwd))
+    return None if primary is None else Scope.for_project(primary)
