@@ -232,6 +232,18 @@ class SettingSpec(Generic[T]):
     per_session: bool = False
 
     @staticmethod
+    def choice(values: tuple[T, ...], default: T, **fields: Any) -> SettingSpec[T]:
+        """One of *values*, in any case (``PIMEM_RANKER=memsearch``); *fields* are the others
+        (``plugin``, ``name``, ``env``, ``help``, ``per_session``)."""
+        return SettingSpec(
+            # tuple.index raises the ValueError for the message that lists the values.
+            parse=lambda raw: values[values.index(raw.strip().lower())],
+            default=default,
+            invalid=" or ".join(f'"{value}"' for value in values),
+            **fields,
+        )
+
+    @staticmethod
     def switch(
         *, plugin: str, name: str, env: str, default: bool, help: str, per_session: bool = False
     ) -> SettingSpec[bool]:

@@ -82,22 +82,14 @@ INSTRUCTIONS = f"{_INTRO}{_ENTRIES_NOTE}{_RULES}"
 TAIL_INSTRUCTIONS = f"{_INTRO}{_TAIL_NOTE}{_RULES}"
 
 
-def _parse_layout(raw: str) -> Layout:
-    value = raw.lower()
-    if value not in LAYOUTS:
-        raise ValueError(raw)
-    return value
-
-
 #: The snapshot's layout: whole entries without anchors (default), or the seed's file tails.
-LAYOUT = SettingSpec[Layout](
+LAYOUT = SettingSpec.choice(
     plugin=SOURCE,
     name="layout",
     env="PIMEM_SNAPSHOT_LAYOUT",
-    parse=_parse_layout,
+    values=LAYOUTS,
     default="entries",
     help="the snapshot's layout: entries (whole entries, no anchors) or tail (the seed's)",
-    invalid='"entries" or "tail"',
     # It shapes one session's system prompt, not what the plugin loads.
     per_session=True,
 )

@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 import attrs
 
@@ -76,23 +76,15 @@ DB_LINGER_MS = milliseconds(
 Ranker = Literal["pimem", "memsearch"]
 
 
-def _parse_ranker(raw: str) -> Ranker:
-    value = raw.strip().lower()
-    if value not in ("pimem", "memsearch"):
-        raise ValueError(raw)
-    return cast(Ranker, value)
-
-
 #: Who ranks search hits: pimem's read model (default) or memsearch's own hybrid search, the
 #: baseline every benchmark compares against (ADR 0013).
-RANKER = SettingSpec[Ranker](
+RANKER: SettingSpec[Ranker] = SettingSpec.choice(
     plugin="memsearch-index",
     name="ranker",
     env="PIMEM_RANKER",
-    parse=_parse_ranker,
+    values=("pimem", "memsearch"),
     default="pimem",
     help="who ranks search hits: pimem (its read model) or memsearch (its hybrid search)",
-    invalid='"pimem" or "memsearch"',
 )
 
 
