@@ -41,6 +41,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench import pi_prompt
 from bench.corpus import generate_corpus
 from bench.latency import CpuClock, summarize
 from bench.pi_host import (
@@ -462,7 +463,8 @@ def run_pi(
         shutil.rmtree(root)
     log(f"pi: a project with {plan.store_entries} entries, indexed once")
     project = prepare_project(root, plan, model)
-    runs, skipped = [], {}
+    runs, skipped, prompt = [], {}, {}
+    stores = {"empty": pi_prompt.empty_project(root), "full": project.repo}
     try:
         for name, line in sorted(PI_LINES.items()):
             reason = line.missing()
@@ -470,6 +472,8 @@ def run_pi(
                 log(f"pi {name}: not measured ({reason})")
                 skipped[name] = reason
                 continue
+            # Before the latency runs, whose captures would add to the store's last day.
+            prompt[name] = pi_prompt.measure_line(line, stores, root, project.env, project.now, log)
             runs.append(measure_line(line, project, plan, log))
     finally:
         stop_services(project.env)
@@ -479,5 +483,6 @@ def run_pi(
         "runs": runs,
         "summary": summaries,
         "skipped": skipped,
-        "targets": targets(summaries),
+        "prompt": prompt,
+        "targets": targets(summaries) + pi_prompt.targets(prompt),
     }

@@ -923,6 +923,31 @@ def _previous() -> str:
     )
 
 
+def _prompt_section(prompt: Mapping[str, Any]) -> str:
+    """What pimem adds to every request, per pi line and store, beside the figure before the
+    cut (issue 38)."""
+    if not prompt:
+        return ""
+    from bench import pi_prompt
+
+    return f"""
+## What pimem adds to every request
+
+Every request pi sends its model carries pimem's tools, its snapshot and its skills, on every
+call of every session. Per line, one `pi -p` run without the adapter and one with it in the
+same project, the same prompt and capture off; the characters the second request adds: the
+memory tools' definitions as compact JSON (`tools`), the snapshot appended to the system
+prompt (`snapshot`: pimem's instructions, then the latest entries), and the rest of the system
+prompt's growth (the skills pi lists, with pi's paragraph that introduces them, and any tool
+lines in pi's "Available tools"). An **empty** store is a project where nothing was written
+yet, the **full** one the 300-entry store above, its last day as today. "today" is the figure
+before issue 38's cut, measured at {pi_prompt.TODAY_COMMIT}; the skills' paths are counted with
+the package's directory as `{pi_prompt.PACKAGE}`.
+
+{pi_prompt.render(prompt)}
+"""
+
+
 def plot_pi_part(pi: Mapping[str, Any], directory: Path) -> None:
     if pi["summary"]:
         plot_pi(pi["summary"], directory / PI_PLOT)
@@ -965,7 +990,7 @@ runs of `pi -p`, each with a bridge of its own, relaying to the memory service.
 {table}{skipped}{_print_run_table(lines)}
 
 {notes}
-
+{_prompt_section(pi.get("prompt") or {})}
 ## Method
 
 pi's own CLI (`node cli.js -e adapters/pi --mode rpc` or `-p`; without `-e` for the baseline)
