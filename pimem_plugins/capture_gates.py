@@ -105,7 +105,7 @@ SMALL_TALK_WORDS = frozenset(
         "happy", "helpful", "fantastic", "brilliant", "neat", "so", "much", "a", "lot", "very",
         "really", "too", "and", "the", "again", "for", "help", "helping", "work", "job", "done", "me",
         "i", "i'm", "am", "bye", "goodbye", "later", "see", "ya", "care", "take", "have", "lol",
-        "haha", "hehe", "wow", "oh", "ah", "please", "welcome", "sorry",
+        "haha", "hehe", "wow", "oh", "ah", "please", "welcome", "sorry", "looks", "sounds", "to",
     }
 )  # fmt: skip
 

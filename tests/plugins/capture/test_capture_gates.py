@@ -86,6 +86,8 @@ SMALL_TALK_PROMPTS = [
     "How is your day going?",
     "Good morning!",
     "Thanks, that was helpful!",
+    "Thanks, that looks good.",
+    "Sounds good to me!",
     "Hi there, how are you?",
     "Great work, thank you! 🎉",
 ]
