@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import socket
 import sys
 from collections.abc import Iterable, Mapping
@@ -70,7 +69,6 @@ _PROCESS_ENV = frozenset(
         "OMP_NUM_THREADS",
     }
 )
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: Core settings that shape one agent session or one request, not the service: each request
 #: brings its own values, so a pi session with capture off and a shell share one service. (Not
 #: the snapshot switch: it decides whether the snapshot plugin is loaded at all.)
@@ -137,7 +135,7 @@ def env_fingerprint(
     if declared is None:
         declared = declared_settings(env)
     session = SESSION_ENV | declared.session
-    named = declared.shared | configured_variables(env)
+    named = declared.shared
     return {
         name: value
         for name, value in sorted(env.items())
@@ -145,19 +143,6 @@ def env_fingerprint(
         and name not in _ENV_IGNORED
         and name not in session
     }
-
-
-def configured_variables(environ: Mapping[str, str]) -> frozenset[str]:
-    """The variables memsearch's global configuration names (``${OPENAI_API_KEY}``): an
-    answer depends on them as on the file. A project's own file is not read here."""
-    home = environ.get("HOME")
-    if not home:
-        return frozenset()
-    try:
-        text = (Path(home) / ".memsearch" / "config.toml").read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return frozenset()
-    return frozenset(_VARIABLE.findall(text)) if "${" in text else frozenset()
 
 
 def service_environment(

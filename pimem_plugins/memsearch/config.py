@@ -10,13 +10,14 @@ in the right place, so :func:`config_files` points both at the right files for o
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from pimem_core.plugin import PimemError, Scope
+from pimem_core.plugin import PimemError, Scope, SettingSpec
 from pimem_plugins.memsearch.compat import config_paths
 from pimem_plugins.memsearch.offline_model import MODEL_ID, PROVIDER, installed_model
 
@@ -24,6 +25,32 @@ from pimem_plugins.memsearch.offline_model import MODEL_ID, PROVIDER, installed_
 def global_config_path() -> Path:
     """memsearch's global configuration, looked up now (not when memsearch was imported)."""
     return Path.home() / ".memsearch" / "config.toml"
+
+
+#: ``${NAME}`` in a configuration value: memsearch takes the variable's value there.
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def configured_settings() -> tuple[SettingSpec[str | None], ...]:
+    """The variables memsearch's global configuration names (``${OPENAI_API_KEY}``), declared
+    as settings of the index: what it answers depends on them as on the file, so a memory
+    service keeps them and one started with other values is another service. A project's
+    own file is not read here: it is read per call, in the repository."""
+    try:
+        text = global_config_path().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ()
+    names = sorted(set(_VARIABLE.findall(text))) if "${" in text else []
+    return tuple(
+        SettingSpec.text(
+            plugin="memsearch-index",
+            name=name.lower(),
+            env=name,
+            help=f"named by memsearch's configuration ({global_config_path()})",
+            secret=True,
+        )
+        for name in names
+    )
 
 
 def project_config_path(repository_dir: Path) -> Path:

@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import attrs
 
@@ -38,6 +38,7 @@ from pimem_core.plugin import (
 )
 from pimem_plugins.memsearch.catch_up import CATCH_UP_MS, CatchUp, catch_up, milliseconds
 from pimem_plugins.memsearch.chunks import CHUNK_HASH, section_of
+from pimem_plugins.memsearch.config import configured_settings
 from pimem_plugins.memsearch.engine import MemsearchEngine
 from pimem_plugins.memsearch.errors import (
     DatabaseFailed,
@@ -100,8 +101,8 @@ class MemsearchIndex:
 
     @staticmethod
     @hookimpl
-    def pimem_declare_settings() -> tuple[SettingSpec[int], SettingSpec[Ranker], SettingSpec[int]]:
-        return (DB_LINGER_MS, RANKER, CATCH_UP_MS)
+    def pimem_declare_settings() -> tuple[SettingSpec[Any], ...]:
+        return (DB_LINGER_MS, RANKER, CATCH_UP_MS, *configured_settings())
 
     @hookimpl(trylast=True)
     def pimem_open_index(self, scope: Scope, settings: Settings) -> MemoryIndex:
