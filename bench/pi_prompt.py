@@ -48,6 +48,7 @@ PACKAGE = "<package>"
 #: Where the snapshot starts in the system prompt: the adapter appends it after a blank line.
 SNAPSHOT_START = "\n\n## Project memory\n"
 STORES = ("empty", "full")
+SNAPSHOT_ATTEMPTS = 3
 
 
 def _compact(value: Any) -> int:
@@ -71,6 +72,18 @@ def _request(world: PiWorld, *, adapter: bool) -> Mapping[str, Any]:
     if not requests:
         raise RuntimeError(f"pi {world.line.name} sent the model no request")
     return requests[0].body
+
+
+def _with_snapshot(world: PiWorld, log: Callable[[str], None]) -> Mapping[str, Any]:
+    """The request with the adapter, once it carries the snapshot: a first prompt waits at
+    most 3 s for its bridge, which a loaded machine may take to start (then pi goes on
+    without memory, as it should, but that request says nothing of what pimem adds)."""
+    for attempt in range(1, SNAPSHOT_ATTEMPTS + 1):
+        body = _request(world, adapter=True)
+        if SNAPSHOT_START in _system(body):
+            return body
+        log(f"pi {world.line.name}: no snapshot in request {attempt} (the bridge was late)")
+    raise RuntimeError(f"pi {world.line.name}: no request carried the snapshot")
 
 
 def _system(body: Mapping[str, Any]) -> str:
@@ -128,7 +141,7 @@ def measure_line(
                 extra_env={"PIMEM_NOW": now, "PI_MEMSEARCH_CAPTURE": "off"},
             )
             without = _request(world, adapter=False)
-            with_ = _request(world, adapter=True)
+            with_ = _with_snapshot(world, log)
             stores[store] = added(without, with_)
         failures = list(server.failures)
     if failures:

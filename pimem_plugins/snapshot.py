@@ -51,33 +51,25 @@ SOURCE = "stable-snapshot"
 Layout = Literal["entries", "tail"]
 LAYOUTS: tuple[Layout, ...] = ("entries", "tail")
 
+# What only pimem knows, said once: the tools' descriptions say what each tool does, the
+# skills how to recall: every request carries this block.
 _INTRO = """\
 ## Project memory
 
-This project keeps a shared memory store: one markdown file per day, appended to by every \
-coding agent that works here. """
+Every agent working in this project shares this memory, a markdown file per day. """
 
-_RULES = """
-
-- When the user asks you to remember something, or a decision, fix or fact deserves to \
-outlive this session, save it with the `memory_write` tool as third-person bullets in the \
-language of the conversation.
-- Look here before working out again how something was solved or decided; search older \
-memory with `memory_search`.
-- This block changes only at checkpoints (session start, a new day, context compaction, a \
-forgotten entry); what you save mid-session shows in tool results, not here."""
+_RULES = """ \
+Search it before working out again what was solved or decided; save what the user asks you to \
+remember with `memory_write`. This block changes only at checkpoints; what is saved meanwhile \
+shows in tool results."""
 
 #: What the ``entries`` layout says of its entries: their day and time are their handle.
 _ENTRIES_NOTE = (
-    "The latest entries are below, each under the time it was written. An entry's day and time "
-    "name it: `memory_search` lists it under the same day and time with a chunk hash, and "
-    "`memory_expand` on that hash gives the session and transcript it came from."
+    "Its latest entries follow by day and time, as `memory_search` lists them with the chunk "
+    "hash `memory_expand` takes."
 )
 #: ... and the seed's ``tail`` layout, whose entries show their session anchors.
-_TAIL_NOTE = (
-    "The latest entries are below, each stamped with its time and anchored to the session that "
-    "wrote it."
-)
+_TAIL_NOTE = "Its latest entries follow, each anchored to the session that wrote it."
 INSTRUCTIONS = f"{_INTRO}{_ENTRIES_NOTE}{_RULES}"
 TAIL_INSTRUCTIONS = f"{_INTRO}{_TAIL_NOTE}{_RULES}"
 

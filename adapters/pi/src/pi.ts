@@ -53,7 +53,8 @@ export interface ToolDefinitionLike {
   name: string;
   label: string;
   description: string;
-  promptSnippet: string;
+  /** A line in pi's "Available tools"; pimem's tools have none (their description says it). */
+  promptSnippet?: string;
   parameters: unknown;
   execute(
     toolCallId: string,

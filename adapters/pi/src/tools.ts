@@ -9,11 +9,14 @@ import type { ContextLike, PiLike, ToolResult, ToolUpdate } from "./pi.ts";
 export const TOOL_TIMEOUT_MS = 120_000;
 export const COMPACT_TIMEOUT_MS = 300_000;
 
+// Every request carries these definitions, so each says only what pimem knows and the schema
+// does not: no one-line snippet in pi's "Available tools" beside the description, no parameter
+// description that repeats its name. The answers explain themselves (a search's heading says
+// what its scores are), and the skills say how to recall.
 interface ToolSpec {
   name: string;
   label: string;
   description: string;
-  promptSnippet: string;
   parameters: unknown;
   method: string;
   timeoutMs?: number;
@@ -21,25 +24,22 @@ interface ToolSpec {
   params?: (args: Record<string, unknown>, ctx: ContextLike) => Record<string, unknown>;
 }
 
+/** A string that is one of *values*: a JSON Schema enum, shorter than a union of literals, and
+ * the form pi recommends for every provider (pi-ai's StringEnum). */
+function oneOf<const T extends string>(values: readonly T[], description?: string) {
+  return Type.Unsafe<T>({ type: "string", enum: values, ...(description ? { description } : {}) });
+}
+
 const TOOLS: ToolSpec[] = [
   {
     name: "memory_search",
     label: "Memory search",
     description:
-      "Search the project's shared memory (decisions, fixes, preferences recorded in earlier sessions, " +
-      "by any agent). Returns the best chunks, each on one line with the date and time it was written, " +
-      "its score and its chunk hash (for memory_expand), then its text. The heading says what the score " +
-      "is: relevance (0 to 1, low when nothing fits) or rank fusion (it only orders the hits, so read " +
-      "the chunks to judge them). When no hit reaches the relevance threshold (0.30), the answer opens " +
-      "with a line saying so: memory then most likely holds nothing on the question, unless the line " +
-      "names a close match in other words, which you should read before deciding. " +
-      'scope "all" also searches the other projects under PI_MEMSEARCH_SCAN_ROOTS; use it after a ' +
-      "project search found nothing or when the user asks about other projects.",
-    promptSnippet: "Search the shared project memory for past decisions, fixes and context",
+      "Search what agents recorded in this project's memory in earlier sessions: decisions, fixes, preferences.",
     parameters: Type.Object({
-      query: Type.String({ minLength: 1, pattern: "\\S", description: "What to look for, in words (not empty)" }),
-      scope: Type.Optional(Type.Union([Type.Literal("project"), Type.Literal("all")], { description: 'Default "project"' })),
-      top_k: Type.Optional(Type.Integer({ minimum: 1, description: "How many chunks to return (default 5)" })),
+      query: Type.String({ minLength: 1, pattern: "\\S" }),
+      scope: Type.Optional(oneOf(["project", "all"], '"all": every project under PI_MEMSEARCH_SCAN_ROOTS')),
+      top_k: Type.Optional(Type.Integer({ minimum: 1, description: "Default 5" })),
     }),
     method: "memory.search",
     params: (args) => {
@@ -52,43 +52,31 @@ const TOOLS: ToolSpec[] = [
   {
     name: "memory_expand",
     label: "Memory expand",
-    description:
-      "Show the full memory section behind a chunk hash from memory_search: its file and lines, its " +
-      "text, and its session anchor when it has one (session and turn, then the transcript path, " +
-      "relative to ~ when under it; pass both to memory_transcript as shown). Pass the hit's project " +
-      "label as project for hits from other projects.",
-    promptSnippet: "Read the full memory section behind a memory_search hit",
+    description: "The whole entry behind a memory_search hit's chunk hash, and its anchor for memory_transcript.",
     parameters: Type.Object({
-      chunk_hash: Type.String({ description: "The chunk hash of a memory_search hit" }),
-      project: Type.Optional(Type.String({ description: "The hit's project label, for cross-project hits" })),
+      chunk_hash: Type.String(),
+      project: Type.Optional(Type.String({ description: "For another project's hit: its label" })),
     }),
     method: "memory.expand",
   },
   {
     name: "memory_transcript",
     label: "Memory transcript",
-    description:
-      "Read the original conversation behind a memory: the turns of a pi session file around an " +
-      "entry id. Use the transcript path and turn from memory_expand's anchor.",
-    promptSnippet: "Read the session turns a memory was distilled from",
+    description: "The session turns an entry was distilled from: the transcript and turn of its anchor.",
     parameters: Type.Object({
-      transcript_path: Type.String({ description: "The session file from a memory anchor" }),
-      turn: Type.Optional(Type.String({ description: "Entry id (or a unique prefix) to centre on" })),
-      context: Type.Optional(Type.Integer({ minimum: 0, description: "Turns either side of the target (default 3)" })),
-      limit: Type.Optional(Type.Integer({ minimum: 1, description: "Turns to show without a target (default 20)" })),
+      transcript_path: Type.String(),
+      turn: Type.Optional(Type.String({ description: "Entry id or prefix" })),
+      context: Type.Optional(Type.Integer({ minimum: 0, description: "Turns either side (default 3)" })),
+      limit: Type.Optional(Type.Integer({ minimum: 1, description: "Turns without a turn (default 20)" })),
     }),
     method: "memory.transcript",
   },
   {
     name: "memory_write",
     label: "Memory write",
-    description:
-      "Save something worth remembering across sessions (a decision, a convention, a user preference) " +
-      "to today's memory file. Write short third-person bullets. Exchanges are captured automatically; " +
-      "use this when the user asks you to remember something.",
-    promptSnippet: "Save a memory entry to the shared project memory",
+    description: "Append an entry to today's memory file; exchanges are captured on their own.",
     parameters: Type.Object({
-      content: Type.String({ description: "Markdown bullets to remember" }),
+      content: Type.String({ description: "Third-person markdown bullets, in the conversation's language" }),
     }),
     method: "memory.write",
     params: (args, ctx) => ({ ...args, turn: ctx.sessionManager.getLeafId() ?? null }),
@@ -96,24 +84,18 @@ const TOOLS: ToolSpec[] = [
   {
     name: "memory_forget",
     label: "Memory forget",
-    description:
-      "Permanently delete one memory entry: the entry behind a chunk hash, or the entry written at a " +
-      "date (YYYY-MM-DD) and time (HH:MM). Only when the user asks to forget or redact something.",
-    promptSnippet: "Delete one memory entry, by chunk hash or by date and time",
+    description: "Delete one memory entry for good, by chunk hash or by date and time; only when the user asks.",
     parameters: Type.Object({
-      chunk_hash: Type.Optional(Type.String({ description: "The chunk hash of the entry to delete" })),
-      date: Type.Optional(Type.String({ description: "The entry's day, YYYY-MM-DD" })),
-      time: Type.Optional(Type.String({ description: "The entry's time heading, HH:MM" })),
+      chunk_hash: Type.Optional(Type.String()),
+      date: Type.Optional(Type.String({ description: "YYYY-MM-DD" })),
+      time: Type.Optional(Type.String({ description: "HH:MM" })),
     }),
     method: "memory.forget",
   },
   {
     name: "memory_compact",
     label: "Memory compact",
-    description:
-      "Summarize the project's indexed memory into one compact entry with memsearch's compaction. " +
-      "This compacts memory files, not the conversation: only when the user explicitly asks for it.",
-    promptSnippet: "Compact the project's memory files (only on explicit request)",
+    description: "Summarize the project's memory files (not the conversation) into one entry; only when the user asks.",
     parameters: Type.Object({}),
     method: "memory.compact",
     timeoutMs: COMPACT_TIMEOUT_MS,
@@ -121,29 +103,18 @@ const TOOLS: ToolSpec[] = [
   {
     name: "memory_status",
     label: "Memory status",
-    description:
-      "Show how memory is doing for this project, then how it is set up: first recent failures (bridge " +
-      "crashes, exchanges waiting for capture), capture, index health and auto-context; then the store, " +
-      "collection, backend and settings. Use it to explain why memory is not working.",
-    promptSnippet: "Show memory's health (failures, capture, index) and setup for this project",
+    description: "Memory's health in this project (failures, capture, index) and its setup.",
     parameters: Type.Object({}),
     method: "memory.status",
   },
   {
     name: "memory_skills",
     label: "Memory skills",
-    description:
-      "Review the skill candidates pimem drafted from workflows that recur in memory: list them, show one " +
-      "candidate's SKILL.md, or install one into a skills directory. Install only after the user has read " +
-      'the candidate and approved it, into the directory they chose ("to": .pi/skills for this project, ' +
-      "~/.pi/agent/skills for every project). Candidates are never installed otherwise.",
-    promptSnippet: "List, show or (on the user's approval) install skill candidates drafted from memory",
+    description: "Skill candidates drafted from memory: list, show one, or install one the user approved.",
     parameters: Type.Object({
-      action: Type.Union([Type.Literal("list"), Type.Literal("show"), Type.Literal("install")], {
-        description: "list the candidates, show one, or install one",
-      }),
-      name: Type.Optional(Type.String({ description: "The candidate's name, for show and install" })),
-      to: Type.Optional(Type.String({ description: "For install: the skills directory the user chose" })),
+      action: oneOf(["list", "show", "install"]),
+      name: Type.Optional(Type.String()),
+      to: Type.Optional(Type.String({ description: "The skills directory the user chose" })),
     }),
     method: "memory.skills",
   },
@@ -161,7 +132,6 @@ export function registerTools(pi: PiLike, connection: Connection): void {
       name: spec.name,
       label: spec.label,
       description: spec.description,
-      promptSnippet: spec.promptSnippet,
       parameters: spec.parameters,
       async execute(_id, args, signal, onUpdate: ToolUpdate | undefined, ctx) {
         const params = spec.params ? spec.params(args, ctx) : args;

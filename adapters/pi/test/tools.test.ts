@@ -18,7 +18,7 @@ const SCHEMAS: Record<string, unknown> = {
     required: ["query"],
     properties: {
       query: { type: "string", minLength: 1, pattern: "\\S" },
-      scope: { anyOf: [{ type: "string", const: "project" }, { type: "string", const: "all" }] },
+      scope: { type: "string", enum: ["project", "all"] },
       top_k: { type: "integer", minimum: 1 },
     },
   },
@@ -48,13 +48,7 @@ const SCHEMAS: Record<string, unknown> = {
     type: "object",
     required: ["action"],
     properties: {
-      action: {
-        anyOf: [
-          { type: "string", const: "list" },
-          { type: "string", const: "show" },
-          { type: "string", const: "install" },
-        ],
-      },
+      action: { type: "string", enum: ["list", "show", "install"] },
       name: { type: "string" },
       to: { type: "string" },
     },
@@ -67,14 +61,26 @@ describe("tool registration", () => {
     assert.deepEqual([...s.pi.tools.keys()].sort(), Object.keys(SCHEMAS).sort());
   });
 
-  test("each tool has a label, a description and a one-line prompt snippet", (t) => {
+  test("each tool has a label and a one-line description, said once: no prompt snippet", (t) => {
     const s = setup(t);
     for (const tool of s.pi.tools.values()) {
       assert.ok(tool.label.trim(), `${tool.name} label`);
       assert.ok(tool.description.trim(), `${tool.name} description`);
-      assert.ok(tool.promptSnippet.trim(), `${tool.name} promptSnippet`);
-      assert.ok(!tool.promptSnippet.includes("\n"), `${tool.name} promptSnippet is one line`);
+      assert.ok(!tool.description.includes("\n"), `${tool.name} description is one line`);
+      // A snippet would list the tool again in pi's "Available tools", in every request.
+      assert.equal(tool.promptSnippet, undefined, `${tool.name} promptSnippet`);
     }
+  });
+
+  test("the eight definitions stay short: every request carries them", (t) => {
+    const s = setup(t);
+    const sent = [...s.pi.tools.values()].map(({ name, description, parameters }) => ({
+      name,
+      description,
+      parameters,
+    }));
+    // 4,927 characters before issue 38 halved what pimem adds to a request.
+    assert.ok(JSON.stringify(sent).length <= 2600, `${JSON.stringify(sent).length} characters`);
   });
 
   for (const [name, expected] of Object.entries(SCHEMAS)) {
