@@ -389,14 +389,34 @@ def render_redaction(redaction: Redaction) -> str:
 
 
 def render_redacted(found: Sequence[tuple[str, int]]) -> str:
-    """What a write says when it took secrets out: how many of which kinds, never the secret."""
+    """What a write says when it took secrets out: how many of which kinds and the
+    placeholders that stand in for them, never the secret."""
     total = sum(count for _, count in found)
     kinds = ", ".join(f"{count} {name}" for name, count in found)
-    what = "a secret" if total == 1 else f"{total} secrets"
+    held = _placeholders(found)
+    secrets = "a secret" if total == 1 else f"{total} secrets"
     return (
-        f"Redacted {what} before saving ({kinds}): the entry holds [REDACTED:<kind>] in "
+        f"Redacted {secrets} before saving ({kinds}): the entry holds {held} in "
         f"{'its' if total == 1 else 'their'} place, and memory keeps no copy."
     )
+
+
+def render_captured_redaction(found: Sequence[tuple[str, int]]) -> str:
+    """What the user is told when capture took secrets out of an exchange before distilling
+    it: how many of which kinds, and the placeholders memory holds instead."""
+    total = sum(count for _, count in found)
+    kinds = ", ".join(f"{count} {name}" for name, count in found)
+    secrets = "a secret" if total == 1 else f"{total} secrets"
+    return (
+        f"redacted {secrets} from a captured exchange ({kinds}) before distilling it: memory "
+        f"holds {_placeholders(found)} in {'its' if total == 1 else 'their'} place, never the "
+        "secret."
+    )
+
+
+def _placeholders(found: Sequence[tuple[str, int]]) -> str:
+    shown = [f"[REDACTED:{name}]" for name, _ in found]
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
 
 
 def redaction_to_json(redaction: Redaction) -> dict[str, object]:

@@ -29,6 +29,8 @@ class Bridge:
         self.next_id = 0
         self.completions: list[dict[str, Any]] = []
         self.progress: list[str] = []
+        #: What pimem told the host to show its user (``{"event": "notice", ...}``).
+        self.events: list[dict[str, Any]] = []
         self.model_answer = "- the user asked for a fix\n- the agent fixed it"
         #: Distils each exchange into its own bullets, when set (else every answer is alike).
         self.distil: Callable[[str], str] | None = None
@@ -58,6 +60,9 @@ class Bridge:
                 prompt = message["params"]["prompt"]
                 text = self.model_answer if self.distil is None else self.distil(prompt)
                 self.send({"id": message["id"], "result": {"text": text}})
+                continue
+            if "event" in message:  # a notice for the user, not an answer
+                self.events.append(message)
                 continue
             assert message.get("id") == request_id, message
             if "progress" in message:  # told while it waits in line; the answer follows

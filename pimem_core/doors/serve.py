@@ -31,17 +31,18 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from pimem_core.api import Pimem
-from pimem_core.command_table import Command, UsageError
+from pimem_core.command_table import Command
 from pimem_core.doors import service_wire as wire
 from pimem_core.doors.commands import plugin_commands
 from pimem_core.doors.failures import described, error_log, keep_traceback
 from pimem_core.doors.front_door import FrontDoor
+from pimem_core.doors.params import Params, RequestError
 from pimem_core.doors.table import CORE, served
 from pimem_core.errors import PimemError
 from pimem_core.runtime.budget import DistillBudget
-from pimem_core.runtime.host_model import ModelRef, model_ref_from_json, resolve_capture_model
+from pimem_core.runtime.host_model import ModelRef, resolve_capture_model
 from pimem_core.runtime.session import Session, SessionInfo, serving
-from pimem_core.types import BranchEntry, HostModel, Scope
+from pimem_core.types import HostModel, Scope
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +50,8 @@ MAX_LINE = 8 * 1024 * 1024
 WORKERS = 8
 #: Events the host sends as its turns happen; each is quick (it queues work and returns).
 IN_ORDER = frozenset({"session.settled", "session.compacted"})
-
-
-#: A request the server cannot act on (unknown method, missing or wrong-typed params).
-RequestError = UsageError
+#: How long ``session.shutdown`` waits for the events sent before it (seconds).
+EVENTS_WAIT = 2.0
 
 
 class Writer(Protocol):
@@ -61,96 +60,6 @@ class Writer(Protocol):
     def write(self, text: str, /) -> int: ...
 
     def flush(self) -> None: ...
-
-
-class Params:
-    """A request's params, read with their types checked."""
-
-    def __init__(self, raw: object, progress: Callable[[str], None] = lambda text: None) -> None:
-        if raw is None:
-            raw = {}
-        if not isinstance(raw, dict):
-            raise RequestError("params must be a JSON object")
-        self.raw: dict[str, Any] = raw
-        #: Tells the host what a queued request waits on.
-        self.progress = progress
-
-    def text(self, name: str, *, required: bool = True) -> str:
-        value = self.raw.get(name)
-        if value is None and not required:
-            return ""
-        if not isinstance(value, str) or (required and not value):
-            raise RequestError(f'"{name}" must be a non-empty string')
-        return value
-
-    def optional_text(self, name: str) -> str | None:
-        value = self.raw.get(name)
-        if value is None or value == "":
-            return None
-        if not isinstance(value, str):
-            raise RequestError(f'"{name}" must be a string')
-        return value
-
-    def flag(self, name: str, default: bool) -> bool:
-        value = self.raw.get(name, default)
-        if not isinstance(value, bool):
-            raise RequestError(f'"{name}" must be true or false')
-        return value
-
-    def path(self, name: str) -> Path:
-        return _path(name, self.text(name))
-
-    def optional_path(self, name: str) -> Path | None:
-        value = self.optional_text(name)
-        return None if value is None else _path(name, value)
-
-    def model(self, name: str) -> ModelRef | None:
-        raw = self.raw.get(name)
-        if raw is None:
-            return None
-        try:
-            return model_ref_from_json(raw)
-        except PimemError as error:
-            raise RequestError(f'"{name}": {error}') from None
-
-    def models(self, name: str) -> tuple[ModelRef, ...]:
-        raw = self.raw.get(name)
-        if raw is None:
-            return ()
-        if not isinstance(raw, list):
-            raise RequestError(f'"{name}" must be a list of models')
-        try:
-            return tuple(model_ref_from_json(item) for item in raw)
-        except PimemError as error:
-            raise RequestError(f'"{name}": {error}') from None
-
-    def branch(self) -> tuple[BranchEntry, ...] | None:
-        raw = self.raw.get("branch")
-        if raw is None:
-            return None
-        if not isinstance(raw, list):
-            raise RequestError('"branch" must be a list of entries')
-        try:
-            return tuple(
-                BranchEntry(
-                    id=str(item["id"]),
-                    kind=item.get("kind", "message"),
-                    role=item.get("role", "other"),
-                    text=str(item.get("text", "")),
-                    tool_calls=tuple(str(call) for call in item.get("tool_calls", ())),
-                    aborted=bool(item.get("aborted", False)),
-                )
-                for item in raw
-            )
-        except (KeyError, TypeError, AttributeError) as error:
-            raise RequestError(f'"branch" entries need an "id" and text fields ({error})') from None
-
-
-def _path(name: str, value: str) -> Path:
-    # The operating system refuses a NUL in a path with a ValueError: a wrong request, not a bug.
-    if "\x00" in value:
-        raise RequestError(f'"{name}" must be a path, without NUL characters')
-    return Path(value)
 
 
 class Server:
@@ -188,7 +97,11 @@ class Server:
         # The host's events about its own turns are handled one after another, in the order
         # sent: capture windows and the journal follow the order exchanges settled in.
         self._in_order = ThreadPoolExecutor(1, thread_name_prefix="pimem-serve-events")
-        self.session = Session(pimem, host_model=HostModel(name="host", complete=self._complete))
+        self.session = Session(
+            pimem,
+            host_model=HostModel(name="host", complete=self._complete),
+            on_notice=self._notice,
+        )
         self._methods: Mapping[str, Callable[[Params], object]] = {
             "session.start": self._start,
             "session.before_prompt": self._before_prompt,
@@ -269,6 +182,10 @@ class Server:
         if handler is None:
             self._fail(request_id, "request", f"unknown method {method!r}")
             return
+        if method == "session.shutdown":
+            # Known before the end of input that may follow at once (a host that does not wait
+            # for the answer): the session is then shut down, not left as a killed bridge's.
+            self._shutdown_asked = True
         lane = self._in_order if method in IN_ORDER else self._pool
         lane.submit(self._handle, request_id, handler, message.get("params"))
 
@@ -290,6 +207,11 @@ class Server:
             self._send({"id": request_id, "result": result})
         finally:
             serving.reset(token)
+
+    def _notice(self, text: str, key: str | None = None) -> None:
+        """Tell the host something its user should see, once it happened (a secret redacted
+        from a captured exchange, a line added to ``.gitattributes``): an event, unanswered."""
+        self._send({"event": "notice", "text": text, **({"key": key} if key else {})})
 
     def _progress(self, request_id: object, holder: str) -> None:
         self._send({"id": request_id, "progress": f"waiting for {holder}"})
@@ -388,6 +310,10 @@ class Server:
         wait = params.raw.get("capture_wait_ms")
         if wait is not None and (isinstance(wait, bool) or not isinstance(wait, int) or wait < 0):
             raise RequestError('"capture_wait_ms" must be a whole number of milliseconds')
+        # The host's events sent before the shutdown are handled first (a settle sent just
+        # before: its exchange is journaled, not lost), each a matter of milliseconds.
+        with contextlib.suppress(Exception):
+            self._in_order.submit(lambda: None).result(timeout=EVENTS_WAIT)
         report = self.session.shutdown(
             wait_for_index=params.flag("wait_for_index", True),
             capture_wait=None if wait is None else wait / 1000,
@@ -419,6 +345,8 @@ class Server:
             args = {param.name: param.from_request(params.raw, info) for param in command.params}
             door = _ServedDoor(self, params.progress)
             result = command.run(door, args).served()
+            for line in _listed(result.get("notices")):
+                self._notice(line)  # what a write did beside it: the user is told too
             text = result.get("text")
             if door.notices and isinstance(text, str):
                 # The agent reads the text only: what the command did first belongs in it.
@@ -426,6 +354,10 @@ class Server:
             return result
 
         return handle
+
+
+def _listed(value: object) -> list[str]:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
 
 def _plugin_commands(pimem: Pimem) -> tuple[Command, ...]:

@@ -12,6 +12,7 @@ that it holds nothing to keep (ADR 0021).
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import queue
 import threading
@@ -25,7 +26,13 @@ import attrs
 
 from pimem_core.api import Pimem
 from pimem_core.errors import PimemError
+from pimem_core.render import render_captured_redaction
 from pimem_core.runtime.budget import DistillBudget
+from pimem_core.runtime.exchange_window import (
+    exchange_window,
+    passes_gates,
+    scrubbed_messages,
+)
 from pimem_core.runtime.journal import CaptureJournal, Pending
 from pimem_core.runtime.repeats import recent_facts, repeats
 from pimem_core.runtime.scheduler import Scheduler
@@ -36,7 +43,6 @@ from pimem_core.types import (
     DistillRequest,
     Entry,
     Exchange,
-    ExchangeMessage,
     HostModel,
     Scope,
 )
@@ -63,62 +69,6 @@ def marker(reason: str) -> str:
     """The diagnostic entry written when distillation fails: the anchor above it stays intact."""
     one_line = " ".join(reason.split()) or "unknown error"
     return f"{MARKER_PREFIX}: {one_line}"
-
-
-@attrs.frozen(kw_only=True)
-class Window:
-    """The part of a branch a capture looks at, and the id to remember as captured."""
-
-    entries: tuple[BranchEntry, ...]
-    last_id: str | None
-    #: The entries with the messages the host injected among them (a ``/recall``
-    #: instruction, auto-context), in branch order: what the gates judge. Never distilled.
-    with_injected: tuple[BranchEntry, ...] = ()
-
-
-def exchange_window(branch: Sequence[BranchEntry], last_captured: str | None) -> Window:
-    """The messages after the last captured entry when it is still on the branch, else from the
-    branch's last user message. Injected context messages never count as the exchange's, but
-    the gates see them: how the host framed the request says whether it was about memory."""
-    messages = [entry for entry in branch if entry.kind == "message"]
-    if not messages:
-        return Window(entries=(), last_id=None)
-    ids = [entry.id for entry in branch]
-    if last_captured is not None and last_captured in ids:
-        tail = list(branch[ids.index(last_captured) + 1 :])
-    else:
-        users = [
-            i for i, entry in enumerate(branch) if entry.kind == "message" and entry.role == "user"
-        ]
-        tail = list(branch[users[-1] :]) if users else []
-    return Window(
-        entries=tuple(entry for entry in tail if entry.kind == "message"),
-        last_id=messages[-1].id,
-        with_injected=tuple(entry for entry in tail if entry.kind in ("message", "custom_message")),
-    )
-
-
-def passes_gates(window: Sequence[BranchEntry]) -> bool:
-    """Hard gates only, never a judgement of relevance: someone asked, the agent answered in
-    words, and the run was not aborted."""
-    assistants = [entry for entry in window if entry.role == "assistant"]
-    return (
-        any(entry.role == "user" for entry in window)
-        and any(entry.text.strip() for entry in assistants)
-        and not assistants[-1].aborted
-    )
-
-
-def to_messages(window: Sequence[BranchEntry]) -> tuple[ExchangeMessage, ...]:
-    messages = []
-    for entry in window:
-        if entry.role == "user" and entry.text.strip():
-            messages.append(ExchangeMessage(role="user", text=entry.text))
-        elif entry.role == "assistant":
-            calls = f"\n(tool calls: {', '.join(entry.tool_calls)})" if entry.tool_calls else ""
-            if entry.text.strip() or calls:
-                messages.append(ExchangeMessage(role="assistant", text=entry.text + calls))
-    return tuple(messages)
 
 
 @attrs.define
@@ -149,7 +99,10 @@ class _Settled:
 
 
 class Capture:
-    """The capture queue of one session."""
+    """The capture queue of one session. *on_notice* hears what the user should be told (a
+    secret redacted, a line added to ``.gitattributes``) with the notice's kind; *after_host*:
+    the host has gone, and an exchange only its model would distil is left in the journal,
+    with every one after it."""
 
     def __init__(
         self,
@@ -162,8 +115,12 @@ class Capture:
         budget: DistillBudget,
         journal: CaptureJournal | None = None,
         scheduler: Scheduler | None = None,
+        on_notice: Callable[[str, str | None], None] | None = None,
+        after_host: bool = False,
     ) -> None:
         self._pimem = pimem
+        self._notice = functools.partial(_notify, on_notice)
+        self._after_host = after_host
         self._scope = scope
         self._session_id = session_id
         self._transcript = transcript
@@ -213,11 +170,8 @@ class Capture:
     def drain(self, deadline: float) -> bool:
         """Wait until every queued exchange is written, or *deadline* (monotonic) passes; at the
         deadline, the rest is written as markers right away. ``True`` if all drained in time."""
-        with self._idle:
-            while self._pending and time.monotonic() < deadline:
-                self._idle.wait(max(0.0, min(0.05, deadline - time.monotonic())))
-            if not self._pending:
-                return True
+        if not self.waiting_until(deadline):
+            return True
         self._abort.set()
         with self._idle:
             self._idle.wait_for(lambda: self._pending == 0, timeout=5)
@@ -228,23 +182,25 @@ class Capture:
 
     def finish(self, deadline: float) -> int:
         """Wait until every queued exchange is written or *deadline* (monotonic) passes, then
-        close; what is not written by then is left in the journal (:meth:`leave`), for a later
-        process, rather than written as markers. Returns how many exchanges were left."""
+        close; what is not written then is left (:meth:`leave`), not written as markers.
+        Returns how many exchanges were left."""
+        left = self.waiting_until(deadline)
+        (self.leave if left else self.close)()
+        return left
+
+    def waiting_until(self, deadline: float) -> int:
+        """The exchanges not captured yet once all are or *deadline* (monotonic) passed."""
         with self._idle:
             while self._pending and time.monotonic() < deadline:
                 self._idle.wait(max(0.0, min(0.05, deadline - time.monotonic())))
-            left = self._pending
-        if left:
-            self.leave()
-        else:
-            self.close()
-        return left
+            return self._pending
+
+    def stopped(self, timeout: float) -> None:  # the worker ended, after `leave`, or timed out
+        concurrent.futures.wait([self._worker], max(0.0, timeout))
 
     def leave(self) -> None:
-        """The host went away without ending the session (its bridge was killed, say): stop
-        at once, write nothing more and leave every exchange not written yet in the journal,
-        for the next process that starts the session, as a killed bridge would. Only a
-        process that outlives its host (the memory service) has to say so."""
+        """Stop at once, write nothing more, and leave what is not written in the journal for
+        a later process, as a killed bridge would (the host went away, or stopped waiting)."""
         self._leaving = True
         self._abort.set()
         self._jobs.put(None)
@@ -258,6 +214,8 @@ class Capture:
                     self._capture(job)
             except _Left:
                 pass  # in the journal still, for the next process
+            except _NeedsHost:  # this one and the rest wait for a session with a host
+                self._leaving = True
             except Exception:  # one bad exchange must not stop capture
                 log.exception("capture failed for the exchange ending at %s", job.leaf)
             finally:
@@ -346,10 +304,9 @@ class Capture:
         if self._abort.is_set():
             self.counters.failed += 1
             return marker(ABORTED_AT_SHUTDOWN)
-        scrub = self._pimem.scrubber.scrub
-        messages = tuple(
-            attrs.evolve(message, text=scrub(message.text)) for message in to_messages(window)
-        )
+        messages, found = scrubbed_messages(self._pimem.scrubber, window)
+        if found:
+            self._notice(render_captured_redaction(found), "redacted")
         settings = self._pimem.settings
         request = DistillRequest(
             exchange=Exchange(anchor=anchor, messages=messages),
@@ -367,12 +324,12 @@ class Capture:
         except Exception as error:  # noqa: BLE001 - any distiller failure becomes a marker
             if self._leaving:  # the host is gone: its failing model is no news for the file
                 raise _Left from None
+            if self._after_host:  # a session with a host may do better than a marker
+                raise _NeedsHost from None
             self.counters.failed += 1
-            if isinstance(error, _Aborted):
-                return marker(ABORTED_AT_SHUTDOWN)
-            if isinstance(error, TimeoutError):
-                return marker(f"distillation timed out after {settings.distill_timeout_ms}ms")
-            return marker(str(error) or type(error).__name__)
+            return _failure_marker(error, settings.distill_timeout_ms)
+        if self._after_host and request.models_allowed and not distillation.used_model:
+            raise _NeedsHost  # the extractive fallback, where a model was wanted: the host's
         if distillation.used_model:
             self._budget.spend()  # a model's "nothing to keep" cost as much as bullets
         if distillation.nothing_to_keep:
@@ -397,7 +354,7 @@ class Capture:
             self._keep(entry, PimemError(self.last_write_error or "the store refused"))
             return
         try:
-            file = self._pimem.append_entry(self._scope, entry)
+            file = self._pimem.append_entry(self._scope, entry, on_notice=self._notice)
         except PimemError as error:
             # The store refused the bullets: keep a marker; if it takes nothing at all (a full
             # disk, a read-only store), hold the entry and write it late rather than lose it.
@@ -450,12 +407,34 @@ def recent_days(pimem: Pimem, scope: Scope) -> list[str]:
     return [text for text in days if text]
 
 
+def _notify(
+    on_notice: Callable[[str, str | None], None] | None, line: str, key: str | None = None
+) -> None:
+    try:  # telling the user must never cost the capture
+        (on_notice or (lambda line, _: log.info("%s", line)))(line, key)
+    except Exception:
+        log.exception("could not pass on a notice: %s", line)
+
+
+def _failure_marker(error: Exception, timeout_ms: int) -> str:
+    """The marker entry for a distillation that failed with *error*."""
+    if isinstance(error, _Aborted):
+        return marker(ABORTED_AT_SHUTDOWN)
+    if isinstance(error, TimeoutError):
+        return marker(f"distillation timed out after {timeout_ms}ms")
+    return marker(str(error) or type(error).__name__)
+
+
 class _Left(Exception):
     """Capture left (:meth:`Capture.leave`) during an exchange: it is not written."""
 
 
 class _Aborted(Exception):
     pass
+
+
+class _NeedsHost(Exception):
+    """After the host has gone, an exchange only the host's model would distil."""
 
 
 def _call_with_deadline(

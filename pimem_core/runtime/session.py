@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
+import functools
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import attrs
@@ -29,6 +30,7 @@ import attrs
 from pimem_core.api import Pimem
 from pimem_core.hookspecs import hookimpl
 from pimem_core.paths import PimemPaths
+from pimem_core.runtime.after_host import AfterHost, capture_after_host, distils_without_host
 from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.capture import Capture
 from pimem_core.runtime.indexer import SHUTDOWN_CAP_SECONDS, Indexer
@@ -121,9 +123,14 @@ class Session:
         host_model: HostModel | None = None,
         debounce: float | None = None,
         paths: PimemPaths | None = None,
+        on_notice: Callable[[str, str | None], None] | None = None,
     ) -> None:
         self.pimem = pimem
         self.host_model = host_model
+        #: Where capture's notices for the user go (the host shows them), with their kind.
+        self._on_notice = on_notice
+        #: Capture after the host's wait at shutdown, by a distiller that needs no host.
+        self._after_host: concurrent.futures.Future[None] | None = None
         self._debounce = debounce
         self.budget = DistillBudget.for_settings(pimem.settings, paths)
         self._state_dir = (paths or PimemPaths.from_env()).state_dir
@@ -196,6 +203,7 @@ class Session:
                 budget=self.budget,
                 journal=journal_of(self._state_dir, info.session_id),
                 scheduler=self.scheduler,
+                on_notice=self._on_notice,
             )
 
     def before_prompt(self, prompt: str) -> PromptAdditions:
@@ -236,11 +244,14 @@ class Session:
         With *wait_for_index* false the last index run is started, not waited for: a host that
         leaves the process to finish it alone calls ``shutdown()`` again, which waits. With
         *capture_wait* (seconds), capture gets that long: what it has not written by then stays
-        in the journal, handed over to the next session in the scope, instead of being written
-        as markers at the cap.
+        in the journal instead of being written as markers at the cap: captured by this process
+        after the host has gone when a distiller needs no host (:meth:`_capture_after_host`),
+        else handed over to the next session in the scope at once.
         """
         started = time.monotonic()
         deadline = started + cap
+        if self._after_host is not None:  # the first shutdown's capture, still going
+            concurrent.futures.wait([self._after_host], max(0.0, deadline - time.monotonic()))
         captured, left = True, 0
         capture_deadline = (
             deadline if capture_wait is None else min(deadline, started + capture_wait)
@@ -254,13 +265,33 @@ class Session:
                 captured = left == 0
                 if left and self.info is not None and self.info.transcript is not None:
                     assert self.scope is not None
-                    hand_over(
-                        self._state_dir,
-                        self.scope,
-                        self.info.session_id,
-                        self.info.transcript,
-                        left,
-                    )
+                    if distils_without_host(self.pimem):
+                        self._after_host = self.scheduler.run(
+                            "capture-after-host",
+                            functools.partial(
+                                capture_after_host,
+                                AfterHost(
+                                    pimem=self.pimem,
+                                    scope=self.scope,
+                                    session_id=self.info.session_id,
+                                    transcript=self.info.transcript,
+                                    budget=self.budget,
+                                    state_dir=self._state_dir,
+                                    scheduler=self.scheduler,
+                                    on_notice=self._on_notice,
+                                    left_by=self.capture,
+                                ),
+                                deadline,
+                            ),
+                        )
+                    else:
+                        hand_over(
+                            self._state_dir,
+                            self.scope,
+                            self.info.session_id,
+                            self.info.transcript,
+                            left,
+                        )
             self.capture = None
         for record, adopted in self._take_adopted():
             if adopted.finish(capture_deadline):
@@ -339,6 +370,7 @@ class Session:
                     budget=self.budget,
                     journal=journal,
                     scheduler=self.scheduler,
+                    on_notice=self._on_notice,
                 )
                 with self._adopting:
                     late = self._done_adopting
@@ -401,6 +433,12 @@ def capture_status(session: Session) -> StatusSection:
             f"distilled, {counters.extractive} extractive, {counters.failed} failed); "
             f"skipped: {skipped or 'none'}"
         ]
+    waiting = session.capture.waiting_until(0.0) if session.capture is not None else 0
+    if waiting:
+        lines.append(
+            f"capture (this session): {waiting} exchange{'' if waiting == 1 else 's'} waiting "
+            "for distillation"
+        )
     if session.capture is not None and session.capture.last_write_error is not None:
         lines.append(
             f"capture (this session): {session.capture.counters.unwritten} entr"

@@ -109,7 +109,8 @@ def test_write_says_how_many_secrets_of_which_kinds_it_redacted(repo: Path) -> N
     said = result.stdout.splitlines()
     assert said[1] == (
         "Redacted 3 secrets before saving (1 openai-api-key, 2 aws-access-key): the entry "
-        "holds [REDACTED:<kind>] in their place, and memory keeps no copy."
+        "holds [REDACTED:openai-api-key] and [REDACTED:aws-access-key] in their place, and "
+        "memory keeps no copy."
     )
     assert aws not in result.stdout
     assert openai not in result.stdout

@@ -594,6 +594,56 @@ def test_an_exchange_whose_bridge_was_killed_mid_capture_is_captured_by_the_next
     assert day.read_text().count("turn:a1 ") == 1
 
 
+def test_a_host_that_leaves_right_after_shutdown_hands_the_exchange_over(
+    tmp_path: Path, repo: Path
+) -> None:
+    """pi at exit: the last settle, then ``session.shutdown`` without waiting for capture, and
+    the host is gone before any answer. The exchange is journaled and handed over, not lost nor
+    written as a marker; the next session distils it with its host's model. The secret in it
+    was redacted before the model saw it, and the host was told so, by kind, as an event."""
+    from pi_sessions import assistant, session_file, user
+
+    key = "AKIA" + "QX7RT2WM9KLP4ZB3"  # built here: no key-shaped string in the source
+    session_file(
+        tmp_path / "s1.jsonl",
+        [user("u1", None, 1, f"the deploy key is {key}"), assistant("a1", "u1", 2, "Noted.")],
+    )
+    env = {"HOME": str(tmp_path / "home"), "PIMEM_DISABLE_PLUGINS": "memsearch-index"}
+    first = Bridge(env)
+    start(first, repo, tmp_path)  # its transcript is s1.jsonl
+    first.send({"id": 98, "method": "session.settled", "params": {"leaf": "a1"}})
+    shutdown = {"wait_for_index": False, "capture_wait_ms": 0}
+    first.send({"id": 99, "method": "session.shutdown", "params": shutdown})
+    assert first.close() == 0  # no answer read: the host has gone
+    day = repo / ".memsearch" / "memory" / "2026-08-13.md"
+    assert not day.exists()
+
+    second = Bridge(env)
+    second.call(
+        "session.start", session_id="s2", cwd=str(repo), model=SESSION_MODEL, models=CATALOG
+    )
+    deadline = time.monotonic() + 30
+    while not (day.exists() and "session:s1 turn:a1 " in day.read_text()):
+        assert time.monotonic() < deadline, "the handed-over exchange was not captured"
+        second.call("ping")  # the host answers pimem's model requests meanwhile
+        time.sleep(0.05)
+    assert second.close() == 0
+    assert second.completions[0]["prompt"] == (
+        "[User]: the deploy key is [REDACTED:aws-access-key]\n\n[Assistant]: Noted."
+    )
+    assert day.read_text().count("session:s1 turn:a1 ") == 1
+    assert key not in day.read_text()
+    assert second.events == [
+        {
+            "event": "notice",
+            "key": "redacted",
+            "text": "redacted a secret from a captured exchange (1 aws-access-key) before "
+            "distilling it: memory holds [REDACTED:aws-access-key] in its place, never the "
+            "secret.",
+        }
+    ]
+
+
 def test_exchanges_queued_behind_a_capture_survive_a_killed_bridge(
     tmp_path: Path, repo: Path
 ) -> None:

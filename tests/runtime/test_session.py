@@ -13,7 +13,7 @@ import pytest
 from pimem_core import Pimem, hookimpl
 from pimem_core.paths import PimemPaths
 from pimem_core.render import render_status, status_to_json
-from pimem_core.runtime.capture import exchange_window, passes_gates
+from pimem_core.runtime.exchange_window import exchange_window, passes_gates
 from pimem_core.runtime.journal import CaptureJournal, Pending
 from pimem_core.runtime.session import Session, SessionInfo
 from pimem_core.service_values import IndexReport

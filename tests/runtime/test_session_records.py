@@ -18,7 +18,7 @@ from pimem_core.render import render_status
 from pimem_core.runtime.records import read_record, record_path, records_status
 from pimem_core.runtime.session import Session, SessionInfo
 from pimem_core.runtime.status import status_sections
-from pimem_core.types import Distillation, DistillRequest
+from pimem_core.types import Distillation, DistillRequest, HostModel
 
 from conftest import make_pimem
 from pi_sessions import assistant, session_file, user
@@ -70,26 +70,46 @@ def wait_for(condition: object, what: str, timeout: float = 10) -> None:
         time.sleep(0.02)
 
 
-def test_capture_not_done_within_the_wait_is_handed_to_the_next_session(
+class HostModels:
+    """The host's model, as ``pimem serve`` lends it: bullets naming the user's words; with
+    *gate*, each answer waits for it first (a host that has gone never answers)."""
+
+    def __init__(self, gate: threading.Event | None = None) -> None:
+        self.gate = gate
+
+    def model(self) -> HostModel:
+        return HostModel(name="host", complete=self.complete)
+
+    def complete(self, system: str, prompt: str, timeout: float) -> str:
+        if self.gate is not None and not self.gate.wait(timeout):
+            raise TimeoutError
+        asked = prompt.split("\n\n")[0].removeprefix("[User]: ")
+        return f"- the user said: {asked}"
+
+
+def test_at_exit_an_exchange_for_the_hosts_model_is_handed_to_the_next_session_at_once(
     repo: Path, tmp_path: Path, state: PimemPaths
 ) -> None:
-    """At exit the host waits a bounded time for capture: what is not written by then is not a
-    marker but stays in the journal, and the next session in the project captures it, anchored
-    to the session it came from."""
+    """At exit the host does not wait for capture (``capture_wait_ms`` 0): an exchange being
+    distilled with the host's model is not written as a marker but stays in the journal, handed
+    over at once, and the next session in the project captures it, anchored to the session it
+    came from."""
     gate = threading.Event()
-    first = Session(pimem_with(Distiller(gate)), paths=state)
+    first = Session(make_pimem(), host_model=HostModels(gate).model(), paths=state)
     first_file = transcript(tmp_path / "first.jsonl", "we keep the ledger in eu-west-1")
     first.start(SessionInfo(session_id=FIRST, cwd=repo, transcript=first_file))
     assert first.settled(leaf="a1")
-    report = first.shutdown(wait_for_index=False, capture_wait=0.2)
-    gate.set()
+    report = first.shutdown(wait_for_index=False, capture_wait=0)
     assert (report.captured_in_time, report.handed_over) == (False, 1)
-    assert day_text(repo) == ""  # no marker: the exchange waits for the next session
+    assert report.seconds < 1
     scope = first.scope
     assert scope is not None
     record = read_record(record_path(state.state_dir, scope, FIRST))
     assert record is not None
     assert (record.handover, record.left) == (True, 1)
+    first.shutdown(cap=5)  # the process's own end, after the host has gone
+    gate.set()
+    assert day_text(repo) == ""  # no marker: the exchange waits for the next session
     (section,) = [
         s
         for s in status_sections(first.pimem, scope, state_dir=state.state_dir)
@@ -100,7 +120,7 @@ def test_capture_not_done_within_the_wait_is_handed_to_the_next_session(
         "  1 exchange of it kept for capture: the next session in this project captures it",
     )
 
-    second = Session(pimem_with(Distiller()), paths=state)
+    second = Session(make_pimem(), host_model=HostModels().model(), paths=state)
     second.start(SessionInfo(session_id=SECOND, cwd=repo, transcript=tmp_path / "second.jsonl"))
     wait_for(lambda: f"session:{FIRST} turn:a1 " in day_text(repo), "the handed-over capture")
     assert "- the user said: we keep the ledger in eu-west-1\n" in day_text(repo)
@@ -111,6 +131,36 @@ def test_capture_not_done_within_the_wait_is_handed_to_the_next_session(
         if s.name == "failures"
     ]
     assert section.lines[1] == f"  what it kept was handed to session {SECOND} for capture"
+
+
+@pytest.mark.parametrize("distiller", ["a plugin's", "extractive"])
+def test_at_exit_a_distiller_that_needs_no_host_captures_after_the_host_has_gone(
+    repo: Path, tmp_path: Path, state: PimemPaths, distiller: str
+) -> None:
+    """With a distiller that needs no host (a plugin's own model, an HTTP endpoint, the
+    extractive distiller chosen by name), what capture had not written when the host stopped
+    waiting is captured by the same process after the host has gone: nothing is handed over."""
+    gate = threading.Event()
+    if distiller == "extractive":
+        pimem = make_pimem({"PIMEM_DISTILLER": "extractive"})
+    else:
+        pimem = pimem_with(Distiller(gate))
+    host = HostModels(threading.Event()).model()  # a host that is gone: it never answers
+    first = Session(pimem, host_model=host, paths=state)
+    first_file = transcript(tmp_path / "first.jsonl", "we keep the ledger in eu-west-1")
+    first.start(SessionInfo(session_id=FIRST, cwd=repo, transcript=first_file))
+    assert first.settled(leaf="a1")
+    report = first.shutdown(wait_for_index=False, capture_wait=0)
+    assert report.seconds < 1
+    gate.set()
+    first.shutdown(cap=10)  # the process's own end waits for that capture
+    assert f"session:{FIRST} turn:a1 " in day_text(repo)
+    if distiller != "extractive":
+        assert "- the user said: we keep the ledger in eu-west-1\n" in day_text(repo)
+    scope = first.scope
+    assert scope is not None
+    record = read_record(record_path(state.state_dir, scope, FIRST))
+    assert record is None or not record.handover
 
 
 def utc(stamp: str) -> str:
