@@ -209,24 +209,39 @@ def render(prompt: Mapping[str, Mapping[str, Any]]) -> str:
     return header + "\n" + "\n".join(rows)
 
 
+def merge(path: Path, prompt: Mapping[str, Any]) -> None:
+    """Put *prompt* into the pi part's results at *path*, its targets with them, leaving the
+    latency runs as they are."""
+    results = json.loads(path.read_text(encoding="utf-8"))
+    kept = [t for t in results.get("targets", []) if "characters to a request" not in t["target"]]
+    results["prompt"] = prompt
+    results["targets"] = kept + targets(prompt)
+    path.write_text(json.dumps(results, separators=(",", ":")) + "\n", encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Measure both pi lines on an empty store and a 300-entry one, and print the table
-    (``python -m bench.pi_prompt [DIR]``); the pi part of ``python -m bench`` publishes it."""
+    """Measure both pi lines on an empty store and a 300-entry one and print the table
+    (``python -m bench.pi_prompt [--merge PI_JSON]``); with ``--merge``, also put the
+    figures into the pi part's results (``bench/results/pi/pi.json``), so that ``python -m
+    bench --report-only`` publishes them without measuring latency again. The pi part of
+    ``python -m bench`` measures them with the rest."""
+    import argparse
     import tempfile
 
     from bench import pi_latency
     from bench.pi_host import PI_LINES
     from pimem_plugins.memsearch.offline_model import install_offline_model
 
-    args = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m bench.pi_prompt", description=__doc__)
+    parser.add_argument("--merge", type=Path, metavar="PI_JSON")
+    args = parser.parse_args(argv)
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
     model = install_offline_model(progress=log).model
     with tempfile.TemporaryDirectory(prefix="pimem-prompt-") as scratch:
-        root = Path(args[0]) if args else Path(scratch)
-        project = pi_latency.prepare_project(root / "pi", pi_latency.PI_FULL, model)
+        project = pi_latency.prepare_project(Path(scratch) / "pi", pi_latency.PI_FULL, model)
         try:
             results = {
                 name: measure_line(
@@ -242,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             }
         finally:
             pi_latency.stop_services(project.env)
-    print(json.dumps(results, indent=1))
+    if args.merge is not None:
+        merge(args.merge, results)
     print(render(results))
     return 0
 

@@ -940,9 +940,10 @@ memory tools' definitions as compact JSON (`tools`), the snapshot appended to th
 prompt (`snapshot`: pimem's instructions, then the latest entries), and the rest of the system
 prompt's growth (the skills pi lists, with pi's paragraph that introduces them, and any tool
 lines in pi's "Available tools"). An **empty** store is a project where nothing was written
-yet, the **full** one the 300-entry store above, its last day as today. "today" is the figure
-before issue 38's cut, measured at {pi_prompt.TODAY_COMMIT}; the skills' paths are counted with
-the package's directory as `{pi_prompt.PACKAGE}`.
+yet, the **full** one the 300-entry store above, its last day as today. "today" is what pimem
+added before its tool descriptions, its snapshot's paragraph and its skills' descriptions were
+cut to what only pimem knows, measured at {pi_prompt.TODAY_COMMIT}; the skills' paths are
+counted with the package's directory as `{pi_prompt.PACKAGE}`.
 
 {pi_prompt.render(prompt)}
 """
