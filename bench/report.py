@@ -896,12 +896,11 @@ first bytes of the answer on stdout to the process's end. The added time is the 
 pairs' differences. Capture is flushed before pi exits. The last index run goes on after pi has
 gone ([the pi adapter](pi-adapter.md#what-pi-waits-for)). Before the memory service, with
 bridges in process, the adapter added {before} to a one-prompt run. The previous publication,
-through the service, measured {previous}: the bridge started at `session_start` (now as pi loads
-the extension, ADR 0024), each session's start ran a whole-store index (now only what changed,
-ADR 0025), capture's write embedded the entry before answering (now the read model takes it in
-the background, and the next search waits for it), and the scripted model's replies went out
-in two writes with Nagle's algorithm on, which held each reply about 40 ms for the client's
-delayed acknowledgement, both sides of a pair alike (now it answers at once).
+through the service, measured {previous}. Its pairs followed each other once the bridge pi
+released had exited, but a relay exits as soon as its last request is answered, while the
+service goes on with the session's last index run and the read model's embedding (up to 1 s
+of CPU over 2.5 s after pi has gone, on this store): that work ran into the next pair, on a
+machine of two cores. Each pair now starts once the service has been idle for 0.75 s.
 
 {table}"""
 
@@ -1000,8 +999,9 @@ configuration, Milvus Lite database) and agent directory, the offline model, `PI
 the adapter times its handlers with `performance.now()` and appends them to the file named by
 `PIMEM_PI_TIMINGS`. The bridge counts as idle once its CPU time stood still for 1.5 s. The
 bridges run from compiled bytecode, as an installed pimem does. Between two pairs of `pi -p`
-runs the bench waits for the bridge pi released to finish its index run and exit, so that it
-does not run into the next baseline.
+runs the bench waits for the bridge pi released to exit, and for the memory service to be idle
+(its CPU time still for 0.75 s), so that the last session's index run does not run into the
+next pair.
 """
 
 
