@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Required, TypedDict, TypeVar, Unpack, cast
 
 import attrs
 
@@ -201,6 +201,17 @@ class Settings:
         )
 
 
+class Named(TypedDict, total=False):
+    """What a setting says besides its value (:class:`SettingSpec`'s constructors take it)."""
+
+    plugin: Required[str]
+    name: Required[str]
+    env: Required[str]
+    help: Required[str]
+    secret: bool
+    per_session: bool
+
+
 @attrs.frozen(kw_only=True)
 class SettingSpec(Generic[T]):
     """A setting a plugin declares (hook ``pimem_declare_settings``) and reads with :meth:`read`.
@@ -232,80 +243,43 @@ class SettingSpec(Generic[T]):
     per_session: bool = False
 
     @staticmethod
-    def choice(values: tuple[T, ...], default: T, **fields: Any) -> SettingSpec[T]:
-        """One of *values*, in any case (``PIMEM_RANKER=memsearch``); *fields* are the others
-        (``plugin``, ``name``, ``env``, ``help``, ``per_session``)."""
+    def choice(*, values: tuple[T, ...], default: T, **named: Unpack[Named]) -> SettingSpec[T]:
+        """One of *values*, in any case (``PIMEM_RANKER=memsearch``)."""
         return SettingSpec(
             # tuple.index raises the ValueError for the message that lists the values.
             parse=lambda raw: values[values.index(raw.strip().lower())],
             default=default,
             invalid=" or ".join(f'"{value}"' for value in values),
-            **fields,
+            **named,
         )
 
     @staticmethod
-    def switch(
-        *, plugin: str, name: str, env: str, default: bool, help: str, per_session: bool = False
-    ) -> SettingSpec[bool]:
+    def switch(*, default: bool, **named: Unpack[Named]) -> SettingSpec[bool]:
         """An ``on``/``off`` setting (also ``1``/``0``, ``true``/``false``, ``yes``/``no``).
 
         >>> SettingSpec.switch(plugin="mine", name="on", env="MINE_ON", default=False,
         ...                    help="turn mine on").parse_env({"MINE_ON": "yes"})
         True
         """
-        return SettingSpec(
-            plugin=plugin,
-            name=name,
-            env=env,
-            parse=parse_switch(env),
-            default=default,
-            help=help,
-            per_session=per_session,
-        )
+        return SettingSpec(parse=parse_switch(named["env"]), default=default, **named)
 
     @staticmethod
     def milliseconds(
-        *, plugin: str, name: str, env: str, default: int, help: str, allow_zero: bool = False
+        *, default: int, allow_zero: bool = False, **named: Unpack[Named]
     ) -> SettingSpec[int]:
         """A positive whole number of milliseconds (0 too with *allow_zero*)."""
-        return SettingSpec(
-            plugin=plugin,
-            name=name,
-            env=env,
-            parse=parse_milliseconds(env, default, allow_zero=allow_zero),
-            default=default,
-            help=help,
-        )
+        parse = parse_milliseconds(named["env"], default, allow_zero=allow_zero)
+        return SettingSpec(parse=parse, default=default, **named)
 
     @staticmethod
-    def fraction(
-        *, plugin: str, name: str, env: str, default: float, help: str, per_session: bool = False
-    ) -> SettingSpec[float]:
+    def fraction(*, default: float, **named: Unpack[Named]) -> SettingSpec[float]:
         """A number from 0 to 1."""
-        return SettingSpec(
-            plugin=plugin,
-            name=name,
-            env=env,
-            parse=parse_fraction(env, default),
-            default=default,
-            help=help,
-            per_session=per_session,
-        )
+        return SettingSpec(parse=parse_fraction(named["env"], default), default=default, **named)
 
     @staticmethod
-    def text(
-        *, plugin: str, name: str, env: str, help: str, secret: bool = False
-    ) -> SettingSpec[str | None]:
+    def text(**named: Unpack[Named]) -> SettingSpec[str | None]:
         """Text taken as written; ``None`` when unset."""
-        return SettingSpec(
-            plugin=plugin,
-            name=name,
-            env=env,
-            parse=_as_written,
-            default=None,
-            help=help,
-            secret=secret,
-        )
+        return SettingSpec(parse=_as_written, default=None, **named)
 
     def parse_env(self, environ: Mapping[str, str]) -> T:
         """The setting's value in *environ*; raise :class:`SettingsError` on a bad one."""
