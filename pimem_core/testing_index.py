@@ -26,7 +26,6 @@ from pimem_core.types import (
 )
 
 _WORD = re.compile(r"\w+")
-_ANCHOR = re.compile(r"<!-- session:(\S+) turn:(\S+) transcript:(\S+) -->")
 
 
 class InMemoryIndex:
@@ -61,11 +60,6 @@ class InMemoryIndex:
         hit = self.chunks.get(chunk_hash)
         if hit is None:
             raise PimemError(f"chunk {chunk_hash} is not in the in-memory index")
-        found = _ANCHOR.search(hit.content)
-        anchor = None
-        if found is not None:
-            session, turn, transcript = found.groups()
-            anchor = Anchor(session=session, turn=turn, transcript=transcript)
         return Section(
             chunk_hash=chunk_hash,
             source=hit.source,
@@ -73,7 +67,7 @@ class InMemoryIndex:
             start_line=hit.start_line,
             end_line=hit.end_line,
             content=hit.content,
-            anchor=anchor,
+            anchor=Anchor.parse(hit.content),
         )
 
     def status(self) -> tuple[StatusSection, ...]:

@@ -16,6 +16,8 @@ from pimem_core.scope import Scope as Scope
 from pimem_core.settings import Settings
 
 _ANCHOR_ID = re.compile(r"[^\s]+")
+# A session anchor as Anchor.comment writes it (other agents may space it their own way).
+_ANCHOR_COMMENT = re.compile(r"<!--\s*session:(\S+)\s+turn:(\S+)\s+transcript:(\S+)\s*-->")
 # Lines that would end an entry in a daily memory file (``#``, ``##`` or ``###`` headings).
 _ENTRY_BOUNDARY = re.compile(r"^#{1,3}\s", re.MULTILINE)
 
@@ -50,6 +52,12 @@ class Anchor:
     def comment(self) -> str:
         """The anchor as it appears in a daily memory file (memsearch's three-field form)."""
         return f"<!-- session:{self.session} turn:{self.turn} transcript:{self.transcript} -->"
+
+    @classmethod
+    def parse(cls, text: str) -> Anchor | None:
+        """The first anchor in *text*, as :meth:`comment` writes it; ``None`` when it has none."""
+        found = _ANCHOR_COMMENT.search(text)
+        return None if found is None else cls(session=found[1], turn=found[2], transcript=found[3])
 
 
 def _strip_end(value: str) -> str:

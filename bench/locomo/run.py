@@ -28,9 +28,8 @@ from bench.locomo.offtopic import OFF_TOPIC
 from bench.quality.metrics import score
 from bench.quality.run import isolated_environment, memsearch_search, pimem_search
 from pimem_core import Pimem
-from pimem_core.types import RELEVANCE_THRESHOLD, SearchHit
+from pimem_core.types import RELEVANCE_THRESHOLD, Anchor, SearchHit
 from pimem_plugins.auto_context import DEFAULT_MIN_RELEVANCE, DEFAULT_MIN_SIMILARITY, select_chunks
-from pimem_plugins.memsearch.chunks import parse_anchor
 from pimem_plugins.memsearch.offline_model import OfflineModel
 
 FORMAT = 1
@@ -43,7 +42,7 @@ Log = Callable[[str], None]
 
 
 def _turn(hit: SearchHit) -> str | None:
-    anchor = parse_anchor(hit.content)
+    anchor = Anchor.parse(hit.content)
     return None if anchor is None else anchor.turn
 
 

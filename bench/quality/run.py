@@ -41,7 +41,6 @@ from bench.quality.sessions import SessionFile
 from pimem_core import Pimem
 from pimem_core.service_values import Transcript, TranscriptRequest
 from pimem_core.types import RELEVANCE_THRESHOLD, Anchor, Scope, SearchHit, SearchQuery
-from pimem_plugins.memsearch.chunks import parse_anchor
 from pimem_plugins.memsearch.index import MemsearchMemoryIndex
 from pimem_plugins.memsearch.offline_model import OfflineModel
 
@@ -199,7 +198,7 @@ def index_world(rig: Rig, model: OfflineModel, log: Log) -> dict[str, Any]:
 
 def hit_id(content: str) -> str | None:
     """Which entry a chunk is: its anchor's session and turn (unique in the world)."""
-    anchor = parse_anchor(content)
+    anchor = Anchor.parse(content)
     return None if anchor is None else f"{anchor.session}:{anchor.turn}"
 
 

@@ -20,7 +20,6 @@ from pimem_core.plugin import (
 #: the vector similarity of a search by meaning.
 ScoreKind = Literal["rank_fusion", "reranker", "similarity"]
 CHUNK_HASH = re.compile(r"[0-9a-f]{16}")
-_ANCHOR = re.compile(r"<!--\s*session:(\S+)\s+turn:(\S+)\s+transcript:(\S+)\s*-->")
 _HEADING = re.compile(r"^(#{1,6})\s+(.+)$")
 
 
@@ -46,13 +45,6 @@ def extract_section(lines: list[str], start_line: int, level: int) -> tuple[str,
     return "\n".join(lines[start:end]), start + 1, end
 
 
-def parse_anchor(text: str) -> Anchor | None:
-    match = _ANCHOR.search(text)
-    if match is None:
-        return None
-    return Anchor(session=match.group(1), turn=match.group(2), transcript=match.group(3))
-
-
 def section_of(chunk_hash: str, chunk: Mapping[str, Any]) -> Section:
     """The L2 section around *chunk* (memsearch's fields), read from its file now."""
     source = Path(str(chunk["source"]))
@@ -74,7 +66,7 @@ def section_of(chunk_hash: str, chunk: Mapping[str, Any]) -> Section:
         start_line=start,
         end_line=end,
         content=content,
-        anchor=parse_anchor(content),
+        anchor=Anchor.parse(content),
     )
 
 
