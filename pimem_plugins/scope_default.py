@@ -13,7 +13,7 @@ from pimem_plugins.shared.index_state import IndexStateError, read_index_state
 from pimem_plugins.shared.layout import (
     TREE,
     discovered_store,
-    index_state_path,
+    laid_out_scope,
     resolve_memsearch_dir,
 )
 
@@ -47,19 +47,13 @@ class DefaultScope:
         else:
             scope_dir = repository_dir
             memory_dir = repository_dir / TREE / "memory"
-        return Scope(
+        return laid_out_scope(
+            settings.memsearch_dir,
             repository_dir=repository_dir,
             scope_dir=scope_dir,
             memory_dir=memory_dir,
             # An explicit MEMSEARCH_DIR means a shared store: the collection moves with it.
             collection=Scope.derive_collection(scope_dir),
-            index_state_path=index_state_path(
-                memory_dir=memory_dir,
-                repository_dir=repository_dir,
-                memsearch_dir=settings.memsearch_dir,
-                state_dir=None,
-                store_command=False,
-            ),
         )
 
     @staticmethod

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from pimem_core.plugin import Scope, ScopeError, Settings, SettingSpec, hookimpl
-from pimem_plugins.shared.layout import discovered_store, index_state_path
+from pimem_plugins.shared.layout import discovered_store, laid_out_scope
 
 Mode = Literal["memory-dir", "collection", "state-dir"]
 TIMEOUT_SECONDS = 30
@@ -186,19 +186,12 @@ class StoreCommandScope:
         memory_dir = command.path("memory-dir", cwd)
         assert memory_dir is not None, "memory-dir never declines"
         state_dir = command.path("state-dir", cwd)
-        repository_dir = Scope.find_repository_dir(cwd)
-        return Scope(
-            repository_dir=repository_dir,
+        return laid_out_scope(
+            settings.memsearch_dir,
+            repository_dir=Scope.find_repository_dir(cwd),
             scope_dir=memory_dir.parent,
             memory_dir=memory_dir,
             collection=command.collection(cwd),
-            index_state_path=index_state_path(
-                memory_dir=memory_dir,
-                repository_dir=repository_dir,
-                memsearch_dir=settings.memsearch_dir,
-                state_dir=state_dir,
-                store_command=True,
-            ),
             store_command=command.command,
             state_dir=state_dir,
         )

@@ -10,15 +10,18 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from typing import Required, TypedDict, Unpack
 
 from pimem_core.plugin import Scope
 
 __all__ = [
     "STATE_FILE",
     "TREE",
+    "Where",
     "discovered_store",
     "has_memory_files",
     "index_state_path",
+    "laid_out_scope",
     "maintenance_root",
     "resolve_memsearch_dir",
 ]
@@ -81,6 +84,30 @@ def index_state_path(
     if store_command:
         return None
     return lexical.parent / STATE_FILE
+
+
+class Where(TypedDict, total=False):
+    """Where a resolver put a store: :class:`Scope`'s fields but its index state."""
+
+    repository_dir: Required[Path]
+    scope_dir: Required[Path]
+    memory_dir: Required[Path]
+    collection: Required[str]
+    store_command: str | None
+    state_dir: Path | None
+
+
+def laid_out_scope(memsearch_dir: str | None, **where: Unpack[Where]) -> Scope:
+    """The scope of a store placed *where* a resolver put it, its index state where memsearch
+    writes it (:func:`index_state_path`)."""
+    state_path = index_state_path(
+        memory_dir=where["memory_dir"],
+        repository_dir=where["repository_dir"],
+        memsearch_dir=memsearch_dir,
+        state_dir=where.get("state_dir"),
+        store_command=where.get("store_command") is not None,
+    )
+    return Scope(index_state_path=state_path, **where)
 
 
 def discovered_store(project_dir: Path) -> tuple[Path, Path]:
