@@ -29,6 +29,8 @@ export interface BridgeOptions {
   onHostRequest: HostRequestHandler;
   /** Called once when the process ends (or could not be started at all). */
   onExit?: (exit: BridgeExit) => void;
+  /** pimem tells the user something it did (`{"event": "notice"}`): `key` names its kind. */
+  onNotice?: (text: string, key: string | undefined) => void;
   spawn?: Spawn;
 }
 
@@ -217,6 +219,11 @@ export class Bridge {
     });
   }
 
+  /** Send a request whose answer nobody waits for (pi's exit): it is written, nothing more. */
+  tell(method: string, params: Record<string, unknown>): void {
+    this.write({ id: this.nextId++, method, params });
+  }
+
   /** Whether the process and its pipes keep pi's event loop alive: a bridge started ahead of
    * a session (one that may never come, as in `pi --help`) must not keep pi from exiting. */
   holdsPi(held: boolean): void {
@@ -273,6 +280,12 @@ export class Bridge {
     if (message.event === "ready") {
       this.isReady = true;
       markReady();
+      return;
+    }
+    if (message.event === "notice") {
+      if (typeof message.text === "string") {
+        this.options.onNotice?.(message.text, typeof message.key === "string" ? message.key : undefined);
+      }
       return;
     }
     if (typeof message.method === "string") {

@@ -1,21 +1,24 @@
-// The session's link to pimem: one bridge at a time, started lazily again after a crash, up to a
-// cap per session. A memory call that finds the bridge dead runs on a new one; a read or a
-// settle whose bridge died under it is sent once more, to the new one: the agent sees an error
-// only when that fails too. Prompts never wait for a new bridge: they go on with the session's
-// snapshot. Each crash is written to the session's failure record (a small JSON file whose path
-// pimem gives at session start, docs/host-protocol.md), which `pimem status` reads. After the
-// last crash the cap allows, memory is off for the session: the user is told at once, and the
-// exchange in progress is kept in the record for the next session in the project to capture. A
-// command that never got as far as its ready line (missing, not executable, a Python without
-// pimem) is not retried: memory is off for the session, the user is told once, and every memory
-// call says the same.
+// The session's link to pimem: one bridge at a time, started lazily again after a crash. A
+// memory call that finds the bridge dead runs on a new one; a read or a settle whose bridge died
+// under it is sent once more, to the new one: the agent sees an error only when that fails too.
+// Prompts never wait for a new bridge: they go on with the session's snapshot. Each crash is
+// written to the session's failure record (a small JSON file whose path pimem gives at session
+// start, docs/host-protocol.md), which `pimem status` reads. Only a crash that cost something
+// counts toward turning memory off (a memory call that failed with it, a settle that could not
+// be delivered): one healed unseen (a new bridge took over, a read sent again) is recorded and
+// nothing more. Past the cap of those, memory is off for the session: the user is told at once,
+// and every exchange from then on is kept in the record for the next session in the project to
+// capture. A command that never got as far as its ready line (missing, not executable, a Python
+// without pimem) is not retried: memory is off for the session, the user is told once, and
+// every memory call says the same.
 
 import { mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { Bridge, BridgeError, type CallOptions, type HostRequestHandler, type Spawn } from "./bridge.ts";
 import { sentences } from "./text.ts";
 
-/** Crashes of a running bridge that are followed by a new one, per session. */
+/** Crashes that cost something (a memory call, a settle) followed by a new bridge, per
+ * session: one more turns memory off. Crashes healed unseen do not count. */
 export const MAX_RESPAWNS = 2;
 export const START_TIMEOUT_MS = 60_000;
 
@@ -44,19 +47,22 @@ export interface ConnectionOptions {
   onReady?: (ms: number) => void;
   /** Called once when the command could not be started: memory is off for the session. */
   onStartFailure?: (message: string) => void;
-  /** Called once when the bridge crashed too often: memory and capture are off for the session. */
+  /** Called once when the bridge failed too often: memory is off for the session, and the
+   * exchanges from then on are kept for the next session. */
   onGiveUp?: (message: string) => void;
-  /** Whether an agent run is in progress: its exchange is kept when memory turns off. */
-  busy?: () => boolean;
+  /** pimem tells the user something it did (a line added to .gitattributes, a redaction). */
+  onNotice?: (text: string, key: string | undefined) => void;
 }
 
 /** Who is asking: tools hear about failures, prompts never wait for a respawn. */
 export type Caller = "tool" | "prompt" | "background";
 
-/** One bridge death, as the failure record keeps it. */
+/** One bridge death, as the failure record keeps it; `counted` once it cost something the
+ * user saw (a memory call, a settle): only those count toward turning memory off. */
 export interface Failure {
   at: string;
   reason: string;
+  counted: boolean;
 }
 
 /** An exchange kept for capture by a later process: its last entry, and the one before it. */
@@ -85,18 +91,18 @@ export class Connection {
   private spawns = 0;
   /** Bridges that were running (past their ready line) and stopped. */
   private crashes = 0;
+  /** Of those, the ones that cost a memory call or a settle: they count toward the cap. */
+  private counted = 0;
+  /** Each dead bridge's entry in the failure record. */
+  private failures = new WeakMap<Bridge, Failure>();
+  /** Whether the current bridge's session.start was answered. */
+  private startedNow = false;
   /** Why the command could not be started, once it could not: no more bridges this session. */
   private startFailure: string | undefined;
   private lastCrash: string | undefined;
   private gaveUp = false;
-  /** Memory turned off during an agent run: that run's settle is kept, once. */
-  private keepNextSettle = false;
-  /** Whether memory turned off during an agent run (what the message says was kept). */
-  private keptInProgress = false;
   /** The leaf of the last settle sent: where the next exchange's window begins. */
   private lastSettled: string | null = null;
-  /** Settles sent and not answered: a bridge dying under one dies during its exchange. */
-  private settling = 0;
   private closing = false;
   /** Where pimem said to record this session's failures (from session.start). */
   private recordPath: string | undefined;
@@ -142,11 +148,10 @@ export class Connection {
     this.closing = false;
     this.spawns = 0;
     this.crashes = 0;
+    this.counted = 0;
     this.startFailure = undefined;
     this.lastCrash = undefined;
     this.gaveUp = false;
-    this.keepNextSettle = false;
-    this.keptInProgress = false;
     this.lastSettled = null;
     this.recordPath = undefined;
     this.record = undefined;
@@ -168,11 +173,7 @@ export class Connection {
     if (!this.session) throw new BridgeError("bridge", "memory is not started: the pi session has not started yet");
     if (this.closing) throw new BridgeError("bridge", "memory is shut down: the pi session has ended");
     if (this.startFailure !== undefined) throw new BridgeError("bridge", this.startFailure);
-    if (method === "session.settled" && this.gaveUp) {
-      this.keepTurn(params);
-      throw new BridgeError("bridge", this.gaveUpMessage());
-    }
-    if (this.gaveUp) throw new BridgeError("bridge", this.gaveUpMessage());
+    if (this.gaveUp) throw this.offFor(method, params);
     if (!this.bridge?.alive) {
       // Nothing was sent to the dead bridge: a memory call simply goes to a new one.
       if (caller === "prompt") throw new BridgeError("bridge", this.lastCrash ?? "the pimem bridge is not running");
@@ -180,56 +181,68 @@ export class Connection {
     }
     const bridge = this.bridge;
     const settle = method === "session.settled";
-    if (settle) this.settling += 1;
     try {
       return await this.send(bridge, method, params, options);
     } catch (error) {
       // Only a bridge that died under this request is news here; anything else is the answer.
       // Another call may have started its successor already: this one goes to it all the same.
       if (!bridge || bridge.alive || this.startFailure !== undefined) throw error;
-      if (this.gaveUp) {
-        if (method === "session.settled") this.keepTurn(params);
-        throw new BridgeError("bridge", this.gaveUpMessage());
-      }
-      if (caller === "prompt" || !RETRIED.has(method)) {
-        // A change may or may not have been made: said, not repeated.
+      if (this.gaveUp) throw this.offFor(method, params);
+      if (caller === "prompt") throw new BridgeError("bridge", this.lastCrash ?? "the pimem bridge stopped");
+      if (!RETRIED.has(method)) {
+        // A change may or may not have been made: said, not repeated, and it counts.
+        this.cost(bridge);
+        if (this.gaveUp) throw this.offFor(method, params);
         throw new BridgeError("bridge", sentences(this.lastCrash, "Memory restarts on the next memory call"));
       }
       if (this.bridge === bridge || !this.bridge?.alive) this.spawn();
+      const retried = this.bridge;
       try {
-        return await this.send(this.bridge, method, params, options);
+        return await this.send(retried, method, params, options);
       } catch (again) {
-        if (this.gaveUp) {
-          if (method === "session.settled") this.keepTurn(params);
-          throw new BridgeError("bridge", this.gaveUpMessage());
-        }
-        if (this.bridge?.alive === false && this.startFailure === undefined) {
+        if (this.gaveUp) throw this.offFor(method, params);
+        if (retried?.alive === false && this.startFailure === undefined) {
+          this.cost(retried); // sent twice and lost twice: the caller sees it
+          if (this.gaveUp) throw this.offFor(method, params);
           throw new BridgeError("bridge", sentences(this.lastCrash, "Memory restarts on the next memory call"));
         }
         throw again;
       }
     } finally {
-      if (settle) {
-        this.settling -= 1;
-        if (typeof params.leaf === "string") this.lastSettled = params.leaf;
-      }
+      if (settle && typeof params.leaf === "string") this.lastSettled = params.leaf;
     }
   }
 
   /**
    * Shut the session down in pimem within `capMs`, then stop the process (killed after
-   * `graceMs`). With `detach`, pimem writes what capture holds and is then left to finish its
-   * last index run alone: how pi exits without waiting on memsearch. `captureWaitMs` bounds the
-   * wait for capture; what is left then stays in pimem's journal for the next session.
+   * `graceMs`). `captureWaitMs` bounds the wait for capture; what is left then stays in pimem's
+   * journal for the next session. With `detach`, the process is left to finish its last index
+   * run alone once it answered; without `answered` too (pi's exit), nothing is waited for: the
+   * request is sent and the process left to answer it alone.
    */
   async close(
     capMs: number,
     graceMs: number,
-    { detach = false, captureWaitMs }: { detach?: boolean; captureWaitMs?: number } = {},
+    {
+      detach = false,
+      captureWaitMs,
+      answered = true,
+    }: { detach?: boolean; captureWaitMs?: number; answered?: boolean } = {},
   ): Promise<Record<string, unknown> | undefined> {
     this.closing = true;
     const bridge = this.bridge;
     if (!bridge) return undefined;
+    if (detach && !answered) {
+      // pi's exit waits for nothing: the request is written and the process left to answer
+      // it alone (what capture holds is journaled at once, docs/host-protocol.md).
+      if (bridge.alive && this.startedNow) {
+        bridge.tell("session.shutdown", { wait_for_index: false, capture_wait_ms: captureWaitMs ?? 0 });
+      }
+      bridge.release();
+      this.bridge = undefined;
+      this.started = undefined;
+      return undefined;
+    }
     let report: Record<string, unknown> | undefined;
     if (bridge.alive && this.started) {
       const params: Record<string, unknown> = detach ? { wait_for_index: false } : {};
@@ -264,6 +277,7 @@ export class Connection {
     const session = this.session;
     if (!session) return;
     this.spawns += 1;
+    this.startedNow = false;
     const early = this.early;
     this.early = undefined;
     // The bridge started ahead serves the first session if it is still there and in its
@@ -278,6 +292,7 @@ export class Connection {
     if (onReady) bridge.ready.then(() => onReady(performance.now() - spawned), () => {});
     this.started = bridge.ready.then(() =>
       bridge.call("session.start", session, { timeoutMs: START_TIMEOUT_MS }).then((answer) => {
+        if (this.bridge === bridge) this.startedNow = true;
         if (typeof answer.failure_record !== "string") return;
         this.recordPath = answer.failure_record;
         if (this.record) this.writeRecord(); // a crash before any bridge had said where
@@ -294,6 +309,7 @@ export class Connection {
       env: this.options.env,
       spawn: this.options.spawn,
       onHostRequest: this.options.onHostRequest,
+      onNotice: this.options.onNotice,
       onExit: ({ reason, ready }) => {
         if (this.closing || this.bridge !== bridge) return;
         if (!ready) {
@@ -301,22 +317,32 @@ export class Connection {
           this.options.onStartFailure?.(reason);
           return;
         }
-        this.crashed(reason);
+        this.crashed(bridge, reason);
       },
     });
     return bridge;
   }
 
-  /** A running bridge died: recorded, and past the cap memory turns off at once. */
-  private crashed(reason: string): void {
+  /** A running bridge died: recorded. Whether it counts is known once it costs something. */
+  private crashed(bridge: Bridge, reason: string): void {
     this.crashes += 1;
     this.lastCrash = reason;
+    const failure: Failure = { at: new Date().toISOString(), reason, counted: false };
+    this.failures.set(bridge, failure);
+    this.failureRecord().failures.push(failure);
+    this.writeRecord();
+  }
+
+  /** The death of `bridge` cost the user something: it counts, and past the cap memory turns
+   * off at once. */
+  private cost(bridge: Bridge): void {
+    const failure = this.failures.get(bridge);
+    if (!failure || failure.counted) return;
+    failure.counted = true;
+    this.counted += 1;
     const record = this.failureRecord();
-    record.failures.push({ at: new Date().toISOString(), reason });
-    if (this.crashes > (this.options.maxRespawns ?? MAX_RESPAWNS)) {
+    if (this.counted > (this.options.maxRespawns ?? MAX_RESPAWNS)) {
       this.gaveUp = true;
-      this.keepNextSettle = (this.options.busy?.() ?? false) || this.settling > 0;
-      this.keptInProgress = this.keepNextSettle;
       record.memory_off_at = new Date().toISOString();
       record.handover = true;
       this.options.onGiveUp?.(this.gaveUpMessage());
@@ -324,12 +350,15 @@ export class Connection {
     this.writeRecord();
   }
 
-  /** Keep the settle of the exchange in progress when memory turned off, for the next session. */
-  private keepTurn(params: Record<string, unknown>): void {
-    if (!this.keepNextSettle || typeof params.leaf !== "string") return;
-    this.keepNextSettle = false;
-    this.failureRecord().kept.push({ turn: params.leaf, after: this.lastSettled });
-    this.writeRecord();
+  /** The error of a call made with memory off; a settle's exchange is kept for the next
+   * session (every one from the moment memory turned off, each after the one before). */
+  private offFor(method: string, params: Record<string, unknown>): BridgeError {
+    if (method === "session.settled" && this.startFailure === undefined && typeof params.leaf === "string") {
+      this.failureRecord().kept.push({ turn: params.leaf, after: this.lastSettled });
+      this.lastSettled = params.leaf;
+      this.writeRecord();
+    }
+    return new BridgeError("bridge", this.gaveUpMessage());
   }
 
   private failureRecord(): FailureRecord {
@@ -361,13 +390,12 @@ export class Connection {
   private gaveUpMessage(): string {
     if (this.startFailure !== undefined) return this.startFailure;
     const times = this.crashes === 1 ? "once" : `${this.crashes} times`;
-    const kept = this.keptInProgress
-      ? "The exchange in progress is kept: the next pi session in this project captures it"
-      : undefined;
+    const healed = this.crashes - this.counted;
+    const counted = healed > 0 ? `, ${this.counted} of them failing a memory call` : "";
     return sentences(
-      `memory is off for the rest of this session, capture included: the pimem bridge stopped ${times}` +
+      `memory is off for the rest of this session: the pimem bridge stopped ${times}${counted}` +
         `${this.lastCrash ? ` (last: ${this.lastCrash})` : ""}`,
-      kept,
+      "The exchanges from now on are kept: the next pi session in this project captures them",
       'Run "pimem status" in the project to see the failures',
       "A new pi session (/new) turns memory on again",
     );

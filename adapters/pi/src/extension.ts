@@ -15,14 +15,24 @@ export const PROMPT_WAIT_MS = 300;
 export const FIRST_PROMPT_WAIT_MS = 3_000;
 /** pimem flushes capture and indexing within 15 s; the reply gets a little slack. */
 export const SHUTDOWN_CAP_MS = 16_000;
-/** How long pi's exit waits for the last exchange's capture; what is not written by then stays
- * in pimem's journal, for the next session in the project. */
-export const EXIT_CAPTURE_WAIT_MS = 4_000;
-/** pi's answer from session.shutdown at exit: the capture wait, then the hand-over. */
-export const EXIT_CAP_MS = EXIT_CAPTURE_WAIT_MS + 2_000;
+/** How long a session switch (`/new`, `/resume`) waits for the last exchange's capture; what
+ * is not written by then stays in pimem's journal, and the new session captures it. pi's exit
+ * waits for none of it (ADR 0028). */
+export const SWITCH_CAPTURE_WAIT_MS = 4_000;
+/** In print and json modes (no UI: a script waits for pi, not a person) exit still waits for
+ * the last exchange's capture, this long: a one-prompt run would otherwise never have it
+ * captured, each run handing it to the next. */
+export const PRINT_EXIT_CAPTURE_WAIT_MS = 4_000;
+/** After this long waiting at exit in those modes, one line on stderr says why. */
+export const SAY_WAIT_AFTER_MS = 300;
+export const PRINT_SAVING = `saving the last exchange to memory (at most ${PRINT_EXIT_CAPTURE_WAIT_MS / 1000} s)`;
+/** pi 0.73 settles its last run at exit (it has no agent_settled): pimem journals it in
+ * milliseconds; past this, the exit goes on (pimem handles a settle sent before the shutdown
+ * first all the same). */
+export const EXIT_SETTLE_MS = 100;
 /** The key of the adapter's line in pi's footer. */
 export const STATUS_KEY = "pimem";
-export const SAVING_STATUS = `pimem: saving the last exchange to memory (at most ${EXIT_CAPTURE_WAIT_MS / 1000} s)`;
+export const SAVING_STATUS = `pimem: saving the last exchange to memory (at most ${SWITCH_CAPTURE_WAIT_MS / 1000} s)`;
 /** After stdin ends, pimem has this long to exit before it is killed. */
 export const SHUTDOWN_GRACE_MS = 2_000;
 const SETTLED_TIMEOUT_MS = 2_000;
@@ -69,11 +79,16 @@ function timed<E, R>(
 }
 
 /** Tells the user something once: in pi's UI when there is one, else as a line on stderr. */
-export function notifyUser(ctx: ContextLike | undefined, message: string, stderr: (line: string) => void): void {
+export function notifyUser(
+  ctx: ContextLike | undefined,
+  message: string,
+  stderr: (line: string) => void,
+  level: "info" | "warning" = "warning",
+): void {
   const text = `pimem: ${message}`;
   try {
     if (ctx?.hasUI && typeof ctx.ui?.notify === "function") {
-      ctx.ui.notify(text, "warning");
+      ctx.ui.notify(text, level);
       return;
     }
   } catch {
@@ -106,10 +121,8 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
   // Whether an agent run began since the last settle: a pi 0.73 session that ends without one
   // (a prompt an input handler took, say) has nothing to capture.
   let runToSettle = false;
-  // Runs begun and settled: memory turning off while one is in progress keeps its exchange.
-  // Counted, since pi 0.73 may handle a run's agent_end after the next run began.
-  let runs = 0;
-  let settled = 0;
+  // What pimem did that the user was told this session (a notice's kind, else its text): once.
+  let told = new Set<string>();
 
   const connection = new Connection({
     command: deps.command,
@@ -120,7 +133,13 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
     // Known within moments of session_start (a missing command at once): the one notice.
     onStartFailure: (message) => notifyUser(sessionCtx, message, deps.stderr ?? writeStderr),
     onGiveUp: (message) => notifyUser(sessionCtx, message, deps.stderr ?? writeStderr),
-    busy: () => runs > settled,
+    // Said once a session, as it happens: a line added to .gitattributes, a redaction.
+    onNotice: (text, key) => {
+      if (told.has(key ?? text)) return;
+      told.add(key ?? text);
+      // "pimem added ..." reads "pimem: added ..." under the adapter's prefix.
+      notifyUser(sessionCtx, text.replace(/^pimem /, ""), deps.stderr ?? writeStderr, "info");
+    },
     onHostRequest: (method, params) =>
       method === "complete"
         ? completeWithRegistry(registry, params, deps.complete)
@@ -131,7 +150,6 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
 
   const settle = (ctx: ContextLike): Promise<unknown> => {
     runToSettle = false;
-    settled = Math.min(settled + 1, runs);
     const leaf = ctx.sessionManager.getLeafId();
     if (!leaf) return Promise.resolve();
     return connection
@@ -145,10 +163,11 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
     if (connection.sessionId === sessionId) return; // pi 0.73 may announce a session twice
     if (connection.sessionId !== undefined) {
       setStatus(ctx, SAVING_STATUS);
-      await connection.close(SHUTDOWN_CAP_MS, SHUTDOWN_GRACE_MS, { captureWaitMs: EXIT_CAPTURE_WAIT_MS });
+      await connection.close(SHUTDOWN_CAP_MS, SHUTDOWN_GRACE_MS, { captureWaitMs: SWITCH_CAPTURE_WAIT_MS });
       setStatus(ctx, undefined);
     }
     prompts = 0;
+    told = new Set();
     lastSnapshot = undefined;
     sessionCtx = ctx;
     connection.open({
@@ -161,7 +180,6 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
 
   pi.on("before_agent_start", timed("before_agent_start", deps.timing, async (event: BeforeAgentStartEvent) => {
     runToSettle = true;
-    runs += 1;
     // Said to the model whether memory answers or not: the skill's tools say the rest.
     const recall = takeRecall(event.prompt);
     const wait = prompts++ === 0 ? FIRST_PROMPT_WAIT_MS : PROMPT_WAIT_MS;
@@ -194,13 +212,21 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
   });
 
   pi.on("session_shutdown", async (_event, ctx) => {
-    // What pi waits for at exit is capture: said in the footer, and bounded.
-    setStatus(ctx, SAVING_STATUS);
+    // Where a person waits (pi's UI), exit waits on no memory (ADR 0028): the exchange in
+    // flight is journaled at once and distilled later, by the next session or by pimem without
+    // pi. pi 0.73's last settle is the one thing sent first, and only briefly waited for.
+    if (!settledEventExists && runToSettle) await withDeadline(settle(ctx), EXIT_SETTLE_MS, undefined);
+    if (ctx.hasUI || prompts === 0) {
+      // With no run in the session there is no exchange to wait for either.
+      await connection.close(0, 0, { detach: true, captureWaitMs: 0, answered: false });
+      return;
+    }
+    const say = setTimeout(() => notifyUser(ctx, PRINT_SAVING, deps.stderr ?? writeStderr), SAY_WAIT_AFTER_MS);
     try {
-      if (!settledEventExists && runToSettle) await withDeadline(settle(ctx), SETTLED_TIMEOUT_MS, undefined);
-      await connection.close(EXIT_CAP_MS, SHUTDOWN_GRACE_MS, { detach: true, captureWaitMs: EXIT_CAPTURE_WAIT_MS });
+      const capMs = PRINT_EXIT_CAPTURE_WAIT_MS + 2_000;
+      await connection.close(capMs, SHUTDOWN_GRACE_MS, { detach: true, captureWaitMs: PRINT_EXIT_CAPTURE_WAIT_MS });
     } finally {
-      setStatus(ctx, undefined);
+      clearTimeout(say);
     }
   });
 

@@ -5,7 +5,12 @@ import assert from "node:assert/strict";
 import { realpathSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { describe, test } from "node:test";
-import { EXIT_CAPTURE_WAIT_MS, HIDDEN_MESSAGE_TYPE, SAVING_STATUS, STATUS_KEY } from "../src/extension.ts";
+import {
+  HIDDEN_MESSAGE_TYPE,
+  PRINT_EXIT_CAPTURE_WAIT_MS,
+  PRINT_SAVING,
+  SWITCH_CAPTURE_WAIT_MS,
+} from "../src/extension.ts";
 import { exited, fakeContext, killAndWait, setup } from "./harness.ts";
 
 describe("event wiring", () => {
@@ -225,6 +230,7 @@ describe("capture", () => {
     await s.pi.fire("before_agent_start", { prompt: "hi", systemPrompt: "base" }, s.ctx);
     s.ctx.leaf = "entry-9";
     await s.pi.fire("session_shutdown", {}, s.ctx);
+    await s.waitForLog((entry) => entry.method === "session.shutdown");
     assert.deepEqual(s.methods(), ["session.start", "session.before_prompt", "session.settled", "session.shutdown"]);
     assert.deepEqual(s.requests()[2]!.params, { leaf: "entry-9" });
   });
@@ -233,6 +239,7 @@ describe("capture", () => {
     const s = setup(t, { version: "0.73" });
     await s.startSession();
     await s.pi.fire("session_shutdown", {}, s.ctx);
+    await s.waitForLog((entry) => entry.method === "session.shutdown");
     assert.deepEqual(s.methods(), ["session.start", "session.shutdown"]);
   });
 
@@ -243,6 +250,7 @@ describe("capture", () => {
     await s.pi.fire("agent_end", {}, s.ctx);
     await s.waitForLog((entry) => entry.method === "session.settled");
     await s.pi.fire("session_shutdown", {}, s.ctx);
+    await s.waitForLog((entry) => entry.method === "session.shutdown");
     assert.deepEqual(s.methods(), ["session.start", "session.before_prompt", "session.settled", "session.shutdown"]);
   });
 
@@ -251,6 +259,7 @@ describe("capture", () => {
     await s.startSession();
     await s.pi.fire("before_agent_start", { prompt: "hi", systemPrompt: "base" }, s.ctx);
     await s.pi.fire("session_shutdown", {}, s.ctx);
+    await s.waitForLog((entry) => entry.method === "session.shutdown");
     assert.deepEqual(s.methods(), ["session.start", "session.before_prompt", "session.shutdown"]);
   });
 
@@ -263,11 +272,12 @@ describe("capture", () => {
   });
 
   test("session_shutdown sends session.shutdown, then ends stdin and leaves the bridge to exit alone", async (t) => {
-    const s = setup(t, { version: "1.x" });
+    const s = setup(t, { version: "1.x", context: { hasUI: true } });
     await s.startSession();
     await s.pi.fire("session_shutdown", {}, s.ctx);
-    // pi goes on at once: the last index run is not waited for, and capture only so long.
-    assert.deepEqual(s.requests().at(-1)!.params, { wait_for_index: false, capture_wait_ms: EXIT_CAPTURE_WAIT_MS });
+    // pi goes on at once: neither capture nor the last index run is waited for.
+    await s.waitForLog((entry) => entry.method === "session.shutdown");
+    assert.deepEqual(s.requests().at(-1)!.params, { wait_for_index: false, capture_wait_ms: 0 });
     await exited(s.children[0]!);
     assert.deepEqual(
       s.log().map((entry) => entry.method ?? entry.kind),
@@ -282,22 +292,71 @@ describe("capture", () => {
     await s.startSession(fakeContext({ cwd: s.dir, sessionId: "session-2" }));
     // The new bridge must not fight the old one for the database.
     assert.deepEqual(s.requests().find((entry) => entry.method === "session.shutdown")!.params, {
-      capture_wait_ms: EXIT_CAPTURE_WAIT_MS,
+      capture_wait_ms: SWITCH_CAPTURE_WAIT_MS,
     });
     assert.equal(s.children[0]!.exitCode, 0);
   });
 
-  test("while pi waits at exit, its footer says memory is being saved, then nothing", async (t) => {
+  test("pi's exit waits for no answer: a bridge that answers nothing does not hold it, and nothing is shown", async (t) => {
     const statuses: [string, string | undefined][] = [];
-    const s = setup(t, { script: { delays: { "session.shutdown": 100 } }, context: { hasUI: true } });
+    const s = setup(t, { script: { delays: { "session.shutdown": 30_000 } }, context: { hasUI: true } });
     s.ctx.ui!.setStatus = (key, text) => statuses.push([key, text]);
     await s.startSession();
-    await s.pi.fire("session_shutdown", {}, s.ctx);
-    assert.deepEqual(statuses, [
-      [STATUS_KEY, SAVING_STATUS],
-      [STATUS_KEY, undefined],
+    await s.pi.fire("session_shutdown", {}, s.ctx); // returns though no answer ever comes
+    await s.waitForLog((entry) => entry.method === "session.shutdown");
+    assert.deepEqual(statuses, []);
+    assert.deepEqual(s.ctx.notices, []);
+  });
+
+  test("what pimem did beside memory is shown once a session, as an info notice", async (t) => {
+    const redacted = "redacted a secret from a captured exchange (1 aws-access-key) before distilling it";
+    const git = "pimem added `.memsearch/memory/????-??-??.md merge=union` to .gitattributes";
+    const notices = {
+      "memory.status": [
+        { text: redacted, key: "redacted" },
+        { text: git },
+        { text: "redacted 2 secrets from a captured exchange (2 openai-api-key) before distilling it", key: "redacted" },
+        { text: git },
+      ],
+    };
+    const s = setup(t, { script: { notices }, context: { hasUI: true } });
+    await s.startSession();
+    await s.callTool("memory_status");
+    await s.callTool("memory_status");
+    assert.deepEqual(s.ctx.notices, [
+      { message: `pimem: ${redacted}`, level: "info" },
+      { message: "pimem: added `.memsearch/memory/????-??-??.md merge=union` to .gitattributes", level: "info" },
     ]);
-    assert.match(SAVING_STATUS, /^pimem: saving the last exchange to memory \(at most 4 s\)$/);
+    // A new session is told again.
+    const next = fakeContext({ cwd: s.dir, sessionId: "session-2", hasUI: true });
+    await s.startSession(next);
+    await s.pi.tool("memory_status").execute("call-2", {}, undefined, undefined, next);
+    assert.equal(next.notices.length, 2);
+  });
+
+  test("in print mode exit waits for capture, bounded, and says so on stderr only when it takes a while", async (t) => {
+    const quick = setup(t);
+    await quick.startSession();
+    await quick.prompt();
+    await quick.pi.fire("session_shutdown", {}, quick.ctx);
+    assert.deepEqual(quick.requests().at(-1)!.params, {
+      wait_for_index: false,
+      capture_wait_ms: PRINT_EXIT_CAPTURE_WAIT_MS,
+    });
+    assert.deepEqual(quick.stderr, []);
+
+    const slow = setup(t, { script: { delays: { "session.shutdown": 500 } } });
+    await slow.startSession();
+    await slow.prompt();
+    await slow.pi.fire("session_shutdown", {}, slow.ctx);
+    assert.deepEqual(slow.stderr, [`pimem: ${PRINT_SAVING}`]);
+
+    // A session without an agent run has nothing to save: its exit waits for nothing.
+    const none = setup(t, { script: { delays: { "session.shutdown": 500 } } });
+    await none.startSession();
+    await none.pi.fire("session_shutdown", {}, none.ctx);
+    assert.deepEqual(none.stderr, []);
+    assert.equal(PRINT_SAVING, "saving the last exchange to memory (at most 4 s)");
   });
 
   test("memory calls after shutdown say the session has ended", async (t) => {

@@ -12,6 +12,7 @@
 //   crash:     [method, ...]                exit with code 3 on receiving it, without answering
 //   crashOnce: [method, ...]                the same, in the first process to receive it only
 //   complete:  params                       sent as a `complete` request once session.start is answered
+//   notices:   { method: [{text, key}, ...] } notice events sent before answering it
 //   ignoreEof: true                         stay alive after stdin ends (must be killed)
 //   silent:    true                         never write the ready line nor answer anything
 //   failBeforeReady: {code, stderr}         write stderr and exit with code, before the ready line
@@ -39,6 +40,7 @@ const DEFAULT_ANSWERS = {
 };
 
 function answer(id, method) {
+  for (const notice of script.notices?.[method] ?? []) send({ event: "notice", ...notice });
   for (const line of script.progress?.[method] ?? []) send({ id, progress: line });
   const error = script.errors?.[method];
   if (error) {

@@ -118,6 +118,7 @@ export interface FakeScript {
   crash?: string[];
   crashOnce?: string[];
   complete?: Record<string, unknown>;
+  notices?: Record<string, { text: string; key?: string }[]>;
   ignoreEof?: boolean;
   silent?: boolean;
   failBeforeReady?: { code: number; stderr: string };

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
-import { FAKE_PIMEM, exited, fakeContext, killAndWait, poll, setup } from "./harness.ts";
+import { FAKE_PIMEM, exited, fakeContext, hasExited, killAndWait, poll, setup } from "./harness.ts";
 
 const START_FIX = new RegExp(
   "Run `pimem setup pi` with the pimem you want pi to use \\(it records that command for this adapter\\), " +
@@ -254,34 +254,44 @@ describe("a bridge killed mid-session", () => {
     assert.equal(s.children.length, 2);
   });
 
-  test("after two respawns memory is off for the rest of the session, and the user is told at once", async (t) => {
-    const s = setup(t);
+  test("bridges killed and healed unseen never turn memory off", async (t) => {
+    const s = setup(t, { script: { answers: { "memory.status": { text: "all good" } } } });
     await s.startSession();
-    for (let respawn = 1; respawn <= 2; respawn++) {
+    for (let kill = 1; kill <= 5; kill++) {
       await killAndWait(s.children.at(-1)!);
-      await s.callTool("memory_status");
+      // The next call runs on a new bridge: the kill cost nothing the user saw.
+      assert.deepEqual((await s.callTool("memory_status")).content, [{ type: "text", text: "all good" }]);
     }
-    assert.equal(s.children.length, 3);
+    assert.equal(s.children.length, 6);
+    assert.equal(s.connection.memoryOff, false);
     assert.deepEqual(s.stderr, []);
+  });
 
+  test("three failures that cost a memory call turn memory off, and the user is told at once", async (t) => {
+    const s = setup(t, { script: { crash: ["memory.write"] } });
+    await s.startSession();
+    for (let failure = 1; failure <= 2; failure++) {
+      await assert.rejects(s.callTool("memory_write", { content: "- x" }), /Memory restarts on the next memory call\.$/);
+    }
+    await s.callTool("memory_status"); // a new bridge, killed and healed by the next call
     await killAndWait(s.children.at(-1)!);
-    // Told when it happened, not at the next memory call.
-    await poll(() => (s.stderr.length > 0 ? true : undefined));
-    const off = /memory_status failed: memory is off for the rest of this session, capture included: the pimem bridge stopped 3 times \(last: the pimem bridge was killed by SIGKILL\)/;
-    await assert.rejects(s.callTool("memory_status"), (error: Error) => {
+    assert.deepEqual(s.stderr, []);
+    const off =
+      /memory_write failed: memory is off for the rest of this session: the pimem bridge stopped 4 times, 3 of them failing a memory call \(last: the pimem bridge exited with code 3\)/;
+    await assert.rejects(s.callTool("memory_write", { content: "- x" }), (error: Error) => {
       assert.match(error.message, off);
       assert.match(
         error.message,
-        /\)\. Run "pimem status" in the project to see the failures\. A new pi session \(\/new\) turns memory on again\.$/,
+        /\)\. The exchanges from now on are kept: the next pi session in this project captures them\. Run "pimem status" in the project to see the failures\. A new pi session \(\/new\) turns memory on again\.$/,
       );
-      assert.doesNotMatch(error.message, /restart|kept/i);
       return true;
     });
-    await assert.rejects(s.callTool("memory_status"), off);
-    assert.equal(await s.prompt(), undefined);
-    assert.equal(s.children.length, 3, "no fourth bridge");
     assert.equal(s.stderr.length, 1);
-    assert.match(s.stderr[0]!, /^pimem: memory is off for the rest of this session, capture included: /);
+    assert.match(s.stderr[0]!, /^pimem: memory is off for the rest of this session: the pimem bridge stopped 4 times/);
+    await assert.rejects(s.callTool("memory_status"), /memory_status failed: memory is off for the rest of this session/);
+    assert.equal(await s.prompt(), undefined);
+    assert.equal(s.children.length, 4, "no fifth bridge");
+    assert.equal(s.stderr.length, 1);
   });
 });
 
@@ -310,57 +320,69 @@ describe("the failure record", () => {
     await poll(() => ((recorded(path).failures as unknown[]).length === 2 ? true : undefined));
   });
 
-  test("memory turning off during a run keeps that run's exchange for the next session", async (t) => {
+  test("a healed crash is recorded, not counted; with memory off every exchange is kept for the next session", async (t) => {
     const dir = setup(t).dir;
     const path = join(dir, "records", "session.json");
-    const s = setup(t, { script: { answers: { "session.start": { scope: {}, failure_record: path } } } });
+    const answers = { "session.start": { scope: {}, failure_record: path } };
+    const s = setup(t, { script: { answers, crash: ["memory.forget"] } });
     await s.startSession();
     s.ctx.leaf = "entry-1";
     await s.pi.fire("agent_settled", {}, s.ctx);
     await s.waitForLog((entry) => entry.method === "session.settled");
-    await s.prompt("we moved the backups to eu-central-1");
-    for (let crash = 1; crash <= 3; crash++) {
-      await killAndWait(s.children.at(-1)!);
-      if (crash < 3) await s.callTool("memory_status");
+    await killAndWait(s.children.at(-1)!);
+    await s.callTool("memory_status");
+    await poll(() => (existsSync(path) ? true : undefined));
+    assert.deepEqual(
+      (recorded(path).failures as { counted: boolean }[]).map((failure) => failure.counted),
+      [false],
+    );
+    for (let failure = 1; failure <= 3; failure++) {
+      await assert.rejects(s.callTool("memory_forget", { date: "2026-08-13", time: "10:00" }));
     }
     await poll(() => (s.stderr.length > 0 ? true : undefined));
-    assert.match(
-      s.stderr[0]!,
-      /stopped 3 times \(last: the pimem bridge was killed by SIGKILL\)\. The exchange in progress is kept: the next pi session in this project captures it\. Run "pimem status"/,
-    );
-    s.ctx.leaf = "entry-5";
-    await s.pi.fire("agent_settled", {}, s.ctx);
-    await poll(() => ((recorded(path).kept as unknown[]).length > 0 ? true : undefined));
+    assert.match(s.stderr[0]!, /The exchanges from now on are kept: the next pi session in this project captures them\./);
+    for (const leaf of ["entry-5", "entry-9"]) {
+      s.ctx.leaf = leaf;
+      await s.prompt("we moved the backups to eu-central-1");
+      await s.pi.fire("agent_settled", {}, s.ctx);
+    }
+    await poll(() => ((recorded(path).kept as unknown[]).length === 2 ? true : undefined));
     const record = recorded(path);
-    assert.deepEqual(record.kept, [{ turn: "entry-5", after: "entry-1" }]);
+    assert.deepEqual(record.kept, [
+      { turn: "entry-5", after: "entry-1" },
+      { turn: "entry-9", after: "entry-5" },
+    ]);
     assert.equal(record.handover, true);
     assert.equal(typeof record.memory_off_at, "string");
-    assert.equal((record.failures as unknown[]).length, 3);
-    // Only that exchange: the next one is not captured (memory is off).
-    s.ctx.leaf = "entry-9";
-    await s.prompt("next");
-    await s.pi.fire("agent_settled", {}, s.ctx);
-    assert.deepEqual(recorded(path).kept, [{ turn: "entry-5", after: "entry-1" }]);
+    assert.deepEqual(
+      (record.failures as { counted: boolean }[]).map((failure) => failure.counted),
+      [false, true, true, true],
+    );
     assert.equal(s.stderr.length, 1);
   });
 });
 
 describe("the failure record, a settle in flight", () => {
-  test("a bridge that dies under a settle as memory turns off keeps that settle's exchange", async (t) => {
+  test("a settle lost on two bridges costs a capture: counted, and kept once memory turns off", async (t) => {
     const dir = setup(t).dir;
     const path = join(dir, "records", "session.json");
     const answers = { "session.start": { scope: {}, failure_record: path } };
     const s = setup(t, { script: { answers, crash: ["session.settled"] } });
     await s.startSession();
-    for (let crash = 1; crash <= 2; crash++) {
-      await killAndWait(s.children.at(-1)!);
-      await s.callTool("memory_status");
+    for (const [i, leaf] of ["entry-1", "entry-2", "entry-3"].entries()) {
+      s.ctx.leaf = leaf;
+      await s.pi.fire("agent_settled", {}, s.ctx);
+      // Sent once more to a new bridge, which died too (the next settle starts a third).
+      await poll(() => (s.children.length === 2 * (i + 1) && s.children.every(hasExited) ? true : undefined));
     }
-    s.ctx.leaf = "entry-3";
-    await s.pi.fire("agent_settled", {}, s.ctx);
     await poll(() => (existsSync(path) && (JSON.parse(readFileSync(path, "utf8")).kept as unknown[]).length > 0 ? true : undefined));
-    assert.deepEqual(JSON.parse(readFileSync(path, "utf8")).kept, [{ turn: "entry-3", after: null }]);
-    assert.match(s.stderr[0]!, /The exchange in progress is kept: the next pi session in this project captures it\./);
+    const record = JSON.parse(readFileSync(path, "utf8")) as { failures: { counted: boolean }[] };
+    assert.deepEqual(
+      record.failures.map((failure) => failure.counted),
+      [false, true, false, true, false, true],
+    );
+    assert.deepEqual(JSON.parse(readFileSync(path, "utf8")).kept, [{ turn: "entry-3", after: "entry-2" }]);
+    assert.match(s.stderr[0]!, /The exchanges from now on are kept: the next pi session in this project captures them\./);
   });
 });
 
