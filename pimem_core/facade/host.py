@@ -73,6 +73,11 @@ class HostSession(OpenedServices):
         answer = self.pm.caller("pimem_distill_exchange")(request=request)
         return self._require("pimem_distill_exchange", answer, Distillation)
 
+    def distillers(self) -> tuple[str, ...]:
+        """The plugins asked to distil an exchange (a choice by name applied), by name."""
+        methods = self.pm.caller("pimem_distill_exchange").get_hookimpls()
+        return tuple(method.plugin_name for method in methods)
+
     def read_branch(self, path: Path, *, leaf: str | None = None) -> tuple[BranchEntry, ...]:
         """The branch ending at *leaf* (default: the current leaf) of the session whose
         transcript is *path*, root first."""

@@ -28,8 +28,7 @@ def distils_without_host(pimem: Pimem) -> bool:
     if chosen is not None:
         return chosen != DISTILLER_NAMES["host"]
     own = {DISTILLER_NAMES["host"], DISTILLER_NAMES["extractive"]}
-    implementations = pimem.pm.hook.pimem_distill_exchange.get_hookimpls()
-    return any(implementation.plugin_name not in own for implementation in implementations)
+    return any(name not in own for name in pimem.distillers())
 
 
 @attrs.frozen(kw_only=True)
