@@ -140,7 +140,11 @@ def usage(door: Door, args: Args) -> Outcome:
 
 
 def _share(part: int, whole: int) -> str:
-    return f"{round(100 * part / whole)}% used ({part})" if whole else "none to use"
+    return f"{round(100 * part / whole)}% used ({part})" if whole else ""
+
+
+def _skipped(count: int) -> str:
+    return f"and {count} skipped by a gate" if count else ""
 
 
 def _chars(count: int | None) -> str:
@@ -163,7 +167,7 @@ def render(report: UsageReport, collection: str) -> str:
         ("recalls", report.recalls, _share(report.recalls_used, report.recalls)),
         ("expands", report.expands, ""),
         ("injections", report.injections, _share(report.injections_used, report.injections)),
-        ("captures", report.captures, f"{report.captures_skipped} skipped by a gate"),
+        ("captures", report.captures, _skipped(report.captures_skipped)),
         ("writes", report.writes, ""),
         ("snapshots", report.snapshots, ""),
         ("uses", report.uses, ", ".join(f"{way} {n}" for way, n in report.uses_by_way.items())),

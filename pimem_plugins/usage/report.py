@@ -59,15 +59,15 @@ class Records:
     first_day: date | None = None
 
 
-def record_days(usage_dir: Path) -> list[date]:
-    """The days *usage_dir* has a record file for, oldest first."""
+def _days_in(directory: Path, pattern: re.Pattern[str]) -> list[date]:
+    """The days *directory* has a file for, named as *pattern* says, oldest first."""
     try:
-        names = os.listdir(usage_dir)
+        names = os.listdir(directory)
     except OSError:
-        return []  # no record yet
+        return []  # not there yet
     days = []
     for name in names:
-        match = _RECORD_FILE.fullmatch(name)
+        match = pattern.fullmatch(name)
         if match is None:
             continue
         try:
@@ -75,6 +75,16 @@ def record_days(usage_dir: Path) -> list[date]:
         except ValueError:
             continue  # shaped like a day, but none (2026-02-30)
     return sorted(days)
+
+
+def record_days(usage_dir: Path) -> list[date]:
+    """The days *usage_dir* has a record file for, oldest first."""
+    return _days_in(usage_dir, _RECORD_FILE)
+
+
+def day_file_days(memory_dir: Path) -> list[date]:
+    """The days *memory_dir* has a daily memory file for, oldest first."""
+    return _days_in(memory_dir, _DAY_FILE)
 
 
 def read_records(usage_dir: Path, start: date, end: date) -> Records:
@@ -129,24 +139,6 @@ def store_entries(days: Iterable[tuple[str, str]]) -> tuple[StoreEntry, ...]:
     )
 
 
-def day_file_days(memory_dir: Path) -> list[date]:
-    """The days *memory_dir* has a daily memory file for, oldest first."""
-    try:
-        names = os.listdir(memory_dir)
-    except OSError:
-        return []  # no store yet
-    found = []
-    for name in names:
-        match = _DAY_FILE.fullmatch(name)
-        if match is None:
-            continue
-        try:
-            found.append(date.fromisoformat(match.group(1)))
-        except ValueError:
-            continue
-    return sorted(found)
-
-
 # -- the report --------------------------------------------------------------------------------
 
 
@@ -174,6 +166,7 @@ class UsageReport:
     days: int
     #: The first day the record covers (``None``: no record yet).
     record_since: date | None
+    #: Sessions with a line in the span (one that began before it counts too).
     sessions: int = 0
     recalls: int = 0
     recalls_used: int = 0
@@ -320,6 +313,8 @@ class _Tally:
     #: Written in the span: key -> the line it was written at.
     written: dict[Key, int] = attrs.field(factory=dict)
     snapshots: list[list[tuple[Key, int | None]]] = attrs.field(factory=list)
+    #: The sessions with a line in the span.
+    sessions: set[str] = attrs.field(factory=set)
 
     def reach(self, day: date, number: int, keys: Iterable[Key], *, recall: bool) -> None:
         for key in keys:
@@ -332,6 +327,8 @@ class _Tally:
     def read(self, number: int, day: date, line: Mapping[str, Any]) -> None:
         kind, session = line.get("kind"), str(line.get("session", ""))
         counted = day >= self.since
+        if counted:
+            self.sessions.add(session)
         if kind in ("search", "injection"):
             found = _entries(line, "hits" if kind == "search" else "entries")
             self.chars.update((key, chars) for key, chars in found if chars is not None)
@@ -364,8 +361,6 @@ class _Tally:
             if counted:
                 self.counts["snapshots"] += 1
                 self.snapshots.append(_entries(line, "entries"))
-        elif kind == "session":
-            self.counts["sessions"] += counted
         elif kind == "truncated":
             self.counts["truncated"] += counted
 
@@ -432,7 +427,7 @@ def build_report(
         until=today,
         days=days,
         record_since=records.first_day,
-        sessions=counts["sessions"],
+        sessions=len(tally.sessions),
         recalls=counts["recalls"],
         recalls_used=counts["recalls_used"],
         recalls_empty=counts["recalls_empty"],

@@ -76,7 +76,7 @@ def usage_dir(tmp_path: Path) -> Path:
         line("used", session="cccccccccccc", entry=A, via="search", evidence="x", term="y"),
         line("write", session="bbbbbbbbbbbb", entries=[{"day": "2026-08-13", "time": "11:00"}]),
         line("used", session="bbbbbbbbbbbb", entry=B, via="snapshot", evidence="x", term="z"),
-        line("truncated"),
+        line("truncated", session="bbbbbbbbbbbb"),
         torn='{"v": 1, "at": "2026-08-13T10:',
     )
     return directory
@@ -88,13 +88,15 @@ def test_the_counts_and_shares_of_a_week(usage_dir: Path) -> None:
     report = build_report(records, STORE, today=TODAY, since=since, days=30)
     assert report.record_since == date(2026, 7, 20)
     assert report.skipped_lines == 1  # the torn last line
-    assert (report.sessions, report.recalls, report.recalls_empty) == (2, 3, 1)
+    # aaaa..., bbbb... and the session that used A (its session line is before the week).
+    assert (report.sessions, report.recalls, report.recalls_empty) == (3, 3, 1)
     assert (report.expands, report.injections, report.captures) == (1, 1, 1)
     assert (report.captures_skipped, report.writes, report.snapshots) == (1, 1, 1)
     assert (report.uses, report.truncated) == (3, 1)
     assert report.uses_by_way == {"expand": 1, "search": 1, "snapshot": 1}
     # One of three recalls was used (through the expand); the injection of B was not.
-    assert (report.recalls_used, report.recall_share) == (1, pytest.approx(1 / 3))
+    assert report.recalls_used == 1
+    assert report.recall_share == pytest.approx(1 / 3)
     assert (report.injections_used, report.injection_share) == (0, 0.0)
     assert report.per_day[-2:] == ((date(2026, 8, 12), 2, 1), (date(2026, 8, 13), 1, 2))
     assert len(report.per_day) == 7
@@ -138,7 +140,7 @@ def test_since_leaves_out_the_days_before(usage_dir: Path) -> None:
     month = build_report(records, STORE, today=TODAY, since=date(2026, 7, 15), days=30)
     today = build_report(records, STORE, today=TODAY, since=TODAY, days=30)
     assert (month.sessions, month.recalls) == (3, 4)
-    assert (today.sessions, today.recalls, today.captures) == (1, 1, 0)
+    assert (today.sessions, today.recalls, today.captures) == (2, 1, 0)
     assert today.recalls_used == 0
     assert today.per_day == ((TODAY, 1, 2),)
 
@@ -155,7 +157,7 @@ def test_the_summary_line(usage_dir: Path) -> None:
     records = read_records(usage_dir, date(2026, 7, 1), TODAY)
     report = build_report(records, STORE, today=TODAY, since=date(2026, 8, 7), days=30)
     assert summary_line(report) == (
-        "usage (7 days): 2 sessions, 3 recalls (33% used), 1 injections (0% used), "
+        "usage (7 days): 3 sessions, 3 recalls (33% used), 1 injections (0% used), "
         "1 captures; 1 entries never recalled in 30 days"
     )
 
