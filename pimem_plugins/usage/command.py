@@ -195,13 +195,13 @@ def render(report: UsageReport, collection: str) -> str:
     lines += [
         "",
         f"never recalled in {report.days} days: {len(never)} of {report.entries} entries, "
-        f"{report.never_recalled_chars:,} of {report.entry_chars:,} chars"
-        + (
-            ""
-            if report.snapshot_share is None
-            else f"; {round(100 * report.snapshot_share)}% of the snapshot's budget"
-        ),
+        f"{report.never_recalled_chars:,} of {report.entry_chars:,} chars",
     ]
+    if report.snapshot_share is not None:
+        lines.append(
+            f"  (in the span's {report.snapshots} snapshots they took "
+            f"{round(100 * report.snapshot_share)}% of the snapshot's budget)"
+        )
     lines += [f"  {entry.day} {entry.time}  {_chars(entry.chars)}" for entry in never[:LISTED]]
     if len(never) > LISTED:
         lines.append(f"  ... {len(never) - LISTED} smaller (--json lists them all)")

@@ -126,7 +126,7 @@ def test_the_text_shows_the_counts_the_chart_and_the_entries(
     assert "recalled most\n  2026-08-12 09:14     2 recalls    1 used" in text
     b_size = len(DAY_FILE.split("\n\n")[2].rstrip("\n"))
     assert f"never recalled in 30 days: 1 of 2 entries, {b_size:,} of" in text
-    assert "9% of the snapshot's budget" in text  # 450 of 5000 chars
+    assert "in the span's 1 snapshots they took 9% of the snapshot's budget" in text  # 450 of 5000
     assert f"  2026-08-12 10:00  {b_size:,} chars" in text
 
 
