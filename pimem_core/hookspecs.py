@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         StatusSection,
         StoreChange,
     )
+    from pimem_core.usage_events import UsageEvent
 
 PROJECT = "pimem"
 _hookspec = pluggy.HookspecMarker(PROJECT)
@@ -323,6 +324,17 @@ class RecallSpecs:
 
         :param index: *scope*'s opened index, to report what it can and cannot do; ``None``
             when none could be opened (the backend's section says why).
+        """
+
+    @_hookspec
+    def pimem_observe_usage(self, scope: Scope, event: UsageEvent) -> None:
+        """Notification: a host session's memory did something (*event*): a snapshot shown, a
+        search or expand the agent made, an injection, a capture, a write, or an exchange
+        settled with what memory gave it (``event.kind``; docs/usage.md).
+
+        Every implementation is called, off the agent's path (the session's usage worker), one
+        event at a time in the order they happened. The bundled ``usage`` plugin appends them
+        to the usage record; a failure is logged and costs the session nothing.
         """
 
     # -- injection -----------------------------------------------------------------------------

@@ -12,7 +12,7 @@ floor: nothing of the runtime, the front doors or the facade is named here. By s
   :class:`PendingWork`; an index may also catch up and compact, see docs/plugin-hooks.md);
 - **values**: what hooks and services take and return (:class:`Scope`, whose constructors lay
   a project out as memsearch does, :class:`Entry`, :class:`SearchHit`, :class:`StatusSection`,
-  :class:`MaintenanceTask`...);
+  :class:`MaintenanceTask`, the :class:`UsageEvent` the usage record hears...);
 - **errors**: :class:`PimemError` and the subclasses whose meaning pimem acts on;
 - **settings**: :class:`Settings`, and a plugin's declared :class:`SettingSpec` (its
   constructors ``switch``, ``milliseconds``, ``fraction`` and ``text`` bring pimem's parsers);
@@ -32,7 +32,7 @@ floor: nothing of the runtime, the front doors or the facade is named here. By s
 from __future__ import annotations
 
 from pimem_core.allocator import give_back_memory
-from pimem_core.atomic_files import temp_path, write_atomically
+from pimem_core.atomic_files import write_atomically
 from pimem_core.command_table import (
     Args,
     Command,
@@ -109,6 +109,7 @@ from pimem_core.types import (
     StatusSection,
     StoreChange,
 )
+from pimem_core.usage_events import UsageEvent
 
 __all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them
     # -- hooks
@@ -139,6 +140,7 @@ __all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them
     "FailedFile",
     "CompactResult",
     "StatusSection",
+    "UsageEvent",
     "PromptContext",
     "Injection",
     "DistillRequest",
@@ -181,7 +183,6 @@ __all__ = [  # noqa: RUF022 - by section, in the order the docstring gives them
     "never_rising",
     # -- files and places
     "write_atomically",
-    "temp_path",
     "write_private",
     "private_dir",
     "tighten",

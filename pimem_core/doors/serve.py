@@ -345,6 +345,7 @@ class Server:
             args = {param.name: param.from_request(params.raw, info) for param in command.params}
             door = _ServedDoor(self, params.progress)
             result = command.run(door, args).served()
+            self.session.usage.served(command.path, args, result)
             for line in _listed(result.get("notices")):
                 self._notice(line)  # what a write did beside it: the user is told too
             text = result.get("text")

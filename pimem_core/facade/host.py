@@ -20,12 +20,13 @@ from pimem_core.types import (
     PromptContext,
     Scope,
 )
+from pimem_core.usage_events import UsageEvent
 
 log = logging.getLogger(__name__)
 
 
 class HostSession(OpenedServices):
-    """``pimem_start_session``, ``pimem_build_snapshot``, ``pimem_collect_injections``,
+    """``pimem_start_session``, ``pimem_observe_usage``, ``pimem_build_snapshot``, ``pimem_collect_injections``,
     ``pimem_gate_exchange``, ``pimem_distill_exchange``, the transcript reader's methods and
     ``pimem_provide_model``."""
 
@@ -40,6 +41,14 @@ class HostSession(OpenedServices):
             )
         except Exception:
             log.exception("a plugin failed to start with the session on %s", scope.scope_dir)
+
+    def observe_usage(self, scope: Scope, event: UsageEvent) -> None:
+        """Tell plugins what the session's memory did (``pimem_observe_usage``); a failure is
+        logged, never raised: the record is no reason to stop a session."""
+        try:
+            self.pm.caller("pimem_observe_usage")(scope=scope, event=event)
+        except Exception:
+            log.exception("a plugin failed to observe the usage event %s", event.kind)
 
     def build_snapshot(self, scope: Scope, now: datetime | None = None) -> str | None:
         """The stable snapshot for *now*, or ``None`` when the snapshot is off."""

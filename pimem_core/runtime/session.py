@@ -48,6 +48,7 @@ from pimem_core.runtime.records import (
 from pimem_core.runtime.scheduler import Scheduler
 from pimem_core.runtime.snapshot_cache import StableSnapshot, kept_snapshot_path
 from pimem_core.runtime.status import status_sections
+from pimem_core.runtime.usage import UNRECORDED, RecordedCapture, UsageLog
 from pimem_core.types import (
     BranchEntry,
     HostModel,
@@ -131,7 +132,7 @@ class Session:
         self._on_notice = on_notice
         #: Capture after the host's wait at shutdown, by a distiller that needs no host.
         self._after_host: concurrent.futures.Future[None] | None = None
-        self._debounce = debounce
+        self._debounce = {} if debounce is None else {"debounce": debounce}
         self.budget = DistillBudget.for_settings(pimem.settings, paths)
         self._state_dir = (paths or PimemPaths.from_env()).state_dir
         self.info: SessionInfo | None = None
@@ -140,6 +141,7 @@ class Session:
         self.indexer: Indexer | None = None
         self.capture: Capture | None = None
         self.maintenance: MaintenanceRunner | None = None
+        self.usage: UsageLog = UNRECORDED  # what memory gave the agent, for the usage record
         #: Other sessions' hand-overs this one claimed, each with the capture that takes it.
         self._adopted: list[tuple[SessionRecord, Capture]] = []
         self._adopting = threading.Lock()
@@ -163,16 +165,17 @@ class Session:
         if self.info == info and self.capture is not None:
             return
         if self.info is not None:
-            self._settle_previous()
+            self.shutdown()  # write and index what the previous session left
         self.info = info
         scope = self.scope = self.pimem.resolve_scope(info.cwd)
         self.record = record_path(self._state_dir, scope, info.session_id)
         with self._adopting:
             self._done_adopting = False
-        indexer = Indexer(self._index, scheduler=self.scheduler, **self._debounce_kwargs())
+        indexer = Indexer(self._index, scheduler=self.scheduler, **self._debounce)
         self.indexer = indexer
         kept = kept_snapshot_path(self._state_dir, info.session_id)
         self.snapshot = StableSnapshot(self.pimem, scope, kept=kept)
+        self.usage = UsageLog(self.pimem, scope, info.session_id, self.scheduler)
         self.snapshot.start()
         maintenance = self.maintenance = MaintenanceRunner(
             self.pimem,
@@ -194,7 +197,8 @@ class Session:
         if info.transcript is not None:
             # A session started again captures the exchanges it kept when memory went off.
             take_own_kept(self._state_dir, scope, info.session_id)
-            self.capture = Capture(
+            self.capture = RecordedCapture(
+                self.usage,
                 self.pimem,
                 self.scope,
                 session_id=info.session_id,
@@ -216,6 +220,7 @@ class Session:
                 scope=self.scope, prompt=prompt, snapshot=snapshot, settings=self.pimem.settings
             )
         )
+        self.usage.prompted(snapshot, hidden)
         return PromptAdditions(snapshot=snapshot, hidden=hidden)
 
     def settled(
@@ -224,6 +229,7 @@ class Session:
         """The agent settled: queue its exchange for capture. ``True`` if it was queued."""
         if not self.pimem.settings.capture or self.capture is None:
             return False
+        self.usage.settled(leaf)
         self.capture.submit(leaf, branch)
         return True
 
@@ -304,6 +310,7 @@ class Session:
             indexed = self.indexer.shutdown(wait)
         if self.snapshot is not None:
             self.snapshot.discard()
+        self.usage.close(max(0.0, deadline - time.monotonic()))
         return ShutdownReport(
             captured_in_time=captured,
             indexed_in_time=indexed,
@@ -323,6 +330,7 @@ class Session:
             release(record)
         if self.indexer is not None:
             self.indexer.shutdown(0.0)
+        self.usage.close()
 
     def close(self) -> None:
         """Leave the plugin manager, which outlives the session in a memory service."""
@@ -389,9 +397,6 @@ class Session:
             self._done_adopting = True
         return taken
 
-    def _debounce_kwargs(self) -> dict[str, float]:
-        return {} if self._debounce is None else {"debounce": self._debounce}
-
     def _index(self, reason: str, files: tuple[Path, ...]) -> None:
         if self.scope is None:
             return
@@ -399,10 +404,6 @@ class Session:
             self.pimem.index_memory(self.scope, reason, files=files)
         else:  # the session's start, or a change it cannot name: what changed, if anything
             self.pimem.catch_up_memory(self.scope, reason)
-
-    def _settle_previous(self) -> None:
-        """Before a session switch: write and index what the previous session left."""
-        self.shutdown()
 
     def _observe(self, scope: Scope, change: StoreChange) -> None:
         if scope != self.scope:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,6 @@ from pimem_core.plugin import (
     SkillCatalog,
     StoreError,
     hookimpl,
-    temp_path,
 )
 from pimem_plugins.memsearch.compat import distill_steps
 from pimem_plugins.memsearch.maintenance import (
@@ -189,10 +189,13 @@ def _write_candidate(root: Path, skill: Mapping[str, Any]) -> str:
     from memsearch.skills import _write_candidate as write
 
     name = str(skill["name"])
-    staging = temp_path(root / "staging")
+    # Named as pimem's temporary files are (``.pimem-tmp-``): maintenance clears one a killed
+    # run left behind.
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging.pimem-tmp-", dir=root))
     target = root / name
     try:
-        (staging / name).mkdir(parents=True)
+        (staging / name).mkdir()
         for file in _FILES:
             if (target / file).is_file():
                 shutil.copy2(target / file, staging / name / file)
