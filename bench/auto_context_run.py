@@ -84,11 +84,11 @@ def _relevance(store: latency.Store, corpus: Corpus, model: OfflineModel) -> dic
 
         def search(text: str) -> Sequence[Any]:
             # As the original's auto-context searched: memsearch's hybrid search.
-            return queue.run("bench-relevance", lambda: engine.search(scope, text, TOP_K))
+            return queue.run("bench-relevance", lambda: engine.reads.search(scope, text, TOP_K))
 
         def dense(text: str) -> Sequence[tuple[Any, float]]:
             # As pimem's auto-context searched with memsearch's ranker: dense, by cosine.
-            return queue.run("bench-relevance", lambda: engine.recall(scope, text, TOP_K))
+            return queue.run("bench-relevance", lambda: engine.reads.recall(scope, text, TOP_K))
 
         try:
             return measure_relevance(similar, search, dense, corpus) | {"origin": recall.origin}

@@ -318,7 +318,9 @@ def index_store(pimem: Pimem, scope: Scope, store: Store, model: OfflineModel) -
     index = memsearch_index(pimem, scope)
     with timed_embedding(index) as embedding:
         start = time.perf_counter()
-        report = index.queue.run("bench index", lambda: index.engine.index(scope, (), None))
+        report = index.queue.run(
+            "bench index", lambda: index.engine.index_runs.index(scope, (), None)
+        )
         seconds = time.perf_counter() - start
     if report.failed_files or report.indexed_chunks != store.size:
         raise RuntimeError(

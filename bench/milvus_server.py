@@ -284,11 +284,11 @@ def verify(spec: Mapping[str, Any]) -> dict[str, Any]:
     runner = _InProcess(repo)
     engine = runner.pimem.index(runner.scope).engine  # type: ignore[attr-defined]
     # What the agents' own indexing left in the collection, before the final run mends it.
-    before = "\n".join(str(row["content"]) for row in engine.rows(runner.scope))
+    before = "\n".join(str(row["content"]) for row in engine.reads.rows(runner.scope))
     started = time.perf_counter()
     runner.index()
     index_ms = (time.perf_counter() - started) * 1000
-    rows = engine.rows(runner.scope)
+    rows = engine.reads.rows(runner.scope)
     chunks = "\n".join(str(row["content"]) for row in rows)
     found = 0
     search_ms: list[float] = []

@@ -99,7 +99,7 @@ def memsearch_search(index: MemsearchMemoryIndex, text: str, top_k: int) -> tupl
     """memsearch's hybrid search on the engine pimem opened (what ``PIMEM_RANKER=memsearch``
     serves), on its backend queue as pimem's own calls run."""
     engine, scope = index.engine, index.scope
-    hits = index.queue.run("bench-memsearch", lambda: engine.search(scope, text, top_k))
+    hits = index.queue.run("bench-memsearch", lambda: engine.reads.search(scope, text, top_k))
     if not hits:
         raise RuntimeError(f"memsearch found nothing for {text!r}")
     return hits

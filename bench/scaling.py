@@ -159,7 +159,7 @@ class Rig:
 
     def count(self) -> int | None:
         engine, scope = self.index.engine, self.scope
-        return self.index.queue.run("bench-count", lambda: engine.count(scope))
+        return self.index.queue.run("bench-count", lambda: engine.reads.count(scope))
 
 
 # -- entries this benchmark adds, and takes out again --------------------------------------------
@@ -506,7 +506,7 @@ def vouch_for_files(rig: Rig) -> None:
     """Record every day file of a partly synthetic world as indexed in pimem's ledger, as if
     memsearch had indexed them: a search's catch-up would otherwise index them into a
     collection, a file per search, and the search measured would be memsearch's index run."""
-    ledger = rig.index.engine.ledger(rig.scope)
+    ledger = rig.index.engine.index_runs.ledger(rig.scope)
     ledger.record(ledger.fingerprint(None))
 
 

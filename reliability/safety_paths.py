@@ -236,7 +236,7 @@ def run(outcome: Outcome, examples: int, seed_value: int) -> None:
             if CHUNK_HASH.fullmatch(text):
                 return  # a well-formed hash would go to the database: not this check's business
             try:
-                engine.expand(scope, text)
+                engine.reads.expand(scope, text)
             except PimemError as error:
                 refusal = str(error)
             else:

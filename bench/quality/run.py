@@ -242,7 +242,7 @@ def memsearch_search(index: MemsearchMemoryIndex, text: str, top_k: int) -> tupl
     """memsearch's own hybrid search on the engine pimem opened: the baseline ranker (what
     ``PIMEM_RANKER=memsearch`` serves), on the same collection."""
     engine, scope = index.engine, index.scope
-    return index.queue.run("bench-memsearch", lambda: engine.search(scope, text, top_k))
+    return index.queue.run("bench-memsearch", lambda: engine.reads.search(scope, text, top_k))
 
 
 def similarity_recall(
@@ -251,7 +251,7 @@ def similarity_recall(
     """What auto-context saw with memsearch's ranker: the 3 chunks most similar to the query
     in the collection, with their cosine similarity."""
     engine, scope = index.engine, index.scope
-    return index.queue.run("bench-recall", lambda: engine.recall(scope, text, RECALL_K))
+    return index.queue.run("bench-recall", lambda: engine.reads.recall(scope, text, RECALL_K))
 
 
 def pimem_search(pimem: Pimem, scope: Scope, text: str, top_k: int) -> tuple[SearchHit, ...]:

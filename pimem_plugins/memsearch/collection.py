@@ -55,7 +55,7 @@ class EngineCollection:
         return self.engine.embedders.precedence.search()
 
     def rows(self) -> list[dict[str, Any]]:
-        return self.engine.rows(self.scope)
+        return self.engine.reads.rows(self.scope)
 
     def rest(self) -> None:
         self.engine.rest()
@@ -79,16 +79,18 @@ class EngineCollection:
         if not self._behind:
             failed = self._failed
             self._behind = [
-                day for day in self.engine.ledger(self.scope).changed() if day not in failed
+                day
+                for day in self.engine.index_runs.ledger(self.scope).changed()
+                if day not in failed
             ]
             if not self._behind:
                 return False
         day = self._behind.pop(0)
 
         def index() -> None:
-            ledger = self.engine.ledger(self.scope)
+            ledger = self.engine.index_runs.ledger(self.scope)
             if ledger.outstanding((day,)):  # a session's catch-up may have taken it meanwhile
-                report = self.engine.index(self.scope, (Path(day.path),), None)
+                report = self.engine.index_runs.index(self.scope, (Path(day.path),), None)
                 if report.failed_files:
                     self._failed.add(day)
 

@@ -22,18 +22,16 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable, MutableMapping
-from pathlib import Path
+from collections.abc import MutableMapping
 from typing import Any
 
-from pimem_core.plugin import CollectionMissing, IndexReport, Scope, SearchHit, Section
+from pimem_core.plugin import CollectionMissing, Scope
 from pimem_plugins.memsearch.configuration import Availability, Configurations
 from pimem_plugins.memsearch.database import Database
 from pimem_plugins.memsearch.database_uri import is_server
 from pimem_plugins.memsearch.embedders import Embedders
 from pimem_plugins.memsearch.embedding_model import check_model
 from pimem_plugins.memsearch.index_runs import IndexRuns
-from pimem_plugins.memsearch.ledger import IndexLedger
 from pimem_plugins.memsearch.reads import Reads
 from pimem_plugins.memsearch.work_queue import BackendQueue
 
@@ -94,48 +92,12 @@ class MemsearchEngine:
         """Close the database now (its lock goes back to the other agents)."""
         self.database.release()
 
-    def ledger(self, scope: Scope) -> IndexLedger:
-        return self.index_runs.ledger(scope)
-
-    def ledger_if_open(self, scope: Scope) -> IndexLedger | None:
-        return self.index_runs.ledger_if_open(scope)
-
-    def index(
-        self,
-        scope: Scope,
-        files: tuple[Path, ...],
-        progress: Callable[[int, int], None] | None,
-        *,
-        budget: float | None = None,
-    ) -> IndexReport:
-        return self.index_runs.index(scope, files, progress, budget=budget)
-
-    def search(
-        self, scope: Scope, text: str, top_k: int, *, bootstrap: bool = True
-    ) -> tuple[SearchHit, ...]:
-        return self.reads.search(scope, text, top_k, bootstrap=bootstrap)
-
-    def expand(self, scope: Scope, chunk_hash: str, *, bootstrap: bool = True) -> Section:
-        return self.reads.expand(scope, chunk_hash, bootstrap=bootstrap)
-
-    def compact(self, scope: Scope, scrub: Callable[[str], str]) -> str:
-        return self.reads.compact(scope, scrub)
-
-    def recall(self, scope: Scope, text: str, top_k: int) -> tuple[tuple[SearchHit, float], ...]:
-        return self.reads.recall(scope, text, top_k)
-
-    def rows(self, scope: Scope, filter_expr: str = "") -> list[dict[str, Any]]:
-        return self.reads.rows(scope, filter_expr)
-
-    def count(self, scope: Scope) -> int | None:
-        return self.reads.count(scope)
-
     def warm(self, scope: Scope) -> None:
         """Load *scope*'s embedder and search once, so the first recall pays no start-up: a
         fresh client's first search loads the collection, several times a warm search."""
         # Nothing indexed yet: the embedder is warm all the same, the collection comes later.
         with contextlib.suppress(CollectionMissing):
-            self.recall(scope, "warm-up", 1)
+            self.reads.recall(scope, "warm-up", 1)
 
     def rest(self) -> None:
         """Give back what the embedders keep between batches (:meth:`Embedders.rest`)."""

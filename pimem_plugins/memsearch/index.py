@@ -126,7 +126,7 @@ class MemsearchIndex:
             recall.note_written([str(change.file.resolve())])
         # This process's index runs take the file in (a session's indexer, the forget command);
         # its searches need not index it first.
-        ledger = self.engine.ledger_if_open(scope)
+        ledger = self.engine.index_runs.ledger_if_open(scope)
         if ledger is not None:
             ledger.hold(change.file)
 
@@ -219,7 +219,9 @@ class MemsearchMemoryIndex:
             # Nothing to index: no collection is created for an empty store (a forget that
             # deleted the last file names it in *files*, and its chunks are dropped).
             return IndexReport(indexed_chunks=0, total_files=0)
-        report = self._run("index", lambda: engine.index(scope, files, call.progress), call, None)
+        report = self._run(
+            "index", lambda: engine.index_runs.index(scope, files, call.progress), call, None
+        )
         self._complete(call)
         return report
 
@@ -246,7 +248,9 @@ class MemsearchMemoryIndex:
         scope, engine = self.scope, self.engine
         return self._run(
             "search",
-            lambda: engine.search(scope, query.text, query.top_k, bootstrap=not call.read_only),
+            lambda: engine.reads.search(
+                scope, query.text, query.top_k, bootstrap=not call.read_only
+            ),
             call,
             call.settings.search_timeout_ms,
         )
@@ -266,7 +270,7 @@ class MemsearchMemoryIndex:
         def expand() -> Section:
             return self._run(
                 "expand",
-                lambda: engine.expand(scope, chunk_hash, bootstrap=not call.read_only),
+                lambda: engine.reads.expand(scope, chunk_hash, bootstrap=not call.read_only),
                 call,
                 call.settings.search_timeout_ms,
             )
@@ -291,7 +295,7 @@ class MemsearchMemoryIndex:
             if done is None:
                 done = self._catch_up(call)
             if not done.reached and done.error is None:
-                self.engine.ledger(self.scope).clear()
+                self.engine.index_runs.ledger(self.scope).clear()
                 done = self._catch_up(call)
             if done.error is not None:
                 raise CollectionMissing(
@@ -307,7 +311,7 @@ class MemsearchMemoryIndex:
     def catch_up(self, call: BackendCall) -> IndexReport:
         """A session's start: the day files that changed since this machine last indexed them,
         all of them; no database is opened when none did."""
-        pending = tuple(self.engine.ledger(self.scope).changed())
+        pending = tuple(self.engine.index_runs.ledger(self.scope).changed())
         if not pending:
             return IndexReport(indexed_chunks=0, total_files=0)
         return self._index_outstanding(pending, None, call)[1]
@@ -316,7 +320,7 @@ class MemsearchMemoryIndex:
         """Index the day files that changed since this machine last indexed them, within the
         catch-up budget."""
         return catch_up(
-            self.engine.ledger(self.scope),
+            self.engine.index_runs.ledger(self.scope),
             CATCH_UP_MS.read(call.settings) / 1000,
             lambda files, budget: self._index_outstanding(files, budget, call),
         )
@@ -327,7 +331,7 @@ class MemsearchMemoryIndex:
         """Index those of *files* still outstanding once the run's turn comes (within *budget*
         seconds, at least one file): how many were, and the run's report."""
         scope, engine = self.scope, self.engine
-        ledger = engine.ledger(scope)
+        ledger = engine.index_runs.ledger(scope)
 
         def index() -> tuple[int, IndexReport]:
             # Another run may have taken some in while this one waited in the queue.
@@ -335,7 +339,7 @@ class MemsearchMemoryIndex:
             if not left:
                 return 0, IndexReport(indexed_chunks=0)
             paths = tuple(Path(day.path) for day in left)
-            report = engine.index(scope, paths, None, budget=budget)
+            report = engine.index_runs.index(scope, paths, None, budget=budget)
             failed = {failure.path for failure in report.failed_files}
             taken = [p for p in map(str, paths[: report.total_files]) if p not in failed]
             self._adopt(taken)
@@ -361,7 +365,7 @@ class MemsearchMemoryIndex:
         # Milvus's string literals, as memsearch escapes them.
         quoted = (source.replace("\\", "\\\\").replace('"', '\\"') for source in sources)
         listed = ", ".join(f'"{source}"' for source in quoted)
-        recall.adopt(sources, self.engine.rows(self.scope, f"source in [{listed}]"))
+        recall.adopt(sources, self.engine.reads.rows(self.scope, f"source in [{listed}]"))
 
     def compact(self, call: BackendCall) -> CompactResult:
         scope, engine = self.scope, self.engine
@@ -374,7 +378,7 @@ class MemsearchMemoryIndex:
             )
         summary = self._run(
             "memory compaction",
-            lambda: engine.compact(scope, call.scrub),
+            lambda: engine.reads.compact(scope, call.scrub),
             call,
             call.settings.compact_timeout_ms,
         )
@@ -388,7 +392,7 @@ class MemsearchMemoryIndex:
             return recall.similar(text, top_k)
         return self.queue.run(
             "similarity search",
-            lambda: self.engine.recall(self.scope, text, top_k),
+            lambda: self.engine.reads.recall(self.scope, text, top_k),
             is_contention=is_contention,
         )
 

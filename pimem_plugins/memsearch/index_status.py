@@ -111,7 +111,9 @@ def _ranker_section(index: Reporting) -> StatusSection:
 def _chunks_section(index: Reporting) -> StatusSection:
     scope, engine = index.scope, index.engine
     try:
-        count = index.queue.run("stats", lambda: engine.count(scope), is_contention=is_contention)
+        count = index.queue.run(
+            "stats", lambda: engine.reads.count(scope), is_contention=is_contention
+        )
     except Exception as error:  # noqa: BLE001 - reported: status must always answer
         said = database_failure(error)
         lines: tuple[str, ...] = (f"indexed chunks: unavailable ({said or error})",)

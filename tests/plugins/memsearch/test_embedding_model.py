@@ -125,7 +125,7 @@ def test_status_loads_no_embedder(memsearch_home: Path, repo: Path) -> None:
     pimem: Pimem = make_pimem()
     scope: Scope = pimem.resolve_scope(repo)
     engine = MemsearchEngine(BackendQueue())
-    assert engine.count(scope) is None
+    assert engine.reads.count(scope) is None
     described = engine.describe(scope)
     assert described["model"].startswith("local/all-MiniLM-L6-v2 (on this machine: ")
     assert engine.embedders.loaded == {}

@@ -138,11 +138,11 @@ def test_reopening_the_database_leaves_no_connection_behind(indexed: tuple[Pimem
         return sum(isinstance(thing, grpc.Channel) for thing in gc.get_objects())
 
     texts(pimem, scope, "cache")
-    engine.rows(scope)
+    engine.reads.rows(scope)
     before = open_channels()
     for _ in range(5):
         texts(pimem, scope, "cache")
-        assert len(engine.rows(scope)) == 2  # opened and closed again (no linger)
+        assert len(engine.reads.rows(scope)) == 2  # opened and closed again (no linger)
     assert open_channels() <= before
 
 
@@ -161,7 +161,7 @@ def test_the_open_database_is_served_on_a_private_unix_socket_not_a_tcp_port(
     pimem = make_pimem({"PIMEM_DB_LINGER_MS": "60000"})
     scope = pimem.resolve_scope(repo)
     engine = MemsearchMemoryIndex.opened_by(pimem, scope).engine
-    assert engine.search(scope, "cache", 1)
+    assert engine.reads.search(scope, "cache", 1)
     (served,) = served_sockets()
     assert served.stat().st_mode & 0o777 == 0o600
     assert served.parent.stat().st_mode & 0o777 == 0o700
@@ -182,7 +182,7 @@ def test_a_runtime_directory_too_deep_for_a_socket_serves_from_a_directory_of_it
     pimem = make_pimem({"PIMEM_DB_LINGER_MS": "60000"})
     scope = pimem.resolve_scope(repo)
     engine = MemsearchMemoryIndex.opened_by(pimem, scope).engine
-    assert engine.search(scope, "cache", 1)
+    assert engine.reads.search(scope, "cache", 1)
     lease = engine.database.lease
     assert lease is not None
     assert lease.served is not None
@@ -204,7 +204,7 @@ def test_where_the_database_cannot_be_served_privately_it_is_closed_after_every_
     pimem = make_pimem({"PIMEM_DB_LINGER_MS": "60000"})
     scope = pimem.resolve_scope(repo)
     engine = MemsearchMemoryIndex.opened_by(pimem, scope).engine
-    assert engine.search(scope, "cache", 1)  # on Milvus Lite's own server
+    assert engine.reads.search(scope, "cache", 1)  # on Milvus Lite's own server
     assert engine.database.lease is None, "closed after its call, whatever the linger"
     assert texts(pimem, scope, "flaky test")
     assert engine.database.lease is None
@@ -268,7 +268,7 @@ def test_a_memsearch_command_knocking_at_a_busy_database_gets_in(
     pimem = make_pimem({"PIMEM_DB_LINGER_MS": "60000"})
     scope = pimem.resolve_scope(repo)
     engine = MemsearchMemoryIndex.opened_by(pimem, scope).engine
-    assert engine.search(scope, "cache", 1)  # the database is leased from here on
+    assert engine.reads.search(scope, "cache", 1)  # the database is leased from here on
     attempts: list[int] = []
 
     def memsearch_with_retries() -> None:
@@ -289,7 +289,7 @@ def test_a_memsearch_command_knocking_at_a_busy_database_gets_in(
     deadline = time.monotonic() + 120
     while other.is_alive() and time.monotonic() < deadline:
         try:
-            engine.search(scope, "cache", 1)
+            engine.reads.search(scope, "cache", 1)
         except Exception as error:
             if not is_contention(error):
                 raise
@@ -324,7 +324,7 @@ def test_a_deleted_day_file_loses_its_chunks(indexed: tuple[Pimem, Scope]) -> No
     day.unlink()
     pimem.index_memory(scope, "forget", files=(day,))
     assert (
-        MemsearchMemoryIndex.opened_by(pimem, scope).engine.search(scope, "cache", 5) == ()
+        MemsearchMemoryIndex.opened_by(pimem, scope).engine.reads.search(scope, "cache", 5) == ()
     )  # the collection, asked directly
     # With no file left the store holds no memory: search says so instead of asking the index.
     with pytest.raises(NoMemoryYet, match="no memory yet in "):

@@ -39,7 +39,7 @@ def test_the_collection_holds_the_vectors_the_memsearch_cli_computes_for_long_en
     first = pimem.index_memory(scope, "test", files=tuple(files[:2])).indexed_chunks
     assert first + pimem.index_memory(scope, "test").indexed_chunks > 40
     engine = MemsearchMemoryIndex.opened_by(pimem, scope).engine
-    ours = vectors(engine.rows(scope))
+    ours = vectors(engine.reads.rows(scope))
 
     # memsearch's own command, in a process of its own, on a database of its own.
     theirs_uri = tmp_path / "theirs.db"
