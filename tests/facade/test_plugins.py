@@ -54,6 +54,7 @@ BUNDLED = {
     "memsearch-tools",
     "pi-setup",
     "git-merge",
+    "usage",
 }
 INACTIVE = {"store-command", "distill-http"}  # on only when their setting is given
 HOOKS = sorted(name for name in dir(PimemSpecs) if name.startswith("pimem_"))
