@@ -485,8 +485,8 @@ def test_a_reader_that_stops_early_gets_no_traceback() -> None:
 
 def test_status_leads_with_how_memory_is_doing_and_ends_with_its_setup(repo: Path) -> None:
     """What a reader sees first (pi's TUI shows the start of a tool's answer) is health: the
-    store's day, the index, auto-context, what memory was used for today; then the scope lines, then how memory is set up,
-    the plugins' settings last."""
+    store's day, the index, auto-context, what memory was used for today; then the scope
+    lines, then how memory is set up, the plugins' settings last."""
     result = run_cli("status", "--cwd", str(repo))
     assert result.code == 0, result.stderr
     lines = result.stdout.splitlines()
