@@ -70,8 +70,8 @@ class UsageLog:
     def served(self, path: Sequence[str], args: Mapping[str, object], data: object) -> None:
         """A command the agent ran through the session (``memory.search``, ...)."""
         word = path[0] if path else ""
-        if word in ("search", "expand", "write"):
-            self._note(lambda at: self._served(at, word, args, data))
+        # Queued whatever it was: the worker keeps what it records (a search, an expand, a write).
+        self._note(lambda at: self._served(at, word, args, data))
 
     def settled(self, leaf: str | None) -> None:
         self._note(lambda at: self._settled(leaf))

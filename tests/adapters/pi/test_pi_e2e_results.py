@@ -243,6 +243,7 @@ def test_status_leads_with_how_memory_is_doing(world: PiWorld) -> None:
         "index",
         "indexed chunks",
         "auto-context",
+        "usage today",
     ]
     # What pi's TUI shows of a long answer is its start: that is health, all of it.
     assert len(health) <= 10
