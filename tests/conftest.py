@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
+import warm_cli
 
 from bench.pi_host import PI_LINES, ModelServer, PiWorld
 from pimem_core import Pimem
@@ -65,6 +70,20 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SLOW_FOLDERS = {"adapters": "pi", "service": "service", "bench": "bench"}
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--warm-cli",
+        action="store_true",
+        help="start the `pimem` commands of run_cli forked from a server that has imported "
+        "the numeric libraries already (tests/warm_cli.py); make test-fast",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global WARM_CLI
+    WARM_CLI = bool(config.getoption("--warm-cli", default=False))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test by its folder, and a test that starts a memory service as ``service``."""
     tests = Path(__file__).parent
@@ -77,6 +96,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("service")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``pytest -n N`` (pytest-xdist): each test is a unit of work of its own, handed to the
+    next free worker, except that the tests of a module with a module-scoped fixture (a venv, a
+    Milvus server) go together to one worker, which sets it up once; those modules first."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    shared: dict[str, bool] = {}
+
+    def shares_setup(path: str) -> bool:
+        if path not in shared:
+            source = (config.rootpath / path).read_text()
+            shared[path] = 'scope="module"' in source
+        return shared[path]
+
+    class SharedSetupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if shares_setup(path) else nodeid
+
+    return SharedSetupScheduling(config, log)
+
+
 # Where `make model` installs the offline model ($PIMEM_HOME, else pimem's per-user data
 # directory), fixed at import: tests point HOME at a directory of their own and clear PIMEM_HOME.
 MODEL_HF_HOME = default_hf_home()
@@ -84,10 +128,13 @@ MODEL_HF_HOME = default_hf_home()
 # so every memsearch process of the suite finds the offline model and none can reach a model hub.
 os.environ["HF_HOME"] = str(MODEL_HF_HOME)
 os.environ["HF_HUB_OFFLINE"] = "1"
+# One BLAS thread, as pimem's memsearch engine asks (it sets this in its own environment, after
+# numpy is loaded): every `pimem` child starts with it, whichever test ran first in this process.
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 
 @pytest.fixture(autouse=True)
-def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     for name in PIMEM_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PIMEM_STRICT_PLUGINS", "1")
@@ -96,9 +143,34 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PIMEM_SERVICE", "off")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     # The sockets pimem serves its database on, in process too: the test's own, not the user's.
-    runtime = tmp_path / "xdg-runtime"
-    runtime.mkdir(mode=0o700)
+    # Not under tmp_path: a socket's path holds 107 bytes at most, and under pytest-xdist
+    # tmp_path is a folder deeper (popen-gwN), too deep for pimem's sockets to sit in it.
+    runtime = Path(tempfile.mkdtemp(prefix="pimem-run-"))  # 0700
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    yield
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+class _QuickPolls:
+    """The ``time`` module as pymilvus's gRPC client sees it here: its polls of half a second
+    (an index being built, a flush, a compaction) look again after 10 ms."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        time.sleep(0.01 if seconds == 0.5 else seconds)
+
+
+@pytest.fixture(autouse=True)
+def quick_milvus_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pymilvus waits half a second before it first asks whether an index it had built is done,
+    and memsearch's collections have two: a second of waiting for every collection a test makes
+    in process (Milvus Lite builds them at once). Only the polling changes."""
+    from pymilvus.client import grpc_handler
+
+    monkeypatch.setattr(grpc_handler, "time", _QuickPolls())
 
 
 @pytest.fixture
@@ -122,19 +194,29 @@ def make_pimem(env: Mapping[str, str] | None = None) -> Pimem:
     return Pimem.from_env({**os.environ, "PIMEM_NOW": CLOCK, **(env or {})})
 
 
+#: ``--warm-cli``: run_cli's commands start forked from a warm server (tests/warm_cli.py).
+WARM_CLI = False
+
+
 def run_cli(
     *args: str,
     env: Mapping[str, str] | None = None,
     stdin: str | None = None,
     cwd: Path | None = None,
 ) -> Result:
-    """Run the real ``pimem`` command in a child process."""
+    """Run the real ``pimem`` command (``python -m pimem_core``) in a child process."""
+    whole = {**os.environ, "PIMEM_NOW": CLOCK, **(env or {})}
+    given = (stdin or "").encode()
+    ran = warm_cli.run(args, env=whole, stdin=given, cwd=cwd, timeout=60) if WARM_CLI else None
+    if ran is not None:
+        code, stdout, stderr = ran
+        return Result(code, stdout.decode(errors="replace"), stderr.decode(errors="replace"))
     done = subprocess.run(
         [sys.executable, "-m", "pimem_core", *args],
-        input=(stdin or "").encode(),
+        input=given,
         capture_output=True,
         cwd=cwd,
-        env={**os.environ, "PIMEM_NOW": CLOCK, **(env or {})},
+        env=whole,
         check=False,
         timeout=60,
     )

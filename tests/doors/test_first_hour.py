@@ -26,6 +26,9 @@ from pimem_core.doors import service_client
 
 from conftest import REPO_ROOT
 
+# The newcomer's commands start the newcomer's own memory service, as pimem does by default.
+pytestmark = pytest.mark.service
+
 ROOT = REPO_ROOT
 TRANSCRIPT = "/home/newcomer/.pi/agent/sessions/s1.jsonl"
 
@@ -63,7 +66,10 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """This checkout installed the README's way: a new venv, ``pip install <checkout>``."""
     venv = tmp_path_factory.mktemp("newcomer") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    # --no-compile: no byte-compiling of the hundreds of MB installed (numpy, scipy, pandas,
+    # Milvus Lite...): the newcomer's first commands compile what they import, as they would.
     pip = [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
+    pip.append("--no-compile")
     done = subprocess.run(
         [*pip, str(ROOT)], capture_output=True, text=True, check=False, timeout=900
     )
