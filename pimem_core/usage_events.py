@@ -53,7 +53,8 @@ class UsageEvent:
     ``injection`` (``entries`` a per-prompt context message showed); ``capture`` (``entries``
     written, or ``skipped`` the gate that stopped the exchange); ``settled``: an exchange ended
     (``given`` what memory gave it, ``prompt`` the user's words, ``answer`` the agent's words
-    and its tool calls), the moment to judge whether memory was used.
+    and its tool calls, ``turn`` its last message's id in the host's transcript), the moment to
+    judge whether memory was used.
     """
 
     kind: UsageKind
@@ -67,5 +68,7 @@ class UsageEvent:
     top: float | None = None
     skipped: str | None = None
     given: tuple[Given, ...] = ()
+    #: A ``settled`` exchange's last message in the host's transcript (capture's anchor turn).
+    turn: str | None = None
     prompt: str = attrs.field(default="", repr=False)
     answer: str = attrs.field(default="", repr=False)

@@ -178,7 +178,7 @@ class UsageLog:
             if e.role == "assistant"
             for part in (e.text, *(c for c in e.tool_calls if not _MEMORY_CALL.match(c)))
         )
-        self._emit("settled", at, given=given, prompt=prompt, answer=answer)
+        self._emit("settled", at, given=given, prompt=prompt, answer=answer, turn=last)
 
 
 def json_entry(data: object) -> ShownEntry:

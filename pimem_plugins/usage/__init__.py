@@ -77,4 +77,5 @@ def records_of(event: UsageEvent) -> Iterator[dict[str, object]]:
                 via=use.via,
                 evidence=use.evidence,
                 term=use.term[:TERM_CHARS],
+                **({"turn": event.turn} if event.turn else {}),
             )

@@ -64,6 +64,7 @@ def test_a_search_then_an_answer_carrying_a_hits_identifier_records_a_use(
     (used,) = [line for line in lines if line["kind"] == "used"]
     assert used["via"] == "search"  # shown in the snapshot too: the search was deliberate
     assert (used["evidence"], used["term"]) == ("identifier", "session_cache_v2")
+    assert used["turn"] == "a1"  # the exchange's last message: capture's anchor turn
     per_exchange = sum(len(json.dumps(line)) + 1 for line in lines if line["kind"] != "session")
     assert per_exchange < 1024 + 512  # the snapshot line is once a session, not per exchange
 
