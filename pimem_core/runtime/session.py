@@ -175,7 +175,7 @@ class Session:
         self.indexer = indexer
         kept = kept_snapshot_path(self._state_dir, info.session_id)
         self.snapshot = StableSnapshot(self.pimem, scope, kept=kept)
-        self.usage = UsageLog(self.pimem, scope, info.session_id, self.scheduler)
+        usage = self.usage = UsageLog(self.pimem, scope, info.session_id, self.scheduler)
         self.snapshot.start()
         maintenance = self.maintenance = MaintenanceRunner(
             self.pimem,
@@ -188,7 +188,7 @@ class Session:
         # What needs the index (memsearch and the read model: a few hundred milliseconds of
         # imports) starts behind the host's answer, so the first prompt waits for none of it.
         def start_in_background() -> None:
-            self._adopt(info, scope)
+            self._adopt(info, scope, usage)
             indexer.catch_up()
             self.pimem.start_session(scope)
             maintenance.wake("session start")
@@ -345,10 +345,11 @@ class Session:
 
     # -- inside -------------------------------------------------------------------------
 
-    def _adopt(self, info: SessionInfo, scope: Scope) -> None:
+    def _adopt(self, info: SessionInfo, scope: Scope, usage: UsageLog) -> None:
         """Claim what earlier sessions of the scope handed over (a session whose memory went
         off, one that shut down before capture was done) and capture it, each exchange with
-        its own session's anchor. A failure costs this, never the session."""
+        its own session's anchor and in *usage* under its own session. A failure costs this,
+        never the session."""
         try:
             for record in records(self._state_dir, scope):
                 if (
@@ -369,9 +370,11 @@ class Session:
                 if not journal.pending():
                     continue
                 log.info("capturing what session %s handed over", claimed.session_id)
-                capture = Capture(
+                capture = RecordedCapture(
+                    usage,
                     self.pimem,
                     scope,
+                    handed_over=True,
                     session_id=claimed.session_id,
                     transcript=Path(claimed.transcript),
                     host_model=self.host_model,

@@ -80,15 +80,17 @@ class UsageLog:
         """From capture's worker: a settled exchange, as read from the transcript."""
         self._note(lambda at: self._judge(at, tuple(window)))
 
-    def captured(self, content: str) -> None:
+    def captured(self, content: str, session: str | None = None) -> None:
+        """Capture wrote *content*, for this session or, handed over, for *session*."""
+
         def note(at: datetime) -> None:
             shown = ShownEntry(day=at.date().isoformat(), time=f"{at:%H:%M}", text=content)
-            self._emit("capture", at, entries=(shown,))
+            self._emit("capture", at, entries=(shown,), session=session)
 
         self._note(note)
 
-    def skipped(self, reason: str) -> None:
-        self._note(lambda at: self._emit("capture", at, skipped=reason))
+    def skipped(self, reason: str, session: str | None = None) -> None:
+        self._note(lambda at: self._emit("capture", at, skipped=reason, session=session))
 
     def close(self, timeout: float = 1.0) -> None:
         """Write what is queued (within *timeout* seconds) and stop."""
@@ -115,8 +117,10 @@ class UsageLog:
             except Exception:  # one bad note must not stop the record
                 log.exception("a usage note failed")
 
-    def _emit(self, kind: UsageKind, at: datetime, **fields: Any) -> None:
-        event = UsageEvent(kind=kind, session=self._session, at=at, **fields)
+    def _emit(
+        self, kind: UsageKind, at: datetime, session: str | None = None, **fields: Any
+    ) -> None:
+        event = UsageEvent(kind=kind, session=session or self._session, at=at, **fields)
         self._pimem.observe_usage(self._scope, event)
 
     def _give(self, via: GivenVia, entries: Sequence[ShownEntry]) -> None:
@@ -231,22 +235,34 @@ UNRECORDED: UsageLog = _Unrecorded()
 
 class RecordedCapture(Capture):
     """Capture that tells *usage* what it saw and did: each exchange that passed the hard
-    gates (to judge whether memory was used), each gate's skip, each entry written."""
+    gates (to judge whether memory was used), each gate's skip, each entry written.
 
-    def __init__(self, usage: UsageLog, *args: Any, **kwargs: Any) -> None:
+    With *handed_over*, it captures for an earlier session what that one handed over: its
+    captures and skips are recorded under that session, and nothing is judged (what memory
+    gave those exchanges was noted by another process)."""
+
+    def __init__(
+        self, usage: UsageLog, *args: Any, handed_over: bool = False, **kwargs: Any
+    ) -> None:
         self._usage = usage
+        self._handed_over = handed_over
         super().__init__(*args, **kwargs)
 
     def _gate(self, window: Sequence[BranchEntry]) -> str | None:
-        self._usage.window(window)
+        if not self._handed_over:
+            self._usage.window(window)
         return super()._gate(window)
 
     def _skip(self, reason: str) -> None:
         super()._skip(reason)
-        self._usage.skipped(reason)
+        self._usage.skipped(reason, self._recorded_as)
 
     def _write(self, anchor: Anchor, content: str) -> None:
         before = self.counters.captured
         super()._write(anchor, content)
         if self.counters.captured > before:
-            self._usage.captured(content)
+            self._usage.captured(content, self._recorded_as)
+
+    @property
+    def _recorded_as(self) -> str | None:
+        return self._session_id if self._handed_over else None

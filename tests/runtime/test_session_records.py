@@ -19,6 +19,7 @@ from pimem_core.runtime.records import read_record, record_path, records_status
 from pimem_core.runtime.session import Session, SessionInfo
 from pimem_core.runtime.status import status_sections
 from pimem_core.types import Distillation, DistillRequest, HostModel
+from pimem_plugins.usage.record import read_records, session_digest
 
 from conftest import make_pimem
 from pi_sessions import assistant, session_file, user
@@ -88,12 +89,13 @@ class HostModels:
 
 
 def test_at_exit_an_exchange_for_the_hosts_model_is_handed_to_the_next_session_at_once(
-    repo: Path, tmp_path: Path, state: PimemPaths
+    repo: Path, tmp_path: Path, state: PimemPaths, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """At exit the host does not wait for capture (``capture_wait_ms`` 0): an exchange being
     distilled with the host's model is not written as a marker but stays in the journal, handed
     over at once, and the next session in the project captures it, anchored to the session it
-    came from."""
+    came from, and recorded in the usage record as that session's capture."""
+    monkeypatch.setenv("PIMEM_HOME", str(tmp_path / "pimem"))  # the usage record's state too
     gate = threading.Event()
     first = Session(make_pimem(), host_model=HostModels(gate).model(), paths=state)
     first_file = transcript(tmp_path / "first.jsonl", "we keep the ledger in eu-west-1")
@@ -131,6 +133,11 @@ def test_at_exit_an_exchange_for_the_hosts_model_is_handed_to_the_next_session_a
         if s.name == "failures"
     ]
     assert section.lines[1] == f"  what it kept was handed to session {SECOND} for capture"
+    usage = state.state_dir / "usage" / scope.collection / f"{DAY.removesuffix('.md')}.jsonl"
+    captures = [line for line in read_records(usage) if line["kind"] == "capture"]
+    assert [(line["session"], len(line["entries"])) for line in captures] == [
+        (session_digest(FIRST), 1)
+    ]
 
 
 @pytest.mark.parametrize("distiller", ["a plugin's", "extractive"])
