@@ -59,3 +59,42 @@ def test_an_entry_given_twice_counts_once_by_its_most_deliberate_way() -> None:
     given = [("snapshot", REDIS), ("search", REDIS), ("expand", REDIS)]
     (use,) = uses(given, "cache?", "session_cache it is")
     assert use.via == "expand"
+
+
+def decided(choice: str, subject: str) -> ShownEntry:
+    """A decision entry of the workload's kind; all written in the same minute."""
+    return ShownEntry(
+        day="2026-09-01", time="10:00", text=f"- the team decided to use {choice} for {subject}"
+    )
+
+
+def test_entries_written_in_the_same_minute_are_judged_each_on_its_own() -> None:
+    first, second = decided("Redis", "the billing queue"), decided("Kafka", "the audit cache")
+    given = [("snapshot", first), ("snapshot", second)]
+    (use,) = uses(given, "Which option for the audit cache?", "We use Kafka for the audit cache.")
+    assert (use.entry, use.evidence, use.term) == (second, "name", "Kafka")
+    # The same entry given as a hit and then expanded (its section, heading and all) is one.
+    section = ShownEntry(day=second.day, time=second.time, text=f"### 10:00\n{second.text}")
+    given = [("snapshot", first), ("search", second), ("expand", section)]
+    (use,) = uses(given, "Which option for the audit cache?", "Kafka, for the audit cache.")
+    assert use.via == "expand"
+
+
+def test_a_mixed_case_name_is_an_identifier() -> None:
+    entry = decided("SQLite in WAL mode", "the reporting feature flags")
+    prompt = "What do we use for the reporting feature flags?"
+    assert found([("snapshot", entry)], prompt, "SQLite in WAL mode, for those flags.") == [
+        ("identifier", "SQLite")
+    ]
+
+
+def test_a_rare_word_other_entries_hold_goes_to_the_one_the_answer_follows() -> None:
+    ours = decided("pgbouncer in transaction mode", "the gateway retry policy")
+    theirs = decided("pgbouncer in transaction mode", "the search queue")
+    given = [("snapshot", theirs), ("snapshot", ours)]
+    prompt = "What do we use for the gateway retry policy these days?"
+    answer = "We decided to use pgbouncer in transaction mode for the gateway retry policy."
+    (use,) = uses(given, prompt, answer)
+    assert (use.entry, use.evidence, use.term) == (ours, "rare word", "pgbouncer")
+    # An answer that follows neither more than the other names neither.
+    assert found(given, "which pooler?", "pgbouncer in transaction mode.") == []
