@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         BackendCall,
         BranchEntry,
         CrossRepoResult,
+        DayAddress,
         Distillation,
         DistillRequest,
         HostModel,
@@ -337,6 +338,30 @@ class RecallSpecs:
         to the usage record; a failure is logged and costs the session nothing.
         """
 
+    @_hookspec
+    def pimem_collect_unrecalled_entries(
+        self, scope: Scope, settings: Settings, store: MemoryStore, days: int
+    ) -> Iterable[DayAddress] | None:
+        """The entries of *scope*'s store that memory did not give the agent (no search, expand,
+        injection or use of them) in the last *days* days, though they were in the store all
+        that time: what ``pimem compact --never-recalled DAYS`` condenses. ``None``: no record
+        here; raise :class:`~pimem_core.errors.PimemError` when it does not reach back so far.
+        The bundled ``usage`` plugin answers from its usage record::
+
+            @hookimpl
+            def pimem_collect_unrecalled_entries(scope, settings, store, days):
+                return [DayAddress(day=date(2026, 11, 2), time="09:12")]
+        """
+
+    @_hookspec
+    def pimem_collect_used_entries(
+        self, scope: Scope, settings: Settings, days: int
+    ) -> Iterable[DayAddress] | None:
+        """The entries the agent used (``used`` in the usage record) in the last *days* days,
+        which the snapshot may keep first (``PIMEM_SNAPSHOT_PREFER_USED``); ``None``: no record
+        here. ``return [DayAddress(day=date(2026, 12, 5), time="16:40")]``
+        """
+
     # -- injection -----------------------------------------------------------------------------
 
     @_hookspec(firstresult=True)
@@ -346,6 +371,7 @@ class RecallSpecs:
         settings: Settings,
         now: datetime,
         store: MemoryStore,
+        used_entries: Callable[[int], frozenset[DayAddress]],
     ) -> str | None:
         """Build the stable snapshot: the block appended to the agent's system prompt.
 
@@ -355,6 +381,8 @@ class RecallSpecs:
 
         :param now: the local time the snapshot is built for (its date picks "today").
         :param store: *scope*'s opened store, to read its daily memory files.
+        :param used_entries: the entries the agent used in the last N days
+            (``pimem_collect_used_entries``), asked only when called.
         """
 
     @_hookspec

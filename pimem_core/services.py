@@ -14,7 +14,7 @@ for another plugin's module. Every change a store makes is announced by the faca
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import date, datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -162,8 +162,11 @@ class CatchingUp(Protocol):
 class Compacting(Protocol):
     """An index capability: condense the store into a summary (``pimem compact``)."""
 
-    def compact(self, call: BackendCall) -> CompactResult:
-        """The summary of the store; the facade appends it through the store."""
+    def compact(
+        self, call: BackendCall, only: Collection[DayAddress] | None = None
+    ) -> CompactResult:
+        """The summary of the store, or of the entries *only* names; the facade appends it
+        through the store."""
         ...
 
 

@@ -20,9 +20,7 @@ Two layouts (``PIMEM_SNAPSHOT_LAYOUT``, ADR 0022):
 
 from __future__ import annotations
 
-import os
-import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Literal
@@ -30,6 +28,7 @@ from typing import Literal
 import attrs
 
 from pimem_core.plugin import (
+    DayAddress,
     DayText,
     MemoryStore,
     Scope,
@@ -38,6 +37,7 @@ from pimem_core.plugin import (
     hookimpl,
 )
 from pimem_plugins.shared.hollow import is_hollow, without_empty_bullets
+from pimem_plugins.shared.layout import days_in
 
 TODAY_BUDGET = 3000
 YESTERDAY_BUDGET = 2000
@@ -86,6 +86,19 @@ LAYOUT = SettingSpec.choice(
     per_session=True,
 )
 
+#: Over budget, keep the entries the agent used lately ahead of newer ones it never used.
+PREFER_USED = SettingSpec.switch(
+    plugin=SOURCE,
+    name="prefer_used",
+    env="PIMEM_SNAPSHOT_PREFER_USED",
+    default=False,
+    help="when a day's entries overflow the snapshot, keep those the agent used in the last "
+    "30 days (the usage record) ahead of newer ones it never used",
+    per_session=True,
+)
+#: How far back "used lately" looks.
+USED_SPAN_DAYS = 30
+
 #: The setting that turns the snapshot off (shown by `pimem plugins`).
 ACTIVATION_SETTING = "PI_MEMSEARCH_SNAPSHOT"
 
@@ -95,8 +108,8 @@ def is_active(settings: Settings) -> bool:
 
 
 @hookimpl
-def pimem_declare_settings() -> tuple[SettingSpec[Layout]]:
-    return (LAYOUT,)
+def pimem_declare_settings() -> tuple[SettingSpec[Layout], SettingSpec[bool]]:
+    return (LAYOUT, PREFER_USED)
 
 
 def tail(text: str, budget: int) -> tuple[str, bool]:
@@ -114,8 +127,13 @@ class Block:
     """One block of a daily memory file as the snapshot shows it."""
 
     text: str
-    #: An entry (``### HH:MM``), which the omitted-entries marker counts.
-    entry: bool
+    #: An entry's time (``### HH:MM``); ``None`` for any other block. The omitted-entries
+    #: marker counts entries.
+    time: str | None
+
+    @property
+    def entry(self) -> bool:
+        return self.time is not None
 
 
 def blocks(body: str) -> Iterator[Block]:
@@ -140,40 +158,55 @@ def blocks(body: str) -> Iterator[Block]:
             in_compact = DayText.COMPACT_HEADING.match(line) is not None
     for start, end in zip(starts, [*starts[1:], len(lines)], strict=True):
         part = lines[start:end]
-        entry = DayText.ENTRY_HEADING.match(part[0]) is not None
-        text = (DayText("\n".join(part)).without_anchors() if entry else "\n".join(part)).strip(
-            "\n"
-        )
+        heading = DayText.ENTRY_HEADING.match(part[0])
+        text = "\n".join(part)
+        text = (DayText(text).without_anchors() if heading else text).strip("\n")
         if is_hollow(text):
             continue
-        yield Block(text=without_empty_bullets(text), entry=entry)
+        time = heading.group(1) if heading else None
+        yield Block(text=without_empty_bullets(text), time=time)
 
 
-def latest_blocks(body: str, budget: int) -> tuple[str, str | None]:
+#: Whether a block goes ahead of the others when they do not all fit.
+Preferred = Callable[[Block], bool]
+
+
+def latest_blocks(
+    body: str, budget: int, preferred: Preferred | None = None
+) -> tuple[str, str | None]:
     """The newest whole blocks of *body* within *budget* characters, in file order, and the
     marker that says what was left out (``None``: nothing was). A block too long for the
-    budget on its own shows its head, cut at a line end, rather than nothing."""
-    return _fit(list(blocks(body)), budget, head=True)
+    budget on its own shows its head, cut at a line end, rather than nothing. With
+    *preferred*, the blocks it picks go first, newest first, then the others."""
+    return _fit(list(blocks(body)), budget, head=True, preferred=preferred)
 
 
-def _fit(shown: list[Block], budget: int, *, head: bool) -> tuple[str, str | None]:
+def _fit(
+    shown: list[Block], budget: int, *, head: bool, preferred: Preferred | None = None
+) -> tuple[str, str | None]:
     """:func:`latest_blocks` of blocks already read; with *head* false, a newest block too
     long for *budget* gives nothing rather than its head."""
-    kept: list[Block] = []
+    newest_first = list(reversed(range(len(shown))))
+    if preferred is not None:
+        newest_first.sort(key=lambda at: not preferred(shown[at]))  # stable: newest first still
+    kept: list[int] = []
     used = 0
-    for block in reversed(shown):
-        cost = len(block.text) + (2 if kept else 0)  # the blank line between two blocks
+    for at in newest_first:
+        cost = len(shown[at].text) + (2 if kept else 0)  # the blank line between two blocks
         if used + cost > budget:
-            break
-        kept.append(block)
+            if preferred is None:
+                break  # the latest ones only: an older block never shows in a newer one's place
+            continue
+        kept.append(at)
         used += cost
-    kept.reverse()
+    kept.sort()
     if not kept and not head:
         return "", None
     if not kept and shown:
         return _head(shown[-1].text, budget), _omitted(shown[:-1])
-    text = "\n\n".join(block.text for block in kept)
-    return text, _omitted(shown[: len(shown) - len(kept)])
+    text = "\n\n".join(shown[at].text for at in kept)
+    left_out = [block for at, block in enumerate(shown) if at not in kept]
+    return text, _omitted(left_out, earlier=not kept or len(left_out) <= kept[0])
 
 
 def _head(text: str, budget: int) -> str:
@@ -187,35 +220,51 @@ def _head(text: str, budget: int) -> str:
     return f"{head.rstrip()}\n{ENTRY_CUT}"
 
 
-def _omitted(left_out: list[Block]) -> str | None:
+def _omitted(left_out: list[Block], *, earlier: bool = True) -> str | None:
     if not left_out:
         return None
     count = sum(block.entry for block in left_out)
     if not count:
         return TRUNCATED
-    return f"[... {count} earlier {'entry' if count == 1 else 'entries'} omitted]"
+    which = "earlier " if earlier else ""
+    return f"[... {count} {which}{'entry' if count == 1 else 'entries'} omitted]"
 
 
 @hookimpl(trylast=True)
 def pimem_build_snapshot(
-    scope: Scope, settings: Settings, now: datetime, store: MemoryStore
+    scope: Scope,
+    settings: Settings,
+    now: datetime,
+    store: MemoryStore,
+    used_entries: Callable[[int], frozenset[DayAddress]],
 ) -> str:
     layout = LAYOUT.read(settings)
     today = now.date()
+    used = (
+        used_entries(USED_SPAN_DAYS) if layout == "entries" and PREFER_USED.read(settings) else None
+    )
     sections = [INSTRUCTIONS if layout == "entries" else TAIL_INSTRUCTIONS]
     for label, day, budget in (
         ("Today", today, TODAY_BUDGET),
         ("Yesterday", today - timedelta(days=1), YESTERDAY_BUDGET),
     ):
         body = _read(store, day)
-        shown = _section(body, budget, layout) if body else ""
+        shown = _section(body, budget, layout, _used_on(used, day)) if body else ""
         if shown:
             sections.append(f"### {label} ({day.isoformat()})\n\n{shown}")
     if len(sections) == 1 and layout == "entries":
         # A store nobody wrote to for a while (a clone, another agent's, a holiday) still
         # shows its latest memory; the seed's tail layout stays as it was.
-        sections += earlier_sections(store, scope.memory_dir, today)
+        sections += earlier_sections(store, scope.memory_dir, today, used)
     return "\n\n".join(sections)
+
+
+def _used_on(used: frozenset[DayAddress] | None, day: date) -> Preferred | None:
+    """The entries of *day* in *used*, as :func:`latest_blocks` prefers them."""
+    if used is None:
+        return None
+    times = {entry.time for entry in used if entry.day == day}
+    return lambda block: block.time in times
 
 
 def _read(store: MemoryStore, day: date) -> str:
@@ -223,28 +272,17 @@ def _read(store: MemoryStore, day: date) -> str:
     return DayText(store.read_day(day) or "").without_conflicts().strip()
 
 
-_DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.md")
-
-
 def days_before(memory_dir: Path, day: date) -> list[date]:
     """The days before *day* that have a daily memory file in *memory_dir*, newest first."""
-    found = []
-    try:
-        names = os.listdir(memory_dir)
-    except OSError:
-        return []  # no store yet, or one that cannot be listed: nothing earlier to show
-    for name in names:
-        match = _DAY_FILE.fullmatch(name)
-        if match is None:
-            continue
-        try:
-            found.append(date.fromisoformat(match.group(1)))
-        except ValueError:
-            continue  # a name shaped like a day that is none (2026-02-30.md)
-    return sorted((earlier for earlier in found if earlier < day), reverse=True)
+    return [earlier for earlier in reversed(days_in(memory_dir)) if earlier < day]
 
 
-def earlier_sections(store: MemoryStore, memory_dir: Path, today: date) -> list[str]:
+def earlier_sections(
+    store: MemoryStore,
+    memory_dir: Path,
+    today: date,
+    used: frozenset[DayAddress] | None = None,
+) -> list[str]:
     """The sections of the latest days before yesterday with entries to show, newest day
     first, each headed by how long ago and the day, within :data:`EARLIER_BUDGET` all told.
     A day is cut only between entries, and older days stop where one was cut."""
@@ -255,7 +293,8 @@ def earlier_sections(store: MemoryStore, memory_dir: Path, today: date) -> list[
         if not shown:
             continue  # no entries, or only hollow ones
         heading = f"### {(today - day).days} days ago ({day.isoformat()})"
-        kept, marker = _fit(shown, room - len(heading) - 2, head=not sections)
+        room_left = room - len(heading) - 2
+        kept, marker = _fit(shown, room_left, head=not sections, preferred=_used_on(used, day))
         if not kept:
             break
         sections.append(f"{heading}\n\n{marker}\n\n{kept}" if marker else f"{heading}\n\n{kept}")
@@ -265,12 +304,12 @@ def earlier_sections(store: MemoryStore, memory_dir: Path, today: date) -> list[
     return sections
 
 
-def _section(body: str, budget: int, layout: Layout) -> str:
+def _section(body: str, budget: int, layout: Layout, preferred: Preferred | None) -> str:
     """A section's text under its heading: the marker, if any, then what is kept."""
     if layout == "tail":
         kept, truncated = tail(body, budget)
         return f"{TRUNCATED}\n{kept}" if truncated else kept
-    kept, marker = latest_blocks(body, budget)
+    kept, marker = latest_blocks(body, budget, preferred)
     if not kept:
         return ""  # only session headings: nothing to show
     # A blank line after the marker, as between blocks: it is not part of the first one.

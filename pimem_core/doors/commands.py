@@ -53,7 +53,7 @@ from pimem_core.render import (
 )
 from pimem_core.runtime.status import status_sections
 from pimem_core.service_values import TranscriptRequest
-from pimem_core.types import Anchor, DayAddress, Entry, SearchQuery
+from pimem_core.types import Anchor, DayAddress, Entry, Scope, SearchQuery
 
 # -- the core's own parameter kinds -----------------------------------------------------------
 
@@ -209,10 +209,41 @@ def expand(door: FrontDoor, a: Args) -> Outcome:
 @in_front_door
 def compact(door: FrontDoor, a: Args) -> Outcome:
     scope = door.scope()
+    days: int | None = a["never_recalled"]
+    if days is not None:
+        return _compact_unrecalled(door, scope, days)
     result = door.pimem.compact_memory(scope, on_wait=door.on_wait)
     return Outcome(
         text=result.summary or "Nothing to compact: the collection has no indexed chunks.",
         data={"collection": scope.collection, "summary": result.summary},
+    )
+
+
+def _compact_unrecalled(door: FrontDoor, scope: Scope, days: int) -> Outcome:
+    """``pimem compact --never-recalled DAYS``: the entries the usage record says memory did
+    not give the agent in the last *days* days, condensed."""
+    only = door.pimem.unrecalled_entries(scope, days)
+    if only is None:
+        raise PimemError(
+            "--never-recalled needs a usage record, and no plugin keeps one: the bundled "
+            "usage plugin is off (PIMEM_DISABLE_PLUGINS names it)"
+        )
+    summary = None
+    if only:
+        summary = door.pimem.compact_memory(scope, only=only, on_wait=door.on_wait).summary
+    if summary is None:
+        text = f"Nothing to compact: every entry older than {days} days was recalled in them."
+    else:
+        count = f"{len(only)} {'entry' if len(only) == 1 else 'entries'}"
+        text = f"{summary}\n\n(condensed from {count} never recalled in {days} days)"
+    entries = sorted((entry.day.isoformat(), entry.time) for entry in only)
+    return Outcome(
+        text=text,
+        data={
+            "collection": scope.collection,
+            "summary": summary,
+            "entries": [{"day": day, "time": time} for day, time in entries],
+        },
     )
 
 

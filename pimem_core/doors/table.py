@@ -175,6 +175,15 @@ CORE: tuple[Command, ...] = (
         "condense the memory store into a summary, when the index can (memsearch's: with its "
         "LLM settings)",
         commands.compact,
+        params=(
+            Param.option(
+                "never_recalled",
+                "DAYS",
+                "condense only the entries memory did not give the agent in the last DAYS days "
+                "(the usage record: pimem usage)",
+                kind=Count(1),
+            ),
+        ),
     ),
     _served(
         ("status",),

@@ -13,6 +13,7 @@ from pimem_core.facade.opened import OpenedServices
 from pimem_core.service_values import Transcript, TranscriptRequest
 from pimem_core.types import (
     BranchEntry,
+    DayAddress,
     Distillation,
     DistillRequest,
     HostModel,
@@ -26,7 +27,8 @@ log = logging.getLogger(__name__)
 
 
 class HostSession(OpenedServices):
-    """``pimem_start_session``, ``pimem_observe_usage``, ``pimem_build_snapshot``, ``pimem_collect_injections``,
+    """``pimem_start_session``, ``pimem_observe_usage``, ``pimem_collect_unrecalled_entries``,
+    ``pimem_collect_used_entries``, ``pimem_build_snapshot``, ``pimem_collect_injections``,
     ``pimem_gate_exchange``, ``pimem_distill_exchange``, the transcript reader's methods and
     ``pimem_provide_model``."""
 
@@ -50,6 +52,21 @@ class HostSession(OpenedServices):
         except Exception:
             log.exception("a plugin failed to observe the usage event %s", event.kind)
 
+    def unrecalled_entries(self, scope: Scope, days: int) -> frozenset[DayAddress] | None:
+        """The entries of *scope*'s store memory did not give the agent in the last *days*
+        days; ``None`` when no plugin keeps a record that can tell."""
+        answers = self.pm.caller("pimem_collect_unrecalled_entries")(
+            scope=scope, settings=self.settings, store=self.store(scope), days=days
+        )
+        return _union(answers)
+
+    def used_entries(self, scope: Scope, days: int) -> frozenset[DayAddress]:
+        """The entries the agent used in the last *days* days, as far as any plugin knows."""
+        answers = self.pm.caller("pimem_collect_used_entries")(
+            scope=scope, settings=self.settings, days=days
+        )
+        return _union(answers) or frozenset()
+
     def build_snapshot(self, scope: Scope, now: datetime | None = None) -> str | None:
         """The stable snapshot for *now*, or ``None`` when the snapshot is off."""
         snapshot: str | None = self.pm.caller("pimem_build_snapshot")(
@@ -57,6 +74,7 @@ class HostSession(OpenedServices):
             settings=self.settings,
             now=now or self.settings.now(),
             store=self.store(scope),
+            used_entries=lambda days: self.used_entries(scope, days),
         )
         return snapshot
 
@@ -101,3 +119,11 @@ class HostSession(OpenedServices):
         """A model for background work when the host lends none, or ``None``."""
         model = self.pm.caller("pimem_provide_model")(scope=scope, settings=self.settings)
         return None if model is None else self._require("pimem_provide_model", model, HostModel)
+
+
+def _union(answers: Iterable[Iterable[DayAddress] | None]) -> frozenset[DayAddress] | None:
+    """Every plugin's entries together; ``None`` when none answered."""
+    given = [answer for answer in answers if answer is not None]
+    if not given:
+        return None
+    return frozenset(entry for answer in given for entry in answer)

@@ -3,7 +3,7 @@ cross-repo search, and the two changes made through it (a chunk forgotten, memor
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import attrs
@@ -16,6 +16,7 @@ from pimem_core.services import CatchingUp, Compacting
 from pimem_core.types import (
     ChunkAddress,
     CrossRepoResult,
+    DayAddress,
     Scope,
     SearchHit,
     SearchQuery,
@@ -170,10 +171,15 @@ class Recall(Writing):
         return self.forget_entry(scope, ChunkAddress(section=section))
 
     def compact_memory(
-        self, scope: Scope, *, on_wait: Callable[[str], None] | None = None
+        self,
+        scope: Scope,
+        *,
+        only: Collection[DayAddress] | None = None,
+        on_wait: Callable[[str], None] | None = None,
     ) -> CompactResult:
-        """Condense the store into a summary, append it through the store, announce the change
-        (``kind="compact"``) and index the file, so the summary is searchable at once."""
+        """Condense the store (or the entries *only* names) into a summary, append it through
+        the store, announce the change (``kind="compact"``) and index the file, so the summary
+        is searchable at once."""
         self.check_writable()
         index = self.index(scope)
         if not isinstance(index, Compacting):
@@ -182,7 +188,9 @@ class Recall(Writing):
                 "it offers no compact()"
             )
         with self._service("MemoryIndex.compact"):
-            result = index.compact(self._call(on_wait))
+            call = self._call(on_wait)
+            # Asked with *only* alone: an index written before it compacts the whole store.
+            result = index.compact(call) if only is None else index.compact(call, only=only)
         if result.summary is None:
             return result
         with self._service("MemoryStore.append_compaction"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
@@ -22,6 +22,7 @@ from pimem_core.plugin import (
     BackendCall,
     CollectionMissing,
     CompactResult,
+    DayAddress,
     IndexReport,
     MemoryIndex,
     NoMemoryYet,
@@ -367,7 +368,9 @@ class MemsearchMemoryIndex:
         listed = ", ".join(f'"{source}"' for source in quoted)
         recall.adopt(sources, self.engine.reads.rows(self.scope, f"source in [{listed}]"))
 
-    def compact(self, call: BackendCall) -> CompactResult:
+    def compact(
+        self, call: BackendCall, only: Collection[DayAddress] | None = None
+    ) -> CompactResult:
         scope, engine = self.scope, self.engine
         if scope.memory_dir.name != "memory":
             # memsearch appends the summary to <output dir>/memory/<date>.md.
@@ -378,7 +381,7 @@ class MemsearchMemoryIndex:
             )
         summary = self._run(
             "memory compaction",
-            lambda: engine.reads.compact(scope, call.scrub),
+            lambda: engine.reads.compact(scope, call.scrub, only),
             call,
             call.settings.compact_timeout_ms,
         )

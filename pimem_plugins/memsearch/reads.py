@@ -3,7 +3,7 @@ and the chunks a compaction sums up."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ import attrs
 
 from pimem_core.plugin import (
     ConflictScans,
+    DayAddress,
     NoMemoryYet,
     PimemError,
     Scope,
@@ -72,9 +73,15 @@ class Reads(OnDatabase):
             )
         return section_of(chunk_hash, chunks[0])
 
-    def compact(self, scope: Scope, scrub: Callable[[str], str]) -> str:
-        """memsearch's compaction summary, with secrets kept out of it: the chunks are scrubbed
-        before the LLM reads them and the summary before it is returned (the store writes it).
+    def compact(
+        self,
+        scope: Scope,
+        scrub: Callable[[str], str],
+        only: Collection[DayAddress] | None = None,
+    ) -> str:
+        """memsearch's compaction summary of the collection's chunks (of the entries *only*
+        names: their day file and ``### HH:MM`` heading), with secrets kept out of it: the
+        chunks are scrubbed before the LLM reads them and the summary before it is returned (the store writes it).
         The database is closed during the LLM call, which can take minutes: other agents may
         use it meanwhile."""
         conflicted = ConflictScans().conflicted_files(scope.memory_dir)
@@ -98,6 +105,9 @@ class Reads(OnDatabase):
             return ""  # never indexed: there is nothing to compact
         finally:
             self._database.release()
+        if only is not None:
+            wanted = {(entry.day.isoformat(), entry.time) for entry in only}
+            chunks = [chunk for chunk in chunks if _address(chunk) in wanted]
         if not chunks:
             return ""
         return scrub(
@@ -228,3 +238,8 @@ class Reads(OnDatabase):
             return counted
         except CollectionNotFoundError:
             return None
+
+
+def _address(chunk: Mapping[str, Any]) -> tuple[str, str]:
+    """A chunk's entry as ``(YYYY-MM-DD, HH:MM)``: its day file's name and its heading."""
+    return Path(str(chunk["source"])).stem, str(chunk.get("heading", "")).strip()

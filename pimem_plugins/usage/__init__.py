@@ -11,6 +11,8 @@ from collections.abc import Iterable, Iterator
 
 from pimem_core.plugin import (
     Command,
+    DayAddress,
+    MemoryStore,
     PimemPaths,
     Scope,
     Settings,
@@ -18,6 +20,7 @@ from pimem_core.plugin import (
     UsageEvent,
     hookimpl,
 )
+from pimem_plugins.usage import entries
 from pimem_plugins.usage.record import (
     QUERY_CHARS,
     TERM_CHARS,
@@ -28,6 +31,7 @@ from pimem_plugins.usage.record import (
     status_line,
     usage_dir,
 )
+from pimem_plugins.usage.report import day_file_days
 from pimem_plugins.usage.used import uses
 
 
@@ -44,6 +48,24 @@ class UsagePlugin:
         directory = usage_dir(PimemPaths.from_env().state_dir, scope.collection)
         line = status_line(directory, settings.now().date().isoformat())
         yield StatusSection(name="usage", rank=41, lines=(line,), data={"record": str(directory)})
+
+    @hookimpl
+    def pimem_collect_unrecalled_entries(
+        self, scope: Scope, settings: Settings, store: MemoryStore, days: int
+    ) -> list[DayAddress]:
+        directory = usage_dir(PimemPaths.from_env(settings.environ).state_dir, scope.collection)
+        day_files = (
+            (day.isoformat(), store.read_day(day) or "") for day in day_file_days(scope.memory_dir)
+        )
+        today = settings.now().date()
+        return entries.never_recalled(directory, scope.collection, day_files, today, days)
+
+    @hookimpl
+    def pimem_collect_used_entries(
+        self, scope: Scope, settings: Settings, days: int
+    ) -> list[DayAddress]:
+        directory = usage_dir(PimemPaths.from_env(settings.environ).state_dir, scope.collection)
+        return list(entries.used(directory, settings.now().date(), days))
 
     @hookimpl
     def pimem_collect_commands(self) -> Iterable[Command]:

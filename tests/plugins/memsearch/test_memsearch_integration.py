@@ -18,6 +18,7 @@ from typing import ClassVar, cast
 import pytest
 
 from pimem_core import hookimpl
+from pimem_core.paths import PimemPaths
 from pimem_core.render import NO_LEGS, SCORE_NOTES
 from pimem_core.service_values import CompactResult, IndexReport
 from pimem_core.services import MemoryIndex
@@ -681,6 +682,57 @@ def test_compaction_keeps_secrets_from_the_llm_and_from_disk(
     block = day.read_text().split("## Memory Compact")[1]
     assert secret not in block
     assert "[REDACTED:github-token]" in block
+
+
+def test_compaction_of_entries_never_recalled_sends_only_them_and_says_so(
+    memsearch_env: dict[str, str], repo: Path, llm_server: str
+) -> None:
+    config = Path(memsearch_env["HOME"]) / ".memsearch" / "config.toml"
+    config.write_text(
+        config.read_text()
+        + f'\n[llm]\nprovider = "openai"\nmodel = "scripted"\nbase_url = "{llm_server}"\napi_key = "k"\n'
+    )
+    memory = repo / ".memsearch" / "memory"
+    memory.mkdir(parents=True)
+    (memory / "2026-07-01.md").write_text(
+        "### 09:00\n<!-- session:o turn:t1 transcript:/o -->\n- billing uses the Stripe webhook\n\n"
+        "### 10:00\n<!-- session:o turn:t2 transcript:/o -->\n- the nightly cron prunes tmpfiles\n"
+    )
+    (memory / "2026-08-12.md").write_text(
+        "### 11:00\n<!-- session:o turn:t3 transcript:/o -->\n- Grafana shows queue depth\n"
+    )
+    ok(pimem(memsearch_env, "index", "--cwd", str(repo)))
+    scope = json.loads(ok(pimem(memsearch_env, "scope", "--cwd", str(repo), "--json")))
+    record = PimemPaths.from_env(memsearch_env).state_dir / "usage" / scope["collection"]
+
+    refused = pimem(memsearch_env, "compact", "--never-recalled", "10", "--cwd", str(repo))
+    assert refused.code == 1
+    assert "no usage record of" in refused.stderr
+
+    record.mkdir(parents=True)
+    (record / "2026-08-01.jsonl").write_text(
+        '{"v": 1, "at": "2026-08-01T09:00:00", "session": "a", "kind": "session"}\n'
+    )
+    (record / "2026-08-10.jsonl").write_text(
+        '{"v": 1, "at": "2026-08-10T09:00:00", "session": "b", "kind": "search", '
+        '"query": "billing", "hits": [{"day": "2026-07-01", "time": "09:00"}], "top": 0.8}\n'
+    )
+    ScriptedLLM.requests.clear()
+    done = ok(pimem(memsearch_env, "compact", "--never-recalled", "10", "--cwd", str(repo)))
+    assert done.startswith(ScriptedLLM.summary)
+    assert "(condensed from 1 entry never recalled in 10 days)" in done
+    # The model read the entry nobody recalled, not the recalled one nor the recent one.
+    sent = json.dumps(ScriptedLLM.requests)
+    assert "tmpfiles" in sent
+    assert "Stripe" not in sent
+    assert "Grafana" not in sent
+    today = (memory / "2026-08-13.md").read_text()
+    assert f"## Memory Compact 22:41\n\n{ScriptedLLM.summary}\n" in today
+
+    too_long = pimem(memsearch_env, "compact", "--never-recalled", "30", "--cwd", str(repo))
+    assert too_long.code == 1
+    assert "begins 2026-08-01" in too_long.stderr
+    assert "--never-recalled 13" in too_long.stderr
 
 
 class _CompactingIndex:
