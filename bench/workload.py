@@ -32,7 +32,9 @@ system prompts the model server received say whether the snapshot held its bytes
 The same script runs on this checkout ("after") and on the code before the capture gates
 (``BEFORE_COMMIT``, extracted with ``git archive``; "before"), on each pi line.
 :func:`measure` turns a run's day files and request records into the counts reported per 100
-exchanges; it is pure, and tested on its own.
+exchanges; it is pure, and tested on its own. Each run of this checkout also sets pimem's
+usage record beside what the scripted model knows it did with memory
+(:mod:`bench.workload_usage`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import workload_usage
 from bench.pi_host import (
     ADAPTER_DIR,
     MODEL,
@@ -494,7 +497,8 @@ def act(exchange: Exchange, request: ChatRequest) -> Reply:
     if exchange.kind == CHATTER:
         return Text("Done.")
     if exchange.kind == QUESTION:  # from the snapshot or an injection: no tool call
-        return Text(f"We decided to {exchange.needle}.")
+        answer = from_memory(exchange, request)
+        return Text(answer[0] if answer else f"Memory holds nothing about {exchange.subject}.")
     if exchange.kind == SMALL_TALK:
         return Text(SMALL_TALK_ANSWER)
     if exchange.kind == WRITE:
@@ -523,8 +527,45 @@ def act(exchange: Exchange, request: ChatRequest) -> Reply:
             return ToolCall(tool, {"chunk_hash": hit.chunk_hash})
         if last.name == "memory_forget":
             return Text("Forgotten.")
-        return Text(f"We decided to {exchange.needle}.")
+        answer = from_memory(exchange, request)
+        return Text(answer[0] if answer else "Memory holds nothing about it.")
     raise ValueError(f"no behaviour for {exchange.kind!r}")
+
+
+def from_memory(exchange: Exchange, request: ChatRequest) -> tuple[str, str] | None:
+    """The scripted model's answer to *request* when it comes from what memory gave it, with
+    the memory text it restates; ``None`` when the answer takes nothing from memory.
+
+    A question is answered from the snapshot line holding its decision, in the decision's words
+    (its choice is what the user did not say). A recall question is answered from the entry
+    ``memory_expand`` returned; a ``/recall`` also cites the hit's day and time, as the recall
+    skill asks. Anything else (a decision, a forget, a failed call) takes nothing from memory.
+    """
+    needle = exchange.needle.casefold()
+    if exchange.kind == QUESTION:
+        line = next(
+            (
+                line
+                for line in snapshot_of(request.system).splitlines()
+                if needle in line.casefold()
+            ),
+            None,
+        )
+        return None if line is None else (f"We decided to {exchange.needle}.", line.strip())
+    if exchange.kind not in (RECALL, RECALL_COMMAND):
+        return None
+    done = this_exchange(request)
+    if not done or done[-1].name != "memory_expand" or done[-1].failed:
+        return None
+    search = next((c for c in reversed(done) if c.name == "memory_search" and not c.failed), None)
+    hits = read_hits(search.content) if search is not None else ()
+    hit = next((h for h in hits if needle in h.content.casefold()), None)
+    if hit is None:
+        return None
+    answer = f"We decided to {exchange.needle}."
+    if exchange.kind == RECALL_COMMAND:
+        answer = f"We decided to {exchange.needle} ({hit.day} {hit.heading})."
+    return answer, hit.content.strip()
 
 
 _USER = re.compile(r"(?:^|\n\n)\[User\]: (.*?)(?=\n\n\[(?:User|Assistant)\]: |\Z)", re.S)
@@ -586,12 +627,16 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def record(session: int, exchange: int, request: ChatRequest) -> dict[str, Any]:
-    """What the counts need of one agent request: where it was, the snapshot it carried, and
-    the tool result it answered."""
+def record(
+    session: int, exchange: int, request: ChatRequest, script: Exchange | None = None
+) -> dict[str, Any]:
+    """What the counts need of one agent request: where it was, the snapshot it carried, the
+    tool result it answered, the per-prompt context it carried and, when the scripted model's
+    reply to it (*script*'s) restates memory, the memory text it restates."""
     snapshot = snapshot_of(request.system)
     result = request.last_tool_result
     broke = result is not None and failed(result.name, result.content)
+    used = from_memory(script, request) if script is not None else None
     return {
         "session": session,
         "exchange": exchange,
@@ -599,8 +644,27 @@ def record(session: int, exchange: int, request: ChatRequest) -> dict[str, Any]:
         "snapshot_bytes": len(snapshot.encode()),
         "tool": result.name if result else None,
         "failed": broke,
+        "injected": injected(request),
+        **({"used": used[1]} if used is not None else {}),
         **({"error": result.content[:300]} if result is not None and broke else {}),
     }
+
+
+_CONTEXT_HIT = re.compile(r"^\d+\.\s+\d{4}-\d{2}-\d{2}\b", re.M)
+
+
+def injected(request: ChatRequest) -> bool:
+    """Whether *request* carries a per-prompt context message of memory hits (auto-context's
+    numbered blocks, as pi passes an extension's hidden message on): one starts an exchange,
+    so only the messages after the last assistant message are looked at."""
+    messages = request.messages
+    last_assistant = max(
+        (i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=0
+    )
+    return any(
+        m.get("role") == "user" and _CONTEXT_HIT.search(text_of(m.get("content")))
+        for m in messages[last_assistant + 1 :]
+    )
 
 
 def _first_sentence(text: str) -> str:
@@ -855,6 +919,8 @@ class Variant:
     note: str = ""
     #: Kill the bridge as soon as the prompt settles, not once it is idle.
     kill_at_once: bool = False
+    #: The code keeps a usage record (the code before the capture gates has none).
+    records_usage: bool = True
 
 
 def after_variant() -> Variant:
@@ -942,6 +1008,7 @@ def _before_tree(root: Path) -> Variant:
     return Variant(
         name="before",
         label=f"before ({BEFORE_COMMIT})",
+        records_usage=False,
         adapter=tree / "adapters" / "pi",
         env=env,
         note=f"pimem and its pi adapter as of {BEFORE_COMMIT}, before the capture gates",
@@ -1009,7 +1076,7 @@ def run_variant(
                     seen = len(server.requests)
                     pi.prompt(exchange.prompt, timeout=180)
                     records += [
-                        record(number, index, request)
+                        record(number, index, request, exchange)
                         for request in server.agent_requests()
                         if request.index >= seen
                     ]
@@ -1026,6 +1093,7 @@ def run_variant(
             )
         failures = list(server.failures)
         distillations = len(server.distillations())
+        sessions = world.session_files()
     if failures:
         raise RuntimeError(f"workload on pi {line.name}: the model server saw {failures[:5]}")
     memory = repo / ".memsearch" / "memory"
@@ -1038,6 +1106,9 @@ def run_variant(
         if "error" in item:
             item["error"] = item["error"].replace(str(root), "<run>")
     metrics = measure(script, list(day_files.values()), records, kills)
+    usage = None
+    if variant.records_usage:
+        usage = usage_of(script, records, sessions, home, world.env, repo, metrics)
     return {
         "line": line.name,
         "variant": variant.name,
@@ -1047,8 +1118,43 @@ def run_variant(
         "session_seconds": seconds,
         "distillations": distillations,
         "metrics": metrics,
+        "usage": usage,
         "records": records,
         "day_files": day_files,
+    }
+
+
+def usage_of(
+    script: Script,
+    records: Sequence[Mapping[str, Any]],
+    sessions: Sequence[Path],
+    home: Path,
+    env: Mapping[str, str],
+    repo: Path,
+    metrics: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The run's usage record beside what the scripted model knows
+    (:func:`bench.workload_usage.compare`), with the record's lines counted by kind."""
+    prompts = [[exchange.prompt for exchange in session.exchanges] for session in script.sessions]
+    turns = workload_usage.exchange_turns(sessions, prompts)
+    lines = workload_usage.read_record(home)
+    report = workload_usage.pimem_usage(env, repo)
+    used = [line for line in lines if line["kind"] == "used"]
+    compared = workload_usage.compare(
+        records, used, turns, report["counts"], metrics["entries_written"]
+    )
+    return compared | {
+        "record_kinds": dict(Counter(str(line["kind"]) for line in lines)),
+        "pimem_usage_counts": report["counts"],
+        "record_used": [
+            {key: line.get(key) for key in ("session", "turn", "via", "evidence", "term")}
+            | {
+                "exchange": turns.get(
+                    workload_usage.turn_key(line["session"], str(line.get("turn")))
+                )
+            }
+            for line in used
+        ],
     }
 
 
@@ -1103,6 +1209,12 @@ def run_workload(
             run = run_variant(line, variant, script, root / f"{variant.name}-{name}", model, log)
             runs.append(run | {"pi": _version(line)})
     checks = [check for run in runs if run["variant"] == "after" for check in targets(run)]
+    checks += [
+        check
+        for run in runs
+        if run["variant"] == "after" and run["usage"] is not None
+        for check in workload_usage.targets(f"workload, pi {run['line']}", run["usage"])
+    ]
     return {
         "plan": asdict(plan),
         "format": FORMAT,

@@ -176,6 +176,50 @@ def _notes(results: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> lis
     return notes
 
 
+def _fraction(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _lines(u: Metrics) -> str:
+    unplaced = u["used_lines_unplaced"]
+    return str(u["used_lines"]) + (f" ({unplaced} outside any exchange)" if unplaced else "")
+
+
+def _pair(name: str) -> Callable[[Metrics], str]:
+    def cell(u: Metrics) -> str:
+        pair = u["counts"][name]
+        mark = "" if pair["pimem"] == pair["bench"] else " **differ**"
+        return f"{pair['pimem']} / {pair['bench']}{mark}"
+
+    return cell
+
+
+USAGE_ROWS: Sequence[tuple[str, Callable[[Metrics], str]]] = (
+    ("Exchanges whose answer restated memory (the bench)", lambda u: str(u["used_bench"])),
+    ("Exchanges with a `used` line (pimem)", lambda u: str(u["used_pimem"])),
+    ("- of them both", lambda u: str(u["used_both"])),
+    ("- of them with a term of the entry the model restated", lambda u: str(u["used_attributed"])),
+    ('Precision of "used"', lambda u: _fraction(u["precision"])),
+    ('Recall of "used"', lambda u: _fraction(u["recall"])),
+    ("`used` lines", _lines),
+    *(
+        (f"{name.capitalize()}: pimem / the bench", _pair(name))
+        for name in ("recalls", "expands", "injections", "captures")
+    ),
+)
+
+
+def _usage_section(runs: Sequence[Mapping[str, Any]]) -> str:
+    """pimem's usage record beside what the scripted model knows, per run that keeps one."""
+    recorded = [run for run in runs if run.get("usage")]
+    if not recorded:
+        return "No run kept a usage record."
+    return _table(
+        ("Usage record", *(_heading(run) for run in recorded)),
+        [(label, *(cell(run["usage"]) for run in recorded)) for label, cell in USAGE_ROWS],
+    )
+
+
 def render(results: Mapping[str, Any], plots: str) -> str:
     """The section as its own page (``pages`` demotes its headings one level); *plots* is the
     directory of the page's JSON relative to the page."""
@@ -244,4 +288,31 @@ How it is counted, from the day files at the end and the requests the model rece
   scripted model calls it again, as a model would.
 - Raw results, with the script, every request's record and the day files:
   [workload.json]({plots}/workload/workload.json).
+
+## Does the usage record see what the model did?
+
+pimem's usage record ([usage.md](usage.md)) of each run, read from the run's own state
+directory (`pimem usage --json` for the counts, the record's `used` lines for "used"), beside
+what the scripted model knows of the same run:
+
+{_usage_section(runs)}
+
+- **The bench's truth.** A question answered from memory is answered in the words of the
+  snapshot line that holds its decision (its choice is what the user did not say), and only
+  when the snapshot holds it; otherwise the model says memory holds nothing. A recall question
+  is answered from the hit it expanded, in the decision's words; a `/recall` also cites the
+  hit's day and time, as the recall skill asks. Every other answer (decisions, chatter, small
+  talk, writes, forgets, status checks, failed calls) restates nothing of memory.
+- **The unit is the exchange**: pimem says an exchange used memory when a `used` line names
+  one of its turns (the record's `turn`, mapped to the script's exchange through pi's session
+  files); a line naming no exchange of the script counts against precision. Not per entry:
+  the workload's clock is fixed (`PIMEM_NOW`), so every entry is `2026-09-01 10:00`, the
+  record names entries by that address, and a citation of it names every entry given. "With
+  a term of the entry" counts the exchanges where a `used` line's term is in the memory text
+  the model restated, or is a citation.
+- **Counts**: recalls and expands are the `memory_search` and `memory_expand` calls whose
+  results the model received without a failure; injections, the exchanges whose first request
+  carried a context message of memory hits (auto-context is off in this workload, its
+  default, so none); captures, the entries written (the day files at the end, plus those
+  forgotten) less those `memory_write` wrote.
 """

@@ -11,6 +11,7 @@ from bench.workload import (
     FORGET,
     QUESTION,
     RECALL,
+    RECALL_COMMAND,
     RECALL_PREFIX,
     SMALL_TALK,
     STATUS,
@@ -23,6 +24,7 @@ from bench.workload import (
     decision_bullet,
     distil,
     entries,
+    from_memory,
     generate,
     measure,
     snapshot_of,
@@ -254,8 +256,8 @@ def test_the_snapshot_is_the_end_of_the_system_prompt() -> None:
     assert snapshot_of("You are pi.") == ""
 
 
-def request(*messages: dict[str, Any], tools: bool = True) -> ChatRequest:
-    body: dict[str, Any] = {"messages": [{"role": "system", "content": "sys"}, *messages]}
+def request(*messages: dict[str, Any], tools: bool = True, system: str = "sys") -> ChatRequest:
+    body: dict[str, Any] = {"messages": [{"role": "system", "content": system}, *messages]}
     if tools:
         body["tools"] = [{"function": {"name": "memory_search"}}]
     return ChatRequest(index=0, path="/v1/chat/completions", body=body)
@@ -338,9 +340,20 @@ def test_the_generated_script_keeps_its_promises() -> None:
 def test_the_scripted_model_answers_questions_and_small_talk_in_words_and_checks_some_decisions() -> (
     None
 ):
-    assert act(ASK_B, request({"role": "user", "content": ASK_B.prompt})) == Text(
+    asked = {"role": "user", "content": ASK_B.prompt}
+    snapshot = "sys\n\n## Project memory\n\n### Today (2026-09-01)\n\n### 10:00\n" + (
+        f"{B.bullets[0]}\n"
+    )
+    # From the snapshot when it holds the decision, in its words; else nothing of memory.
+    assert act(ASK_B, request(asked, system=snapshot)) == Text(
         "We decided to use Kafka for the audit cache."
     )
+    assert from_memory(ASK_B, request(asked, system=snapshot)) == (
+        "We decided to use Kafka for the audit cache.",
+        B.bullets[0],
+    )
+    assert act(ASK_B, request(asked)) == Text("Memory holds nothing about the audit cache.")
+    assert from_memory(ASK_B, request(asked)) is None
     assert isinstance(act(HELLO, request({"role": "user", "content": HELLO.prompt})), Text)
     checked = Exchange(
         kind=DECISION,
@@ -381,3 +394,39 @@ def test_the_script_reads_to_the_capture_gates_as_its_kinds_say() -> None:
         asked += exchange.kind == DECISION and exchange.prompt.endswith("?")
     assert asked > 10
     assert sum(x.checks_memory for x in script.exchanges) > 5
+
+
+def test_a_recall_answers_from_the_expanded_hit_and_a_slash_recall_cites_its_day_and_time() -> None:
+    hits = (
+        "1 memory chunk(s), best first (score = relevance from 0 to 1):\n\n"
+        "1. 2026-09-01 10:00 | relevance 0.90 | chunk bbbb\n"
+        "- the team decided to use Redis for the billing queue\n"
+    )
+    searched = called("memory_search", {"query": "q"}, hits, 1)
+    expanded = called("memory_expand", {"chunk_hash": "bbbb"}, "## 10:00\n- the team ...", 2)
+    for kind, answer in (
+        (RECALL, "We decided to use Redis for the billing queue."),
+        (RECALL_COMMAND, "We decided to use Redis for the billing queue (2026-09-01 10:00)."),
+    ):
+        recall = Exchange(
+            kind=kind,
+            prompt="What did we decide about the billing queue?",
+            bullets=("- the user asked what we decided about the billing queue",),
+            subject="the billing queue",
+            choice="Redis",
+        )
+        user = {"role": "user", "content": recall.prompt}
+        assert act(recall, request(user, *searched)) == ToolCall(
+            "memory_expand", {"chunk_hash": "bbbb"}
+        )
+        assert from_memory(recall, request(user, *searched)) is None  # a tool call, no answer
+        done = request(user, *searched, *expanded)
+        assert act(recall, done) == Text(answer)
+        assert from_memory(recall, done) == (
+            answer,
+            "- the team decided to use Redis for the billing queue",
+        )
+    crash = "memory_expand failed: the pimem bridge was killed by SIGKILL. The call failed."
+    broken = request(user, *searched, *called("memory_expand", {}, crash, 2))
+    assert isinstance(act(recall, broken), Text)
+    assert from_memory(recall, broken) is None
