@@ -199,7 +199,6 @@ class Session:
             take_own_kept(self._state_dir, scope, info.session_id)
             self.capture = RecordedCapture(
                 self.usage,
-                self.pimem,
                 self.scope,
                 session_id=info.session_id,
                 transcript=info.transcript,
@@ -348,8 +347,8 @@ class Session:
     def _adopt(self, info: SessionInfo, scope: Scope, usage: UsageLog) -> None:
         """Claim what earlier sessions of the scope handed over (a session whose memory went
         off, one that shut down before capture was done) and capture it, each exchange with
-        its own session's anchor and in *usage* under its own session. A failure costs this,
-        never the session."""
+        its own session's anchor and recorded in *usage* as that session's. A failure costs
+        this, never the session."""
         try:
             for record in records(self._state_dir, scope):
                 if (
@@ -372,9 +371,7 @@ class Session:
                 log.info("capturing what session %s handed over", claimed.session_id)
                 capture = RecordedCapture(
                     usage,
-                    self.pimem,
                     scope,
-                    handed_over=True,
                     session_id=claimed.session_id,
                     transcript=Path(claimed.transcript),
                     host_model=self.host_model,

@@ -61,6 +61,15 @@ class UsageLog:
         self._worker = None if scheduler is None else scheduler.run("usage", self._work)
         self._note(lambda at: self._emit("session", at, project=str(scope.scope_dir)))
 
+    @property
+    def pimem(self) -> Pimem:
+        return self._pimem
+
+    @property
+    def session(self) -> str:
+        """The host's session id the notes are recorded under."""
+        return self._session
+
     # -- notes, from the host's events (cheap: queued, nothing else) ----------------------
 
     def prompted(self, snapshot: str | None, hidden: Sequence[Injection]) -> None:
@@ -234,19 +243,18 @@ UNRECORDED: UsageLog = _Unrecorded()
 
 
 class RecordedCapture(Capture):
-    """Capture that tells *usage* what it saw and did: each exchange that passed the hard
-    gates (to judge whether memory was used), each gate's skip, each entry written.
+    """Capture, with *usage*'s pimem, that tells *usage* what it saw and did: each exchange
+    that passed the hard gates (to judge whether memory was used), each gate's skip, each
+    entry written.
 
-    With *handed_over*, it captures for an earlier session what that one handed over: its
-    captures and skips are recorded under that session, and nothing is judged (what memory
-    gave those exchanges was noted by another process)."""
+    A capture for another session than *usage*'s (what an earlier session handed over)
+    records its captures and skips under that session and judges nothing: what memory gave
+    those exchanges was noted by another process."""
 
-    def __init__(
-        self, usage: UsageLog, *args: Any, handed_over: bool = False, **kwargs: Any
-    ) -> None:
+    def __init__(self, usage: UsageLog, *args: Any, **kwargs: Any) -> None:
         self._usage = usage
-        self._handed_over = handed_over
-        super().__init__(*args, **kwargs)
+        super().__init__(usage.pimem, *args, **kwargs)
+        self._handed_over = self._session_id != usage.session
 
     def _gate(self, window: Sequence[BranchEntry]) -> str | None:
         if not self._handed_over:
