@@ -18,6 +18,8 @@ from pimem_plugins.markdown_store import MarkdownStore
 from pimem_plugins.scope_default import DefaultScope
 from pimem_plugins.usage.command import COMMANDS
 
+from conftest import run_cli
+
 NOW = "2026-08-13T22:41"
 DAY = "2026-08-12"
 DAY_FILE = f"""## Session 09:00
@@ -184,3 +186,26 @@ def test_a_month_of_records_reads_in_well_under_a_second(
     assert answer.exit_code == 0, answer.stderr
     assert "  recalls      9000   33% used (3000)\n" in answer.stdout
     assert elapsed < 1.0, f"pimem usage took {elapsed:.2f} s"
+
+
+def test_compact_never_recalled_without_the_usage_plugin_says_what_is_missing(
+    repo: Path,
+) -> None:
+    memory = repo / ".memsearch" / "memory"
+    memory.mkdir(parents=True)
+    day = memory / "2026-07-01.md"
+    day.write_text("### 09:00\n<!-- session:o turn:t transcript:/o -->\n- a note\n")
+    done = run_cli(
+        "compact",
+        "--never-recalled",
+        "7",
+        "--cwd",
+        str(repo),
+        env={"PIMEM_DISABLE_PLUGINS": "usage"},
+    )
+    assert done.code == 1
+    assert "no plugin keeps one: the bundled usage plugin is off" in done.stderr
+    assert day.read_text().count("###") == 1
+    bad = run_cli("compact", "--never-recalled", "0", "--cwd", str(repo))
+    assert bad.code == 2
+    assert "--never-recalled: must be a whole number of at least 1, got '0'" in bad.stderr
