@@ -52,6 +52,11 @@ class HostSession(OpenedServices):
         except Exception:
             log.exception("a plugin failed to observe the usage event %s", event.kind)
 
+    def observes_usage(self) -> bool:
+        """Whether any plugin hears ``pimem_observe_usage``: without one, a session keeps no
+        usage notes at all."""
+        return bool(self.pm.caller("pimem_observe_usage").get_hookimpls())
+
     def unrecalled_entries(self, scope: Scope, days: int) -> frozenset[DayAddress] | None:
         """The entries of *scope*'s store memory did not give the agent in the last *days*
         days; ``None`` when no plugin keeps a record that can tell."""

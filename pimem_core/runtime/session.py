@@ -48,7 +48,7 @@ from pimem_core.runtime.records import (
 from pimem_core.runtime.scheduler import Scheduler
 from pimem_core.runtime.snapshot_cache import StableSnapshot, kept_snapshot_path
 from pimem_core.runtime.status import status_sections
-from pimem_core.runtime.usage import UNRECORDED, RecordedCapture, UsageLog
+from pimem_core.runtime.usage import Unrecorded, UsageLog, recorded_capture, usage_log
 from pimem_core.types import (
     BranchEntry,
     HostModel,
@@ -141,7 +141,7 @@ class Session:
         self.indexer: Indexer | None = None
         self.capture: Capture | None = None
         self.maintenance: MaintenanceRunner | None = None
-        self.usage: UsageLog = UNRECORDED  # what memory gave the agent, for the usage record
+        self.usage: UsageLog = Unrecorded(pimem)  # what memory gave the agent, for the usage record
         #: Other sessions' hand-overs this one claimed, each with the capture that takes it.
         self._adopted: list[tuple[SessionRecord, Capture]] = []
         self._adopting = threading.Lock()
@@ -175,7 +175,7 @@ class Session:
         self.indexer = indexer
         kept = kept_snapshot_path(self._state_dir, info.session_id)
         self.snapshot = StableSnapshot(self.pimem, scope, kept=kept)
-        usage = self.usage = UsageLog(self.pimem, scope, info.session_id, self.scheduler)
+        usage = self.usage = usage_log(self.pimem, scope, info.session_id, self.scheduler)
         self.snapshot.start()
         maintenance = self.maintenance = MaintenanceRunner(
             self.pimem,
@@ -197,7 +197,7 @@ class Session:
         if info.transcript is not None:
             # A session started again captures the exchanges it kept when memory went off.
             take_own_kept(self._state_dir, scope, info.session_id)
-            self.capture = RecordedCapture(
+            self.capture = recorded_capture(
                 self.usage,
                 self.scope,
                 session_id=info.session_id,
@@ -369,7 +369,7 @@ class Session:
                 if not journal.pending():
                     continue
                 log.info("capturing what session %s handed over", claimed.session_id)
-                capture = RecordedCapture(
+                capture = recorded_capture(
                     usage,
                     scope,
                     session_id=claimed.session_id,

@@ -70,6 +70,11 @@ class UsageLog:
         """The host's session id the notes are recorded under."""
         return self._session
 
+    @property
+    def recording(self) -> bool:
+        """Whether notes reach the record (a worker takes them)."""
+        return self._worker is not None
+
     # -- notes, from the host's events (cheap: queued, nothing else) ----------------------
 
     def prompted(self, snapshot: str | None, hidden: Sequence[Injection]) -> None:
@@ -233,13 +238,30 @@ def text_entries(text: str) -> Iterator[ShownEntry]:
         yield ShownEntry(day=day, time=time, text="\n".join(lines).strip())
 
 
-class _Unrecorded(UsageLog):
-    def __init__(self) -> None:
+class Unrecorded(UsageLog):
+    """The usage notes of a session no plugin records (none implements
+    ``pimem_observe_usage``, as with ``PIMEM_DISABLE_PLUGINS=usage``), or of no session yet:
+    no worker and no queue, so every note returns at once."""
+
+    def __init__(self, pimem: Pimem, session_id: str = "") -> None:
+        self._pimem = pimem
+        self._session = session_id
         self._worker = None
 
 
-#: The usage notes of no session (before one starts): nothing is noted.
-UNRECORDED: UsageLog = _Unrecorded()
+def usage_log(pimem: Pimem, scope: Scope, session_id: str, scheduler: Scheduler | None) -> UsageLog:
+    """The usage notes of a session on *scope*; unrecorded when no plugin would hear them:
+    a worker that only drops events would still cost every prompt and memory call a note."""
+    if not pimem.observes_usage():
+        return Unrecorded(pimem, session_id)
+    return UsageLog(pimem, scope, session_id, scheduler)
+
+
+def recorded_capture(usage: UsageLog, *args: Any, **kwargs: Any) -> Capture:
+    """Capture for a session with *usage*: recorded when *usage* records, plain otherwise."""
+    if usage.recording:
+        return RecordedCapture(usage, *args, **kwargs)
+    return Capture(usage.pimem, *args, **kwargs)
 
 
 class RecordedCapture(Capture):

@@ -7,12 +7,14 @@ import io
 import json
 import time
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, Any, cast
 
 import pytest
 
 from pimem_core.doors.serve import Server
+from pimem_core.runtime.scheduler import Scheduler
 from pimem_core.runtime.session import SessionInfo
+from pimem_core.runtime.usage import RecordedCapture
 from pimem_core.testing import InMemoryIndexPlugin
 from pimem_core.types import Anchor, Entry
 from pimem_plugins.usage.record import read_records
@@ -67,6 +69,54 @@ def test_a_search_then_an_answer_carrying_a_hits_identifier_records_a_use(
     assert used["turn"] == "a1"  # the exchange's last message: capture's anchor turn
     per_exchange = sum(len(json.dumps(line)) + 1 for line in lines if line["kind"] != "session")
     assert per_exchange < 1024 + 512  # the snapshot line is once a session, not per exchange
+
+
+@pytest.mark.parametrize("disabled", ["", "usage"])
+def test_without_a_plugin_that_hears_the_record_a_session_keeps_no_usage_notes(
+    disabled: str, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PIMEM_HOME", str(tmp_path / "ph"))
+    tasks: list[str] = []
+    run = Scheduler.run
+
+    def spied(self: Scheduler, name: str, task: Any) -> Any:
+        tasks.append(name)
+        return run(self, name, task)
+
+    monkeypatch.setattr(Scheduler, "run", spied)
+    pimem = make_pimem({"PIMEM_DISABLE_PLUGINS": f"memsearch-index,{disabled}".rstrip(",")})
+    pimem.pm.add_plugin(InMemoryIndexPlugin(), "in-memory-index")
+    scope = pimem.resolve_scope(repo)
+    branch = [
+        {"id": "u1", "kind": "message", "role": "user", "text": "where is the cache?"},
+        {"id": "a1", "kind": "message", "role": "assistant", "text": "No idea."},
+    ]
+    requests = [
+        {"id": 1, "method": "session.before_prompt", "params": {"prompt": "where is the cache?"}},
+        {"id": 2, "method": "memory.search", "params": {"query": "cache"}},
+        {"id": 3, "method": "session.settled", "params": {"leaf": "a1", "branch": branch}},
+    ]
+    output = io.StringIO()
+    server = Server(pimem, cast(IO[str], _Paced(requests, output)), output)
+    server.session.start(SessionInfo(session_id="s1", cwd=repo, transcript=tmp_path / "s.jsonl"))
+    usage, capture = server.session.usage, server.session.capture
+    server.serve()
+
+    assert capture is not None
+    assert output.getvalue().count('"result"') == len(requests)
+    record = tmp_path / "ph" / "state" / "usage" / scope.collection
+    if disabled:
+        assert not usage.recording
+        assert not hasattr(usage, "_notes")  # not even a queue to put a note in
+        assert "usage" not in tasks
+        assert type(capture) is not RecordedCapture
+        assert not record.exists()
+    else:
+        assert usage.recording
+        assert "usage" in tasks
+        assert isinstance(capture, RecordedCapture)
+        lines = [line for path in record.glob("*.jsonl") for line in read_records(path)]
+        assert {"session", "search", "capture"} <= {line["kind"] for line in lines}
 
 
 class _Paced:
