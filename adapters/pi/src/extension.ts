@@ -230,7 +230,7 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
     }
   });
 
-  registerTools(pi, connection);
+  registerTools(pi, connection, deps.timing);
   return connection;
 }
 

@@ -126,7 +126,13 @@ function text(value: string, details: Record<string, unknown> = {}): ToolResult 
   return { content: [{ type: "text", text: value }], details };
 }
 
-export function registerTools(pi: PiLike, connection: Connection): void {
+/** `timing`, when given, hears how long each call took until it answered or failed, under
+ * the tool's name (the latency benchmark's `PIMEM_PI_TIMINGS`). */
+export function registerTools(
+  pi: PiLike,
+  connection: Connection,
+  timing?: (step: string, ms: number) => void,
+): void {
   for (const spec of TOOLS) {
     pi.registerTool({
       name: spec.name,
@@ -134,6 +140,7 @@ export function registerTools(pi: PiLike, connection: Connection): void {
       description: spec.description,
       parameters: spec.parameters,
       async execute(_id, args, signal, onUpdate: ToolUpdate | undefined, ctx) {
+        const started = performance.now();
         const params = spec.params ? spec.params(args, ctx) : args;
         try {
           const { text: answer, ...details } = await connection.request(spec.method, params, "tool", {
@@ -148,6 +155,8 @@ export function registerTools(pi: PiLike, connection: Connection): void {
           const said = error instanceof Error ? error.message : String(error);
           // pimem's own messages may already name the operation ("memory search failed: …").
           throw new Error(/^memory \w+ (failed|timed out)/.test(said) ? said : `${spec.name} failed: ${said}`);
+        } finally {
+          timing?.(spec.name, performance.now() - started);
         }
       },
     });

@@ -135,6 +135,8 @@ export interface SetupOptions {
   recordedIn?: string;
   context?: Partial<FakeContextOptions>;
   complete?: (request: CompletionRequest) => Promise<string>;
+  /** What `PIMEM_PI_TIMINGS` would hear (else nothing is timed). */
+  timing?: Dependencies["timing"];
 }
 
 export interface Setup {
@@ -181,6 +183,7 @@ export function setup(t: TestContext, options: SetupOptions = {}): Setup {
       FAKE_PIMEM_SCRIPT: JSON.stringify(options.script ?? {}),
     },
     spawn,
+    timing: options.timing,
     stderr: (line) => stderr.push(line),
     complete: async (request) => {
       completions.push(request);

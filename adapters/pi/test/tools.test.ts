@@ -202,6 +202,18 @@ describe("tool calls", () => {
     await assert.rejects(call, /memory_search failed: memory\.search was cancelled/);
   });
 
+  test("with timing on, each call is timed under its tool's name, answered or failed", async (t) => {
+    const steps: string[] = [];
+    const s = setup(t, { timing: (step) => steps.push(step) });
+    await assert.rejects(s.callTool("memory_status"), /memory is not started/);
+    await s.startSession();
+    await s.callTool("memory_search", { query: "q" });
+    assert.deepEqual(
+      steps.filter((step) => step.startsWith("memory_")),
+      ["memory_status", "memory_search"],
+    );
+  });
+
   test("a tool call before session_start says memory is not started", async (t) => {
     const s = setup(t);
     await assert.rejects(s.callTool("memory_status"), /memory_status failed: memory is not started/);
