@@ -638,14 +638,19 @@ def llm_server() -> Iterator[str]:
     server.server_close()
 
 
+def use_llm(env: dict[str, str], url: str) -> None:
+    """memsearch's ``[llm]`` settings pointed at the scripted endpoint *url*."""
+    config = Path(env["HOME"]) / ".memsearch" / "config.toml"
+    config.write_text(
+        config.read_text()
+        + f'\n[llm]\nprovider = "openai"\nmodel = "scripted"\nbase_url = "{url}"\napi_key = "k"\n'
+    )
+
+
 def test_compaction_appends_memsearchs_summary_block(
     memsearch_env: dict[str, str], repo: Path, llm_server: str
 ) -> None:
-    config = Path(memsearch_env["HOME"]) / ".memsearch" / "config.toml"
-    config.write_text(
-        config.read_text()
-        + f'\n[llm]\nprovider = "openai"\nmodel = "scripted"\nbase_url = "{llm_server}"\napi_key = "k"\n'
-    )
+    use_llm(memsearch_env, llm_server)
     empty = ok(pimem(memsearch_env, "compact", "--cwd", str(repo)))
     assert "Nothing to compact" in empty or "never indexed" in empty
     write_entries(memsearch_env, repo)
@@ -665,11 +670,7 @@ def test_compaction_keeps_secrets_from_the_llm_and_from_disk(
     # Found by the reliability suite: memsearch sent the chunks as indexed (another agent's
     # unscrubbed entry included) and wrote whatever summary the LLM returned.
     secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
-    config = Path(memsearch_env["HOME"]) / ".memsearch" / "config.toml"
-    config.write_text(
-        config.read_text()
-        + f'\n[llm]\nprovider = "openai"\nmodel = "scripted"\nbase_url = "{llm_server}"\napi_key = "k"\n'
-    )
+    use_llm(memsearch_env, llm_server)
     day = repo / ".memsearch" / "memory" / "2026-08-13.md"
     day.parent.mkdir(parents=True)
     day.write_text(f"### 22:00\n<!-- session:o turn:t transcript:/o -->\n- token {secret}\n\n")
@@ -687,11 +688,7 @@ def test_compaction_keeps_secrets_from_the_llm_and_from_disk(
 def test_compaction_of_entries_never_recalled_sends_only_them_and_says_so(
     memsearch_env: dict[str, str], repo: Path, llm_server: str
 ) -> None:
-    config = Path(memsearch_env["HOME"]) / ".memsearch" / "config.toml"
-    config.write_text(
-        config.read_text()
-        + f'\n[llm]\nprovider = "openai"\nmodel = "scripted"\nbase_url = "{llm_server}"\napi_key = "k"\n'
-    )
+    use_llm(memsearch_env, llm_server)
     memory = repo / ".memsearch" / "memory"
     memory.mkdir(parents=True)
     (memory / "2026-07-01.md").write_text(
