@@ -1,6 +1,6 @@
 """``python -m bench [--quick] [--only PARTS] [--workdir DIR] [--out DIR] [--report-only]``.
 
-The whole benchmark suite, in nine parts:
+The whole benchmark suite, in ten parts:
 
 * ``latency``: search and append latency against the memsearch CLI (2k and 20k chunks),
   capture's cost to the host and auto-context (latency and relevance);
@@ -29,7 +29,9 @@ The whole benchmark suite, in nine parts:
   development set prepared with ``python -m bench.realstores.prepare PATH`` and given with
   ``--realstores PATH``; skipped without it), copied cold: the first search, every search while
   indexing runs, index time and peak memory and recall while and after indexing, beside
-  memsearch's CLI on the same files (``bench/realstores/``).
+  memsearch's CLI on the same files (``bench/realstores/``);
+* ``usage``: what the usage record costs ``before_agent_start`` and a ``memory_search`` call in
+  the real pi, on and off in the same run, and its bytes per exchange (``bench/usage_cost.py``).
 
 Each part writes its raw results as JSON under OUT; the report (``OUT/benchmarks.md``) is
 rendered from those files alone, and a full run publishes it as ``docs/benchmarks.md`` with
@@ -64,6 +66,7 @@ PARTS = (
     "service",
     "milvus",
     "realstores",
+    "usage",
 )
 #: What ``--quick`` measures without ``--only``: the service part (two minutes of whole
 #: processes even on its small store) is left to ``--quick --only service``.
@@ -208,6 +211,24 @@ def _pi(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, Any]:
     results = pi_latency.run_pi(plan, workdir, model, _log)
     results["meta"] = _meta(started_at, started, args.quick)
     return results
+
+
+def _usage(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, Any] | None:
+    from bench import usage_cost
+
+    started_at = datetime.now().astimezone().isoformat(timespec="seconds")
+    started = time.perf_counter()
+    plan = usage_cost.USAGE_QUICK if args.quick else usage_cost.USAGE_FULL
+    raw = usage_cost.run_usage(plan, workdir, model, _log)
+    if raw is None:
+        return None
+    summary = usage_cost.summarize_usage(raw)
+    return {
+        **raw,
+        "summary": summary,
+        "targets": usage_cost.targets(raw, summary),
+        "meta": _meta(started_at, started, args.quick) | {"format": usage_cost.FORMAT},
+    }
 
 
 def _quality(args: argparse.Namespace, workdir: Path, model: Any) -> dict[str, Any]:
@@ -391,6 +412,7 @@ def keep_other_sizes(
 MEASURES: dict[str, Callable[[argparse.Namespace, Path, Any], dict[str, Any] | None]] = {
     "latency": _latency,
     "pi": _pi,
+    "usage": _usage,
     "quality": _quality,
     "locomo": _locomo,
     "realstores": _realstores,

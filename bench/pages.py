@@ -14,7 +14,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench import milvus_server, report, scaling_report, service_report, workload_report
+from bench import (
+    milvus_server,
+    report,
+    scaling_report,
+    service_report,
+    usage_cost_report,
+    workload_report,
+)
 from bench.locomo import report as locomo_report
 from bench.quality import report as quality_report
 from bench.realstores import report as realstores_report
@@ -22,6 +29,7 @@ from bench.realstores import report as realstores_report
 RAW = {
     "latency": "latency.json",
     "pi": "pi/pi.json",
+    "usage": "usage/usage.json",
     "quality": "quality/quality.json",
     "locomo": "locomo/locomo.json",
     "realstores": "realstores/realstores.json",
@@ -33,6 +41,7 @@ RAW = {
 TITLES = {
     "latency": "Latency",
     "pi": "The pi adapter",
+    "usage": "What the usage record costs",
     "quality": "Retrieval quality",
     "locomo": "Recall on public conversational memory (LoCoMo)",
     "realstores": "Memory pimem did not write (real stores)",
@@ -162,6 +171,8 @@ def render_page(results: Results, plots: str) -> str:
         sections.append(report.render_markdown(results["latency"], plots))
     if "pi" in results:
         sections.append(report.render_pi(results["pi"], f"{plots}/pi"))
+    if "usage" in results:
+        sections.append(usage_cost_report.render(results["usage"]))
     if "quality" in results:
         quality = {**results["quality"], "plots": quality_report.PLOTS}
         sections.append(quality_report.render(quality, f"{plots}/quality"))
