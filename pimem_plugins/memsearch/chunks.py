@@ -70,12 +70,17 @@ def section_of(chunk_hash: str, chunk: Mapping[str, Any]) -> Section:
     )
 
 
+def text_end_line(start_line: int, end_line: int, content: str) -> int:
+    """The last line of a chunk's own text, which a hit names (the line expand's range ends on
+    too): memsearch's ``end_line`` counts the blank lines after the text (and, at the end of a
+    file, the empty line after its last newline)."""
+    return max(start_line, min(end_line, start_line + content.count("\n")))
+
+
 def search_hit(result: dict[str, Any], score_kind: ScoreKind = "rank_fusion") -> SearchHit:
-    """A memsearch result as a hit. memsearch's ``end_line`` counts the blank lines after the
-    chunk's text (and, at the end of a file, the empty line after its last newline); the hit
-    names the text's own last line, the line expand's range ends on too."""
+    """A memsearch result as a hit, ending on its text's own last line (:func:`text_end_line`)."""
     content = str(result["content"])
-    start, end = int(result["start_line"]), int(result["end_line"])
+    start = int(result["start_line"])
     return SearchHit(
         chunk_hash=str(result["chunk_hash"]),
         # Another agent may have indexed a conflicted file markers and all.
@@ -84,7 +89,7 @@ def search_hit(result: dict[str, Any], score_kind: ScoreKind = "rank_fusion") ->
         heading=str(result.get("heading", "")),
         heading_level=int(result.get("heading_level", 0)),
         start_line=start,
-        end_line=max(start, min(end, start + content.count("\n"))),
+        end_line=text_end_line(start, int(result["end_line"]), content),
         score=float(result["score"]),
         score_kind=score_kind,
     )

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pimem_core.plugin import LegScore, SearchHit, never_rising
+from pimem_plugins.memsearch.chunks import text_end_line
 from pimem_plugins.memsearch.recall.read_model import Candidate
 from pimem_plugins.memsearch.recall.text import clean_text, tokens
 from pimem_plugins.shared.hollow import is_hollow
@@ -146,12 +147,7 @@ def rank(
                 heading=record.heading,
                 heading_level=record.heading_level,
                 start_line=record.start_line,
-                # memsearch's end_line counts the blank lines after the text; a hit names the
-                # text's own last line, as expand does.
-                end_line=max(
-                    record.start_line,
-                    min(record.end_line, record.start_line + record.content.count("\n")),
-                ),
+                end_line=text_end_line(record.start_line, record.end_line, record.content),
                 score=score,
                 score_kind="relevance",
                 legs=(
