@@ -26,7 +26,7 @@ from pimem_core.plugin import (
     SettingSpec,
     hookimpl,
 )
-from pimem_plugins.shared.layout import TREE
+from pimem_plugins.shared.layout import TREE, children_of
 
 
 def _roots(raw: str) -> tuple[Path, ...]:
@@ -85,20 +85,10 @@ def discover_projects(roots: tuple[Path, ...]) -> tuple[Path, ...]:
             "or memory/)"
         )
     found: dict[str, Path] = {}
-    for root in roots:
-        base = Path(os.path.abspath(root))
-        try:
-            with os.scandir(base) as entries:
-                children = [Path(entry.path) for entry in entries]
-        except OSError as error:
-            raise SettingsError(
-                f"cross-repo recall cannot scan {base} (listed in {VARIABLE}): "
-                f"{error.strerror or error}"
-            ) from None
-        for child in children:
-            if is_project(child):
-                # Two roots (or a symlink) may reach one directory: the first path names it.
-                found.setdefault(os.path.realpath(child), child)
+    for child in children_of(roots, asked_by="cross-repo recall", setting=VARIABLE):
+        if is_project(child):
+            # Two roots (or a symlink) may reach one directory: the first path names it.
+            found.setdefault(os.path.realpath(child), child)
     return tuple(sorted(found.values()))
 
 

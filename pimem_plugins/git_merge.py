@@ -19,7 +19,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,12 +33,12 @@ from pimem_core.plugin import (
     hookimpl,
     write_private,
 )
+from pimem_plugins.shared.layout import DAY_FILE
 
 SOURCE = "git-merge"
 UNION = "merge=union"
 IGNORE = ".gitignore"
 ATTRIBUTES = ".gitattributes"
-_DAY_FILE = re.compile(r"\d{4}-\d{2}-\d{2}\.md")
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +183,7 @@ def _unmerged_status(place: StorePlace) -> StatusSection:
             paths = {
                 record.split("\t", 1)[1] for record in done.stdout.split("\0") if "\t" in record
             }
-            files = sorted(path for path in paths if _DAY_FILE.fullmatch(Path(path).name))
+            files = sorted(path for path in paths if DAY_FILE.fullmatch(Path(path).name))
     lines = (
         (
             "unmerged: git has not merged "

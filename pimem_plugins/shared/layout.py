@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+from collections.abc import Iterable
+from datetime import date
 from pathlib import Path
 from typing import Required, TypedDict, Unpack
 
-from pimem_core.plugin import Scope
+from pimem_core.plugin import Scope, SettingsError
 
 __all__ = [
+    "DAY_FILE",
     "STATE_FILE",
     "TREE",
     "Where",
+    "children_of",
+    "days_in",
     "discovered_store",
     "has_memory_files",
     "index_state_path",
@@ -35,6 +41,8 @@ _STATE_PATH = _LAID_OUT.index_state_path
 assert _STATE_PATH is not None  # Scope.for_project always places the state file
 #: The file in which memsearch records a store's index health.
 STATE_FILE = _STATE_PATH.name
+#: A daily memory file's name, ``YYYY-MM-DD.md``; its group is the day.
+DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.md")
 
 
 def maintenance_root(scope: Scope) -> Path:
@@ -122,6 +130,26 @@ def discovered_store(project_dir: Path) -> tuple[Path, Path]:
     return project_dir / "memory", project_dir / STATE_FILE
 
 
+def children_of(roots: Iterable[Path | str], *, asked_by: str, setting: str) -> list[Path]:
+    """The immediate children of *roots* (scan roots), absolute, root by root.
+
+    A root that cannot be listed raises :class:`SettingsError` naming it and the *setting* that
+    lists it (*asked_by* says what scans): a mistyped root must not quietly scan fewer projects
+    than asked for.
+    """
+    children: list[Path] = []
+    for root in roots:
+        base = Path(os.path.abspath(root))
+        try:
+            with os.scandir(base) as entries:
+                children.extend(Path(entry.path) for entry in entries)
+        except OSError as error:
+            raise SettingsError(
+                f"{asked_by} cannot scan {base} (listed in {setting}): {error.strerror or error}"
+            ) from None
+    return children
+
+
 def has_memory_files(memory_dir: Path) -> bool:
     """Whether *memory_dir* holds a file memsearch would index: a ``.md`` or ``.markdown``
     file at any depth, hidden files and directories left out, as memsearch's scanner does.
@@ -152,3 +180,22 @@ def has_memory_files(memory_dir: Path) -> bool:
             continue
         pending.extend(reversed(subdirectories))
     return unreadable
+
+
+def days_in(directory: Path, pattern: re.Pattern[str] = DAY_FILE) -> list[date]:
+    """The days *directory* has a file for, named as *pattern* says (its first group the day),
+    oldest first: by default, a store's daily memory files. None where it cannot be listed."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []  # no store yet, or one that cannot be listed
+    days = []
+    for name in names:
+        match = pattern.fullmatch(name)
+        if match is None:
+            continue
+        try:
+            days.append(date.fromisoformat(match.group(1)))
+        except ValueError:
+            continue  # a name shaped like a day that is none (2026-02-30.md)
+    return sorted(days)
