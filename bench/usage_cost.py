@@ -205,8 +205,8 @@ def _copies(root: Path, plan: UsagePlan, model: OfflineModel) -> tuple[dict[str,
 def _first_hit(request: ChatRequest) -> Text:
     """The answer after the search: the first hit's words, so the record has a use to judge."""
     result = request.last_tool_result
-    lines = [] if result is None else [line for line in result.content.splitlines() if line]
-    said = next((line for line in lines if not line.startswith("#")), "nothing found")
+    lines = [] if result is None else result.content.splitlines()
+    said = next((line[2:] for line in lines if line.startswith("- ")), "nothing found")
     return Text(f"From memory: {said[:300]}")
 
 
@@ -238,8 +238,9 @@ def run_usage(
     copies, now = _copies(root, plan, model)
     texts = prompts(plan.pairs + 1)
     timings = {variant: root / f"timings-{variant}.jsonl" for variant in VARIANTS}
-    # A prompt is two agent requests and a distillation, per variant.
-    limit = 2 * 3 * (plan.pairs + 1) + 20
+    # A prompt is two agent requests and a distillation, per variant; maintenance may ask the
+    # model too. The bound only stops a runaway tool loop.
+    limit = 2 * 6 * (plan.pairs + 1) + 50
     load_before = os.getloadavg()
     try:
         with ModelServer(_rules(), max_requests=limit) as server:
@@ -276,6 +277,10 @@ def run_usage(
             finally:
                 codes = {variant: pi.close(timeout=60) for variant, pi in sessions.items()}
             failures = list(server.failures)
+            requests = {
+                "agent": len(server.agent_requests()),
+                "distillation": len(server.distillations()),
+            }
         for copy in copies.values():
             wait_until_services_idle(copy.env)
     finally:
@@ -303,6 +308,7 @@ def run_usage(
             for variant, steps in samples.items()
         },
         "exchanges": plan.pairs + 1,
+        "model_requests": requests,
         "record_bytes": {variant: record_bytes(lines) for variant, lines in record.items()},
     }
 
