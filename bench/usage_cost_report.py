@@ -19,6 +19,14 @@ def _signed(value: float) -> str:
     return f"{value:+.2f} ms"
 
 
+def _verdict(row: Mapping[str, Any]) -> str:
+    if row["low"] <= 0 <= row["high"]:
+        return "none measurable"
+    if row["unmeasurable"]:
+        return f"under {NEGLIGIBLE_MS:g} ms"
+    return "**measurable**"
+
+
 def _steps_table(summary: Mapping[str, Any]) -> str:
     rows = []
     for step in STEPS:
@@ -30,7 +38,7 @@ def _steps_table(summary: Mapping[str, Any]) -> str:
                 f"{_ms(on['p50'])} / {_ms(on['p95'])}",
                 f"{_ms(off['p50'])} / {_ms(off['p95'])}",
                 f"{_signed(row['difference'])} ({_signed(row['low'])} to {_signed(row['high'])})",
-                "none measurable" if row["unmeasurable"] else "**measurable**",
+                _verdict(row),
             )
         )
     return report._table(
@@ -39,7 +47,7 @@ def _steps_table(summary: Mapping[str, Any]) -> str:
             "Record on: p50 / p95",
             "Record off: p50 / p95",
             f"On minus off, medians ({LEVEL:.0%} interval)",
-            "Cost",
+            "Cost of the record",
         ),
         rows,
     )

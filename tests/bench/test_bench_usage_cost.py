@@ -121,4 +121,6 @@ def test_the_page_shows_both_variants_the_difference_and_the_bytes() -> None:
     assert "| `memory_search` call | 6.00 ms" in page
     assert "+5.00 ms" in page
     assert "| all | 3,200 | 800 |" in page
+    assert "| none measurable |" in page  # before_agent_start: the same on both sides
+    assert "| **measurable** |" in page  # the search: 5 ms slower with the record
     assert "**Caution:**" in page  # half the CPUs taken by others
