@@ -57,7 +57,7 @@ def entry_json(entry: Shown) -> dict[str, object]:
     return named
 
 
-def line_of(at: datetime, session: str, kind: str, **fields: object) -> dict[str, object]:
+def line_of(at: datetime, session: str, kind: str, /, **fields: object) -> dict[str, object]:
     return {"v": VERSION, "at": at.isoformat(timespec="seconds"), "session": session,
             "kind": kind, **fields}  # fmt: skip
 
