@@ -146,6 +146,21 @@ NEVER_INDEXED = (
 )
 
 
+#: Why the script's very last exchange may be missing from memory at the end.
+LAST_EXCHANGE = (
+    " (the last is the script's last exchange: at pi's exit capture is not waited for, and "
+    "the exchange is handed to the next session in the project, which the workload never "
+    "starts)"
+)
+
+
+def _exchange(results: Mapping[str, Any], at: Sequence[int]) -> str:
+    """An exchange of the script by its session and place, with its kind."""
+    session, index = at
+    kind = results["script"]["sessions"][session]["exchanges"][index]["kind"]
+    return f"session {session + 1}, exchange {index + 1} ({KIND_NAMES.get(kind, kind)})"
+
+
 def _notes(results: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> list[str]:
     notes = [f"{run['label'].capitalize()}: {run['note']}." for run in runs if run.get("note")]
     notes = list(dict.fromkeys(notes))
@@ -153,9 +168,11 @@ def _notes(results: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> lis
     for run in runs:
         m, name = run["metrics"], _heading(run)
         if m["decisions_missed"]:
+            last = results["script"]["sessions"][-1]["exchanges"][-1]["bullets"][0]
             notes.append(
                 f"{name}: decisions not in memory at the end: "
                 + "; ".join(f"`{bullet}`" for bullet in m["decisions_missed"])
+                + (LAST_EXCHANGE if last in m["decisions_missed"] else "")
             )
         back = m["forgotten_back_subjects"]
         if back:
@@ -168,6 +185,14 @@ def _notes(results: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> lis
                 f"{name}: {m['entries_unknown']} entries match no exchange of the script "
                 "(diagnostic markers, say)"
             )
+        usage = run.get("usage")
+        for field, what in (
+            ("missed", "used memory and has no `used` line"),
+            ("extra", "has a `used` line and used no memory"),
+        ):
+            if usage and usage[field]:
+                places = ", ".join(_exchange(results, at) for at in usage[field])
+                notes.append(f"{name}: what {what}: {places}")
     for reason, where in failures.items():
         why = f" {NEVER_INDEXED}" if "was never indexed" in reason else ""
         notes.append(f'Memory calls that failed with "{reason}": {", ".join(where)}.{why}')
@@ -310,6 +335,11 @@ what the scripted model knows of the same run:
   record names entries by that address, and a citation of it names every entry given. "With
   a term of the entry" counts the exchanges where a `used` line's term is in the memory text
   the model restated, or is a citation.
+- **Where they differ.** With the bridge killed at once, the exchange in flight at each
+  kill is never judged: what memory gave it was noted by the killed bridge, and the next one
+  captures it from the journal without that; a capture the killed bridge wrote before its
+  record line was written is missing from the record too. The exchanges each run misses or
+  adds are listed above the section.
 - **Counts**: recalls and expands are the `memory_search` and `memory_expand` calls whose
   results the model received without a failure; injections, the exchanges whose first request
   carried a context message of memory hits (auto-context is off in this workload, its
