@@ -81,6 +81,7 @@ from bench.pi_host import (
     write_memsearch_config,
 )
 from pimem_core.day_file import list_entries
+from pimem_core.paths import PimemPaths
 from pimem_core.testing import read_hits
 from pimem_plugins.memsearch.offline_model import OfflineModel
 
@@ -1091,9 +1092,10 @@ def run_variant(
                 f"workload {variant.name}, pi {line.name}: session {number + 1} of "
                 f"{len(script.sessions)} took {seconds[-1]:.0f} s"
             )
+        sessions = world.session_files()
+        _take_in_the_last_exchange(command, repo, world, line)
         failures = list(server.failures)
         distillations = len(server.distillations())
-        sessions = world.session_files()
     if failures:
         raise RuntimeError(f"workload on pi {line.name}: the model server saw {failures[:5]}")
     memory = repo / ".memsearch" / "memory"
@@ -1156,6 +1158,23 @@ def usage_of(
             for line in used
         ],
     }
+
+
+def _take_in_the_last_exchange(
+    command: Sequence[str], repo: Path, world: PiWorld, line: PiLine
+) -> None:
+    """One more session in the project, with no prompt: pi's exit hands the exchange in flight
+    to the next session (ADR 0028), which captures it as it starts. Closed once no capture
+    journal is left (the code before the service keeps none: at once)."""
+    journals = PimemPaths.from_env(world.env).state_dir / "capture-journal"
+    pi = RpcSession(list(command), cwd=repo, env=world.env, settled_event=line.settled_event)
+    with pi:
+        wait_for(
+            lambda: not any(journals.glob("*.json")), 120, "the handed-over exchange's capture"
+        )
+        code = pi.close(timeout=90)
+    if code != 0:
+        raise RuntimeError(f"pi {line.name} exited with {code}: {pi.stderr[-5:]}")
 
 
 def _kill_bridge(pi: RpcSession, *, wait: bool) -> bool:

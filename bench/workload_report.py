@@ -148,9 +148,8 @@ NEVER_INDEXED = (
 
 #: Why the script's very last exchange may be missing from memory at the end.
 LAST_EXCHANGE = (
-    " (the last is the script's last exchange: at pi's exit capture is not waited for, and "
-    "the exchange is handed to the next session in the project, which the workload never "
-    "starts)"
+    " (the last is the script's last exchange: pi's exit handed it to the next session in the "
+    "project, and the closing session did not capture it)"
 )
 
 
@@ -275,6 +274,8 @@ with SIGKILL between two prompts, once it is idle (a crash while the user types)
 is pimem and its adapter as of the commit before the capture gates, on the same script;
 "after" is this checkout, and the targets are judged on it; "after, bridge killed at once"
 kills each bridge the moment its prompt settles, while capture may still hold the exchange.
+After the last session one more starts, with no prompt, and ends once it has captured what
+the last one's exit handed over (pi's exit does not wait for capture: ADR 0028).
 
 - The script (`bench/workload.py`, seed {plan["seed"]}): {exchanges} exchanges, {mix}.
 - This run: a {kind} started {meta["started_at"]}, taking {meta["duration_s"] / 60:.1f}
