@@ -22,7 +22,7 @@ from pimem_core.plugin import (
     SettingsError,
     UsageError,
 )
-from pimem_plugins.shared.layout import TREE
+from pimem_plugins.shared.layout import TREE, children_of
 from pimem_plugins.usage.chart import day_chart
 from pimem_plugins.usage.report import (
     Records,
@@ -92,19 +92,10 @@ def scanned_projects(door: Door) -> list[Scope]:
             "memory stores (.memsearch/memory/)"
         )
     found: dict[str, Scope] = {}
-    for root in roots:
-        try:
-            with os.scandir(os.path.abspath(root)) as children:
-                paths = [Path(child.path) for child in children]
-        except OSError as error:
-            raise SettingsError(
-                f"pimem usage --all cannot scan {root} (listed in {SCAN_ROOTS}): "
-                f"{error.strerror or error}"
-            ) from None
-        for path in paths:
-            if os.path.isdir(path / TREE / "memory"):
-                scope = Scope.for_project(path)
-                found.setdefault(scope.collection, scope)
+    for path in children_of(roots, asked_by="pimem usage --all", setting=SCAN_ROOTS):
+        if os.path.isdir(path / TREE / "memory"):
+            scope = Scope.for_project(path)
+            found.setdefault(scope.collection, scope)
     return sorted(found.values(), key=lambda scope: str(scope.scope_dir))
 
 

@@ -20,7 +20,6 @@ Words, as the report uses them:
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
@@ -31,6 +30,7 @@ from typing import Any
 import attrs
 
 from pimem_core.plugin import DayText
+from pimem_plugins.shared.layout import days_in
 
 #: The stable snapshot's budget, today's and yesterday's sections together, in characters: the
 #: ``stable-snapshot`` plugin's ``TODAY_BUDGET + YESTERDAY_BUDGET`` (a test holds the two equal).
@@ -41,7 +41,6 @@ TOP = 10
 VERSION = 1
 
 _RECORD_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.jsonl")
-_DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.md")
 
 #: An entry's address: its day and its ``HH:MM``.
 Key = tuple[str, str]
@@ -59,32 +58,14 @@ class Records:
     first_day: date | None = None
 
 
-def _days_in(directory: Path, pattern: re.Pattern[str]) -> list[date]:
-    """The days *directory* has a file for, named as *pattern* says, oldest first."""
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return []  # not there yet
-    days = []
-    for name in names:
-        match = pattern.fullmatch(name)
-        if match is None:
-            continue
-        try:
-            days.append(date.fromisoformat(match.group(1)))
-        except ValueError:
-            continue  # shaped like a day, but none (2026-02-30)
-    return sorted(days)
-
-
 def record_days(usage_dir: Path) -> list[date]:
     """The days *usage_dir* has a record file for, oldest first."""
-    return _days_in(usage_dir, _RECORD_FILE)
+    return days_in(usage_dir, _RECORD_FILE)
 
 
 def day_file_days(memory_dir: Path) -> list[date]:
     """The days *memory_dir* has a daily memory file for, oldest first."""
-    return _days_in(memory_dir, _DAY_FILE)
+    return days_in(memory_dir)
 
 
 def read_records(usage_dir: Path, start: date, end: date) -> Records:
