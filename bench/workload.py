@@ -72,6 +72,7 @@ from bench.pi_host import (
     Text,
     ToolCall,
     bridge_pids,
+    bridges_in,
     cpu_ticks,
     gone,
     isolated_environment,
@@ -81,7 +82,6 @@ from bench.pi_host import (
     write_memsearch_config,
 )
 from pimem_core.day_file import list_entries
-from pimem_core.paths import PimemPaths
 from pimem_core.testing import read_hits
 from pimem_plugins.memsearch.offline_model import OfflineModel
 
@@ -1093,7 +1093,7 @@ def run_variant(
                 f"{len(script.sessions)} took {seconds[-1]:.0f} s"
             )
         sessions = world.session_files()
-        _take_in_the_last_exchange(command, repo, world, line)
+        _take_in_the_last_exchange(command, repo, home, world, line)
         failures = list(server.failures)
         distillations = len(server.distillations())
     if failures:
@@ -1161,12 +1161,15 @@ def usage_of(
 
 
 def _take_in_the_last_exchange(
-    command: Sequence[str], repo: Path, world: PiWorld, line: PiLine
+    command: Sequence[str], repo: Path, home: Path, world: PiWorld, line: PiLine
 ) -> None:
     """One more session in the project, with no prompt: pi's exit hands the exchange in flight
-    to the next session (ADR 0028), which captures it as it starts. Closed once no capture
-    journal is left (the code before the service keeps none: at once)."""
-    journals = PimemPaths.from_env(world.env).state_dir / "capture-journal"
+    to the next session (ADR 0028), which captures it as it starts. It starts once the last
+    session's bridge, finishing alone, has journaled what it left, and is closed once no
+    capture journal is left (the code before the service keeps none: at once)."""
+    wait_for(lambda: not bridges_in(repo), 60, "the last session's bridge to finish")
+    # pimem's state under the run's HOME (no XDG variable is set there).
+    journals = home / ".local" / "state" / "pimem" / "capture-journal"
     pi = RpcSession(list(command), cwd=repo, env=world.env, settled_event=line.settled_event)
     with pi:
         wait_for(
