@@ -58,10 +58,12 @@ model: $(STAMP)  ## the offline embedding model; written once (a few seconds), t
 unit: $(STAMP) model node  ## the Python test suite, end-to-end tests with real pi included
 	$(BIN)/pytest
 
-# On every core (pytest-xdist; tests/conftest.py schedules them), each `pimem` command of
-# run_cli forked from a process that has imported numpy and co. already (tests/warm_cli.py).
+# Two pytest-xdist workers a core (tests/conftest.py schedules them: most tests wait on child
+# processes and sockets more than they compute), each `pimem` command of run_cli forked from a
+# process that has imported numpy and co. already (tests/warm_cli.py).
+TEST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
 test-fast: $(STAMP) model  ## everything but the real-pi, memory-service and bench tests
-	$(BIN)/pytest -q -m "not pi and not service and not bench" -n auto --warm-cli
+	$(BIN)/pytest -q -m "not pi and not service and not bench" -n $(TEST_WORKERS) --warm-cli
 
 # Part of `make unit`; alone: pimem's wheel in a fresh venv, a fresh HOME, `pimem setup pi`,
 # then the real pi 0.73 and 1.x capture and recall (a few minutes, most of it the venv).
