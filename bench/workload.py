@@ -1141,11 +1141,14 @@ def usage_of(
     turns = workload_usage.exchange_turns(sessions, prompts)
     lines = workload_usage.read_record(home)
     report = workload_usage.pimem_usage(env, repo)
+    seconds, chart = workload_usage.timed_usage_text(env, repo)
     used = [line for line in lines if line["kind"] == "used"]
     compared = workload_usage.compare(
         records, used, turns, report["counts"], metrics["entries_written"]
     )
     return compared | {
+        "usage_seconds": seconds,
+        "usage_chart": chart,
         "record_kinds": dict(Counter(str(line["kind"]) for line in lines)),
         "pimem_usage_counts": report["counts"],
         "record_used": [

@@ -20,8 +20,10 @@ entries by address. A ``used`` line whose turn is no exchange's counts against p
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -87,6 +89,30 @@ def pimem_usage(env: Mapping[str, str], cwd: Path) -> dict[str, Any]:
         raise RuntimeError(f"pimem usage --json failed ({done.returncode}): {done.stderr[-500:]}")
     report: dict[str, Any] = json.loads(done.stdout)
     return report
+
+
+#: What ``pimem usage`` may take, start to end, to print its summary and chart.
+USAGE_SECONDS = 1.0
+_CHART_HEADING = re.compile(r"^\s*day\s+recalls\s+used\s*$", re.M)
+
+
+def timed_usage_text(env: Mapping[str, str], cwd: Path) -> tuple[float, bool]:
+    """How long ``pimem usage`` (its text: the summary, then the chart) takes as a user runs
+    it, a fresh process, and whether its text holds the chart."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "pimem_core", "usage"],
+        cwd=cwd,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"pimem usage failed ({done.returncode}): {done.stderr[-500:]}")
+    return seconds, _CHART_HEADING.search(done.stdout) is not None
 
 
 def bench_counts(records: Sequence[Mapping[str, Any]], entries_written: int) -> dict[str, int]:
@@ -193,6 +219,15 @@ def targets(name: str, usage: Mapping[str, Any]) -> list[dict[str, Any]]:
             figure(usage["recall"], both, usage["used_bench"], "exchanges that used memory"),
         ),
     ]
+    if "usage_seconds" in usage:
+        seconds = usage["usage_seconds"]
+        checks.append(
+            check(
+                f"`pimem usage` prints its summary and chart in under {USAGE_SECONDS:.0f} s",
+                seconds < USAGE_SECONDS and usage["usage_chart"],
+                f"{seconds:.2f} s" + ("" if usage["usage_chart"] else ", no chart"),
+            )
+        )
     for count in COUNTS:
         pair = usage["counts"][count]
         checks.append(

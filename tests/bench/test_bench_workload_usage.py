@@ -143,3 +143,28 @@ def test_the_report_shows_each_figure_and_marks_a_count_that_differs() -> None:
     assert _usage_section([{"pi": "0.73.0", "label": "before", "usage": None}]) == (
         "No run kept a usage record."
     )
+
+
+def test_the_usage_command_target_needs_both_the_time_and_the_chart() -> None:
+    base = {
+        "used_both": 1,
+        "used_pimem": 1,
+        "used_bench": 1,
+        "precision": 1.0,
+        "recall": 1.0,
+        "counts": {
+            count: {"pimem": 1, "bench": 1}
+            for count in ("recalls", "expands", "injections", "captures")
+        },
+    }
+    quick = targets("w", base | {"usage_seconds": 0.4, "usage_chart": True})
+    slow = targets("w", base | {"usage_seconds": 1.2, "usage_chart": True})
+    bare = targets("w", base | {"usage_seconds": 0.4, "usage_chart": False})
+    picked = [
+        next(check for check in checks if "pimem usage" in check["target"])
+        for checks in (quick, slow, bare)
+    ]
+    assert [check["met"] for check in picked] == [True, False, False]
+    assert picked[0]["measured"] == "0.40 s"
+    assert picked[2]["measured"] == "0.40 s, no chart"
+    assert not any("pimem usage" in check["target"] for check in targets("w", base))
