@@ -74,34 +74,12 @@ def read_record(home: Path) -> list[dict[str, Any]]:
     return [line for path in files for line in read_records(path)]
 
 
-def pimem_usage(env: Mapping[str, str], cwd: Path) -> dict[str, Any]:
-    """``pimem usage --json`` of this checkout, in the run's project and environment."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pimem_core", "usage", "--json"],
-        cwd=cwd,
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"pimem usage --json failed ({done.returncode}): {done.stderr[-500:]}")
-    report: dict[str, Any] = json.loads(done.stdout)
-    return report
-
-
-#: What ``pimem usage`` may take, start to end, to print its summary and chart.
-USAGE_SECONDS = 1.0
-_CHART_HEADING = re.compile(r"^\s*day\s+recalls\s+used\s*$", re.M)
-
-
-def timed_usage_text(env: Mapping[str, str], cwd: Path) -> tuple[float, bool]:
-    """How long ``pimem usage`` (its text: the summary, then the chart) takes as a user runs
-    it, a fresh process, and whether its text holds the chart."""
+def _usage_command(env: Mapping[str, str], cwd: Path, *args: str) -> tuple[float, str]:
+    """``pimem usage *args`` of this checkout in the run's project and environment, a fresh
+    process as a user runs it: its wall time and its stdout."""
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "pimem_core", "usage"],
+        [sys.executable, "-m", "pimem_core", "usage", *args],
         cwd=cwd,
         env=dict(env),
         capture_output=True,
@@ -111,8 +89,27 @@ def timed_usage_text(env: Mapping[str, str], cwd: Path) -> tuple[float, bool]:
     )
     seconds = time.perf_counter() - started
     if done.returncode != 0:
-        raise RuntimeError(f"pimem usage failed ({done.returncode}): {done.stderr[-500:]}")
-    return seconds, _CHART_HEADING.search(done.stdout) is not None
+        command = " ".join(("pimem usage", *args))
+        raise RuntimeError(f"{command} failed ({done.returncode}): {done.stderr[-500:]}")
+    return seconds, done.stdout
+
+
+def pimem_usage(env: Mapping[str, str], cwd: Path) -> dict[str, Any]:
+    """``pimem usage --json`` in the run's project."""
+    report: dict[str, Any] = json.loads(_usage_command(env, cwd, "--json")[1])
+    return report
+
+
+#: What ``pimem usage`` may take, start to end, to print its summary and chart.
+USAGE_SECONDS = 1.0
+_CHART_HEADING = re.compile(r"^\s*day\s+recalls\s+used\s*$", re.M)
+
+
+def timed_usage_text(env: Mapping[str, str], cwd: Path) -> tuple[float, bool]:
+    """How long ``pimem usage`` (its text: the summary, then the chart) takes, and whether its
+    text holds the chart."""
+    seconds, text = _usage_command(env, cwd)
+    return seconds, _CHART_HEADING.search(text) is not None
 
 
 def bench_counts(records: Sequence[Mapping[str, Any]], entries_written: int) -> dict[str, int]:
