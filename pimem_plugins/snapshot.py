@@ -205,7 +205,8 @@ def _fit(
     if not kept and shown:
         return _head(shown[-1].text, budget), _omitted(shown[:-1])
     text = "\n\n".join(shown[at].text for at in kept)
-    left_out = [block for at, block in enumerate(shown) if at not in kept]
+    shown_at = set(kept)
+    left_out = [block for at, block in enumerate(shown) if at not in shown_at]
     return text, _omitted(left_out, earlier=not kept or len(left_out) <= kept[0])
 
 
