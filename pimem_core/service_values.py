@@ -24,8 +24,18 @@ class Redaction:
 
 @attrs.frozen(kw_only=True)
 class FailedFile:
+    """A file an index run could not take in, and the error that stopped it."""
+
     path: str
     error: str
+
+    @property
+    def text(self) -> str:
+        """The file and its error, as the index run's reports name them: ``<path> (<error>)``."""
+        return f"{self.path} ({self.error})"
+
+    def to_json(self) -> dict[str, str]:
+        return attrs.asdict(self)
 
 
 @attrs.frozen(kw_only=True)

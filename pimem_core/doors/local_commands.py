@@ -28,7 +28,7 @@ def scope(door: FrontDoor, a: Args) -> Outcome:
 def index(door: FrontDoor, a: Args) -> Outcome:
     scope = door.scope()
     report = door.pimem.index_memory(scope, "cli", on_wait=door.on_wait, progress=door.progress)
-    failed = "".join(f"\n  failed: {f.path} ({f.error})" for f in report.failed_files)
+    failed = "".join(f"\n  failed: {f.text}" for f in report.failed_files)
     if report.total_files == 0 and not report.failed_files:
         text = f"no memory yet in {scope.memory_dir}; nothing to index: write or capture something first"
     else:
@@ -46,7 +46,7 @@ def index(door: FrontDoor, a: Args) -> Outcome:
         "collection": scope.collection,
         "indexed_chunks": report.indexed_chunks,
         "total_files": report.total_files,
-        "failed_files": [{"path": f.path, "error": f.error} for f in report.failed_files],
+        "failed_files": [f.to_json() for f in report.failed_files],
     }
     return Outcome(text=text, data=data)
 

@@ -79,8 +79,8 @@ class CatchUp:
         )
         line = f"{done} new or changed since the last index run, before searching"
         if self.failed_files:
-            first = self.failed_files[0]
-            line += f"; {len(self.failed_files)} failed, first {first.path} ({first.error})"
+            first = self.failed_files[0].text
+            line += f"; {len(self.failed_files)} failed, first {first}"
         if self.reached < self.pending:
             line += (
                 f"; a search spends at most {self.budget:g} s on it: the next one indexes "

@@ -157,7 +157,7 @@ def describe_index_health(health: IndexHealth, *, has_memory: bool = True) -> li
     else:
         lines.append(f"index: {state.status}")
     if state is not None:
-        lines.extend(f"  failed: {item.path} ({item.error})" for item in state.failed_files)
+        lines.extend(f"  failed: {item.text}" for item in state.failed_files)
     return lines
 
 
@@ -178,9 +178,7 @@ def index_status_sections(scope: Scope) -> tuple[StatusSection, ...]:
                 "other_collection": health.other_collection,
                 "last_completed_at": None if state is None else state.last_completed_at,
                 "last_error": None if state is None else state.last_error,
-                "failed_files": []
-                if state is None
-                else [{"path": f.path, "error": f.error} for f in state.failed_files],
+                "failed_files": [] if state is None else [f.to_json() for f in state.failed_files],
             },
         )
     ]
