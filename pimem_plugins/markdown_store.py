@@ -42,6 +42,7 @@ from pimem_core.plugin import (
 from pimem_plugins.shared.day_merge import merge_day_file
 from pimem_plugins.shared.entry_format import day_file_name, format_entry
 from pimem_plugins.shared.hollow import HollowCount, count_hollow
+from pimem_plugins.shared.matches import one_match
 
 T = TypeVar("T")
 RedactionKind = Literal["entry", "compact block"]
@@ -185,15 +186,16 @@ class MarkdownMemoryStore:
 
         def forget(text: str) -> tuple[str, tuple[str, RedactionKind]]:
             found = [entry for entry in DayText(text).entries() if entry.time == address.time]
-            if not found:
-                raise StoreError(f"no memory entry at {address.time} in {file}")
-            if len(found) > 1:
-                raise StoreError(
+            entry = one_match(
+                found,
+                missing=StoreError(f"no memory entry at {address.time} in {file}"),
+                ambiguous=StoreError(
                     f"{len(found)} entries at {address.time} in {file}: ambiguous; forget "
                     "the one you mean by its chunk_hash instead (each search hit shows it: "
                     f"`pimem search` or memory_search), or edit the file by hand"
-                )
-            return found[0].removed_from(text), (found[0].text, "entry")
+                ),
+            )
+            return entry.removed_from(text), (entry.text, "entry")
 
         try:
             return _redact(file, forget)
@@ -292,18 +294,19 @@ def _forget_chunk(scope: Scope, section: Section) -> Redaction:
             for block in DayText(text).compact_blocks()
             if block.start + 1 <= last and first <= block.last + 1 and heading in block.headings
         ]
-        if not blocks:
-            raise StoreError(
+        block = one_match(
+            blocks,
+            missing=StoreError(
                 f"chunk {chunk} (heading {heading!r}, lines {first}-{last}) does not resolve "
                 f"to a memory entry or compact block in {file}; the file may have changed "
                 "since it was indexed"
-            )
-        if len(blocks) > 1:
-            raise StoreError(
+            ),
+            ambiguous=StoreError(
                 f"chunk {chunk} spans {len(blocks)} compact blocks in {file}: ambiguous; "
                 "edit the daily memory file by hand to remove the one you mean"
-            )
-        return blocks[0].removed_from(text), (blocks[0].text, "compact block")
+            ),
+        )
+        return block.removed_from(text), (block.text, "compact block")
 
     try:
         return _redact(file, forget)

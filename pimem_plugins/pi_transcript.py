@@ -30,6 +30,7 @@ from pimem_core.plugin import (
     TranscriptTurn,
     hookimpl,
 )
+from pimem_plugins.shared.matches import one_match
 
 #: A rendered turn longer than this is cut, and the cut is marked.
 BODY_LIMIT = 2000
@@ -304,14 +305,15 @@ def _find_target(tree: _SessionTree, path: Path, turn: str) -> _Entry:
     if not prefix:
         raise PimemError("the turn must be a non-empty entry id or prefix of one")
     ids = tree.matching(prefix)
-    if not ids:
-        raise PimemError(f'no entry id in {path} starts with turn "{prefix}"')
-    if len(ids) > 1:
-        raise PimemError(
+    entry_id = one_match(
+        ids,
+        missing=PimemError(f'no entry id in {path} starts with turn "{prefix}"'),
+        ambiguous=PimemError(
             f'{len(ids)} entries in {path} start with turn "{prefix}": ambiguous, '
             "give more of the entry id"
-        )
-    return tree.by_id[ids[0]]
+        ),
+    )
+    return tree.by_id[entry_id]
 
 
 def _window(
