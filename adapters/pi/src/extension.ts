@@ -221,13 +221,15 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
       await connection.close(0, 0, { detach: true, captureWaitMs: 0, answered: false });
       return;
     }
+    // In print and json modes the process still lives until the last exchange is captured, but
+    // pi's own shutdown is not held up for it: the handler returns at once and the bridge, still
+    // referenced, keeps node running until pimem answers (ADR 0028).
     const say = setTimeout(() => notifyUser(ctx, PRINT_SAVING, deps.stderr ?? writeStderr), SAY_WAIT_AFTER_MS);
-    try {
-      const capMs = PRINT_EXIT_CAPTURE_WAIT_MS + 2_000;
-      await connection.close(capMs, SHUTDOWN_GRACE_MS, { detach: true, captureWaitMs: PRINT_EXIT_CAPTURE_WAIT_MS });
-    } finally {
-      clearTimeout(say);
-    }
+    const capMs = PRINT_EXIT_CAPTURE_WAIT_MS + 2_000;
+    void connection
+      .close(capMs, SHUTDOWN_GRACE_MS, { detach: true, captureWaitMs: PRINT_EXIT_CAPTURE_WAIT_MS })
+      .catch(() => undefined)
+      .finally(() => clearTimeout(say));
   });
 
   registerTools(pi, connection, deps.timing);

@@ -11,7 +11,7 @@ import {
   PRINT_SAVING,
   SWITCH_CAPTURE_WAIT_MS,
 } from "../src/extension.ts";
-import { exited, fakeContext, killAndWait, setup } from "./harness.ts";
+import { exited, fakeContext, killAndWait, poll, setup } from "./harness.ts";
 
 describe("event wiring", () => {
   test("creating the extension spawns nothing; session_start does", async (t) => {
@@ -334,27 +334,31 @@ describe("capture", () => {
     assert.equal(next.notices.length, 2);
   });
 
-  test("in print mode exit waits for capture, bounded, and says so on stderr only when it takes a while", async (t) => {
+  test("in print mode pi's shutdown goes on at once; the bridge keeps the process until capture is done, and says so past 300 ms", async (t) => {
     const quick = setup(t);
     await quick.startSession();
     await quick.prompt();
     await quick.pi.fire("session_shutdown", {}, quick.ctx);
-    assert.deepEqual(quick.requests().at(-1)!.params, {
-      wait_for_index: false,
-      capture_wait_ms: PRINT_EXIT_CAPTURE_WAIT_MS,
-    });
+    const shutdown = await quick.waitForLog((entry) => entry.method === "session.shutdown");
+    assert.deepEqual(shutdown.params, { wait_for_index: false, capture_wait_ms: PRINT_EXIT_CAPTURE_WAIT_MS });
+    // Released (stdin ended, no longer holding pi) once pimem answered.
+    await poll(() => quick.children[0]!.stdin?.writableEnded || undefined);
     assert.deepEqual(quick.stderr, []);
 
-    const slow = setup(t, { script: { delays: { "session.shutdown": 500 } } });
+    const slow = setup(t, { script: { delays: { "session.shutdown": 30_000 } } });
     await slow.startSession();
     await slow.prompt();
-    await slow.pi.fire("session_shutdown", {}, slow.ctx);
+    await slow.pi.fire("session_shutdown", {}, slow.ctx); // returns though capture goes on
+    await slow.waitForLog((entry) => entry.method === "session.shutdown");
+    assert.equal(slow.children[0]!.stdin?.writableEnded, false, "the bridge still holds the process");
+    await poll(() => (slow.stderr.length > 0 ? slow.stderr : undefined));
     assert.deepEqual(slow.stderr, [`pimem: ${PRINT_SAVING}`]);
 
-    // A session without an agent run has nothing to save: its exit waits for nothing.
-    const none = setup(t, { script: { delays: { "session.shutdown": 500 } } });
+    // A session without an agent run has nothing to save: its bridge is let go at once.
+    const none = setup(t, { script: { delays: { "session.shutdown": 30_000 } } });
     await none.startSession();
     await none.pi.fire("session_shutdown", {}, none.ctx);
+    assert.equal(none.children[0]!.stdin?.writableEnded, true);
     assert.deepEqual(none.stderr, []);
     assert.equal(PRINT_SAVING, "saving the last exchange to memory (at most 4 s)");
   });
