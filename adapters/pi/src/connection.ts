@@ -290,14 +290,14 @@ export class Connection {
     const spawned = adopted?.spawned ?? performance.now();
     const onReady = this.options.onReady;
     if (onReady) bridge.ready.then(() => onReady(performance.now() - spawned), () => {});
-    this.started = bridge.ready.then(() =>
-      bridge.call("session.start", session, { timeoutMs: START_TIMEOUT_MS }).then((answer) => {
-        if (this.bridge === bridge) this.startedNow = true;
-        if (typeof answer.failure_record !== "string") return;
-        this.recordPath = answer.failure_record;
-        if (this.record) this.writeRecord(); // a crash before any bridge had said where
-      }),
-    );
+    // Sent at once, not after the ready line: it waits in the pipe until pimem reads it, so
+    // pimem starts the session while pi is still busy starting up (docs/host-protocol.md).
+    this.started = bridge.call("session.start", session, { timeoutMs: START_TIMEOUT_MS }).then((answer) => {
+      if (this.bridge === bridge) this.startedNow = true;
+      if (typeof answer.failure_record !== "string") return;
+      this.recordPath = answer.failure_record;
+      if (this.record) this.writeRecord(); // a crash before any bridge had said where
+    });
     this.started.catch(() => {}); // seen by whoever waits on it
   }
 

@@ -252,14 +252,23 @@ export function hasExited(child: ChildProcess): boolean {
 /** Waits for `child` to end (it was told to already). */
 export async function exited(child: ChildProcess): Promise<void> {
   if (child.pid === undefined || hasExited(child)) return;
-  child.ref(); // a released bridge no longer holds the event loop open: the test waits for it
-  await once(child, "exit");
+  await holdingTheLoop(once(child, "exit"));
 }
 
 export async function killAndWait(child: ChildProcess): Promise<void> {
   if (child.pid === undefined || hasExited(child)) return;
-  child.ref();
   const exit = once(child, "exit");
   child.kill("SIGKILL");
-  await exit;
+  await holdingTheLoop(exit);
+}
+
+/** `promise`, with the event loop kept open meanwhile: a bridge released while the test waits
+ * (the extension unreferences it once pimem answers) no longer holds it. */
+async function holdingTheLoop<T>(promise: Promise<T>): Promise<T> {
+  const keep = setInterval(() => {}, 1_000);
+  try {
+    return await promise;
+  } finally {
+    clearInterval(keep);
+  }
 }

@@ -413,7 +413,8 @@ describe("shutdown", () => {
     await s.waitForLog((entry) => entry.kind === "started");
     assert.equal(await s.connection.close(50, 50), undefined);
     assert.equal(s.children[0]!.signalCode, "SIGKILL");
-    assert.deepEqual(s.methods(), []);
+    // session.start went at once, to wait in the pipe; no shutdown followed it.
+    assert.ok(!s.methods().includes("session.shutdown"), s.methods().join(", "));
   });
 
   test("shutting down after a crash resolves", async (t) => {
