@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from pimem_core.doors import service_client as client
+from pimem_core.doors import service_wire as wire
 
 #: Requests sent again to a new service: the session's own lifecycle, which the new service
 #: needs to carry the session on and which change no memory twice.
@@ -133,6 +134,7 @@ class Relay:
             self._serve_in_process(said)
         reader = None
         if self._connection is not None:
+            self._announce(self._connection)
             reader = threading.Thread(target=self._read_service, name="pimem-relay", daemon=True)
             reader.start()
         if first:
@@ -193,6 +195,19 @@ class Relay:
         with self._out_lock, contextlib.suppress(OSError, ValueError):
             self._stdout.write(line)
             self._stdout.flush()
+
+    def _announce(self, connection: client.Connection) -> None:
+        """Tell the host where the service listens: it may attach its next sessions itself,
+        with no relay process (docs/host-protocol.md, "Attaching to the memory service")."""
+        with contextlib.suppress(OSError):
+            event = {
+                "event": "service",
+                "socket": connection.sock.getpeername(),
+                "python": sys.prefix,
+                "version": wire.VERSION,
+                "protocol": wire.PROTOCOL,
+            }
+            self._to_host(json.dumps(event).encode("utf-8") + b"\n")
 
     # -- the service's side -----------------------------------------------------------------
 
@@ -271,6 +286,8 @@ class Relay:
                 _warn(f"the memory service went away and could not be reattached: {error}")
         if self._connection is None:
             self._serve_in_process()
+        else:
+            self._announce(self._connection)
         if restart is not None:
             self._send(restart)
             self._held = []

@@ -1,8 +1,11 @@
-// One `pimem serve` process and the JSON-lines conversation with it (docs/host-protocol.md).
+// The session's channel to pimem and the JSON-lines conversation on it (docs/host-protocol.md):
+// the memory service's socket when a route names it, else one `pimem serve` process.
 
 import { type ChildProcess, spawn as nodeSpawn } from "node:child_process";
 import type { Socket } from "node:net";
-import { sentences } from "./text.ts";
+import { attach } from "./service-attach.ts";
+import { routeOf, type ServiceRoute } from "./service-route.ts";
+import { sentences, takeLines } from "./text.ts";
 
 export type Spawn = typeof nodeSpawn;
 
@@ -32,6 +35,11 @@ export interface BridgeOptions {
   /** pimem tells the user something it did (`{"event": "notice"}`): `key` names its kind. */
   onNotice?: (text: string, key: string | undefined) => void;
   spawn?: Spawn;
+  /** The memory service to attach to over its socket; the command is started only without
+   * one, or when attaching fails. */
+  route?: ServiceRoute;
+  /** A bridge process said where the memory service listens (`{"event": "service"}`). */
+  onRoute?: (route: ServiceRoute) => void;
 }
 
 /** How a bridge ended. */
@@ -96,7 +104,14 @@ function spawnFailure(command: string, error: NodeJS.ErrnoException): string {
 
 export class Bridge {
   readonly ready: Promise<void>;
-  private readonly child: ChildProcess;
+  /** The bridge process, when there is one (no route, or attaching failed). */
+  private child: ChildProcess | undefined;
+  /** The memory service's socket, once attaching began. */
+  private socket: Socket | undefined;
+  /** Lines for pimem written while the socket still attaches, sent once the channel is open. */
+  private waiting: string[] = [];
+  private channelOpen = false;
+  private held = true;
   private readonly pending = new Map<number, Pending>();
   private readonly stderr: string[] = [];
   private nextId = 1;
@@ -104,76 +119,23 @@ export class Bridge {
   private exitReason: string | undefined;
   private isReady = false;
   private readonly exited: Promise<void>;
+  private endExited: () => void = () => {};
+  private markReady: () => void = () => {};
+  private failReady: (error: Error) => void = () => {};
   private readonly options: BridgeOptions;
 
   constructor(options: BridgeOptions) {
     this.options = options;
-    const spawn = options.spawn ?? nodeSpawn;
-    this.child = spawn(options.command, ["serve"], {
-      cwd: options.cwd,
-      env: { ...options.env, PYTHONIOENCODING: "utf-8" },
-      stdio: ["pipe", "pipe", "pipe"],
-    });
-    let markReady: () => void = () => {};
-    let failReady: (error: Error) => void = () => {};
     this.ready = new Promise<void>((resolve, reject) => {
-      markReady = resolve;
-      failReady = reject;
+      this.markReady = resolve;
+      this.failReady = reject;
     });
     this.ready.catch(() => {}); // observed through calls; never an unhandled rejection
     this.exited = new Promise<void>((resolve) => {
-      const finish = (reason: string, ready: boolean) => {
-        if (this.exitReason !== undefined) return;
-        this.exitReason = reason;
-        const error = new BridgeError("bridge", reason);
-        failReady(error);
-        for (const pending of this.pending.values()) pending.reject(error);
-        this.pending.clear();
-        options.onExit?.({ reason, ready });
-        resolve();
-      };
-      this.child.on("error", (error: NodeJS.ErrnoException) => {
-        // Also a failed kill, which changes nothing here: its exit still follows.
-        if (this.child.pid !== undefined) return;
-        const why = spawnFailure(options.command, error);
-        finish(startFailureMessage(options.command, options.env, why, options.recordedIn), false);
-      });
-      const report = (code: number | null, signal: NodeJS.Signals | null) => {
-        const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
-        const last = this.stderr.at(-1);
-        if (this.isReady) {
-          finish(`the pimem bridge ${how}${last ? ` (last message: ${last})` : ""}`, true);
-        } else {
-          const why = `it ${how} before it was ready${last ? `; last message: ${last}` : ""}`;
-          finish(startFailureMessage(options.command, options.env, why, options.recordedIn), false);
-        }
-      };
-      this.child.on("exit", (code, signal) => {
-        if (this.isReady) {
-          report(code, signal);
-          return;
-        }
-        // It never got ready: what is still in its pipes tells why (its ready line after all, or
-        // the last words of a Python that cannot import pimem). Wait for them to close, bounded,
-        // since a grandchild may hold them open.
-        const late = setTimeout(() => report(code, signal), STDERR_GRACE_MS);
-        late.unref();
-        this.child.once("close", () => {
-          clearTimeout(late);
-          report(code, signal);
-        });
-      });
+      this.endExited = resolve;
     });
-    this.child.stdout?.setEncoding("utf8");
-    this.child.stdout?.on("data", (chunk: string) => this.receive(chunk, markReady));
-    this.child.stderr?.setEncoding("utf8");
-    this.child.stderr?.on("data", (chunk: string) => {
-      for (const line of chunk.split("\n")) {
-        if (line.trim()) this.stderr.push(line.trim());
-      }
-      this.stderr.splice(0, Math.max(0, this.stderr.length - STDERR_LINES));
-    });
-    this.child.stdin?.on("error", () => {}); // a dead process shows up as "exit"
+    if (options.route) void this.attachOrSpawn(options.route);
+    else this.spawnChild();
   }
 
   get alive(): boolean {
@@ -181,7 +143,7 @@ export class Bridge {
   }
 
   get pid(): number | undefined {
-    return this.child.pid;
+    return this.child?.pid;
   }
 
   /** Send a request and wait for its answer, at most `timeoutMs`. */
@@ -224,52 +186,180 @@ export class Bridge {
     this.write({ id: this.nextId++, method, params });
   }
 
-  /** Whether the process and its pipes keep pi's event loop alive: a bridge started ahead of
-   * a session (one that may never come, as in `pi --help`) must not keep pi from exiting. */
+  /** Whether the process and its pipes (or the socket) keep pi's event loop alive: a bridge
+   * started ahead of a session (one that may never come, as in `pi --help`) must not keep pi
+   * from exiting. */
   holdsPi(held: boolean): void {
-    const pipes = [this.child.stdin, this.child.stdout, this.child.stderr] as unknown as (Socket | null)[];
-    for (const handle of [this.child, ...pipes]) {
-      if (held) handle?.ref();
-      else handle?.unref();
-    }
+    this.held = held;
+    this.applyHold();
   }
 
   /**
-   * End stdin and leave pimem to finish alone: its last index run needs nothing from pi, so
-   * pi exits without waiting for it (pimem bounds it by its shutdown cap).
+   * End the input and leave pimem to finish alone: its last index run needs nothing from pi, so
+   * pi exits without waiting for it (pimem bounds it by its shutdown cap). A socket still
+   * attaching is dropped: the session never reached pimem, so nothing of it is left to finish.
    */
   release(): void {
-    this.child.stdin?.end();
-    this.child.unref();
-    for (const stream of [this.child.stdout, this.child.stderr]) (stream as Socket | null)?.unref();
+    if (this.child) {
+      this.child.stdin?.end();
+      this.child.unref();
+      for (const stream of [this.child.stdout, this.child.stderr]) (stream as Socket | null)?.unref();
+    } else if (this.channelOpen) {
+      this.socket?.end();
+      this.socket?.unref();
+    } else {
+      this.abandon();
+    }
   }
 
-  /** End stdin so pimem finishes its session, then kill it if it is still there after `graceMs`. */
+  /** End the input so pimem finishes its session, then cut it off if it is still there after
+   * `graceMs` (the process is killed; the socket closed). */
   async stop(graceMs: number): Promise<void> {
-    this.child.stdin?.end();
     if (this.exitReason !== undefined) return;
-    const timer = setTimeout(() => this.child.kill("SIGKILL"), graceMs);
+    if (!this.channelOpen) {
+      this.abandon();
+      return;
+    }
+    const child = this.child;
+    if (child) child.stdin?.end();
+    else this.socket?.end();
+    const timer = setTimeout(() => (child ? child.kill("SIGKILL") : this.socket?.destroy()), graceMs);
     await this.exited;
     clearTimeout(timer);
   }
 
-  private write(message: object): void {
-    if (this.exitReason === undefined) this.child.stdin?.write(`${JSON.stringify(message)}\n`);
+  private async attachOrSpawn(route: ServiceRoute): Promise<void> {
+    const attached = await attach(route, this.options.cwd, this.options.env, (socket) => {
+      this.socket = socket;
+      this.applyHold();
+    });
+    if (this.exitReason !== undefined) {
+      attached?.socket.destroy(); // stopped while attaching
+      return;
+    }
+    if (!attached) {
+      this.socket = undefined;
+      this.spawnChild(); // it finds (or starts) the service this session belongs to
+      return;
+    }
+    const { socket, rest } = attached;
+    socket.on("data", (chunk: string) => this.receive(chunk));
+    socket.on("error", () => {}); // its close follows
+    socket.on("close", () => this.finish("the connection to the memory service closed", true));
+    this.isReady = true;
+    this.markReady();
+    this.openChannel();
+    if (rest) this.receive(rest);
   }
 
-  // Split on "\n" only: JSON strings may hold U+2028, which line readers treat as a break.
-  private receive(chunk: string, markReady: () => void): void {
-    this.buffer += chunk;
-    let newline = this.buffer.indexOf("\n");
-    while (newline >= 0) {
-      const line = this.buffer.slice(0, newline);
-      this.buffer = this.buffer.slice(newline + 1);
-      if (line.trim()) this.dispatch(line, markReady);
-      newline = this.buffer.indexOf("\n");
+  private spawnChild(): void {
+    const options = this.options;
+    const spawn = options.spawn ?? nodeSpawn;
+    const child = spawn(options.command, ["serve"], {
+      cwd: options.cwd,
+      env: { ...options.env, PYTHONIOENCODING: "utf-8" },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    this.child = child;
+    child.on("error", (error: NodeJS.ErrnoException) => {
+      // Also a failed kill, which changes nothing here: its exit still follows.
+      if (child.pid !== undefined) return;
+      const why = spawnFailure(options.command, error);
+      this.finish(startFailureMessage(options.command, options.env, why, options.recordedIn), false);
+    });
+    const report = (code: number | null, signal: NodeJS.Signals | null) => {
+      const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+      const last = this.stderr.at(-1);
+      if (this.isReady) {
+        this.finish(`the pimem bridge ${how}${last ? ` (last message: ${last})` : ""}`, true);
+      } else {
+        const why = `it ${how} before it was ready${last ? `; last message: ${last}` : ""}`;
+        this.finish(startFailureMessage(options.command, options.env, why, options.recordedIn), false);
+      }
+    };
+    child.on("exit", (code, signal) => {
+      if (this.isReady) {
+        report(code, signal);
+        return;
+      }
+      // It never got ready: what is still in its pipes tells why (its ready line after all, or
+      // the last words of a Python that cannot import pimem). Wait for them to close, bounded,
+      // since a grandchild may hold them open.
+      const late = setTimeout(() => report(code, signal), STDERR_GRACE_MS);
+      late.unref();
+      child.once("close", () => {
+        clearTimeout(late);
+        report(code, signal);
+      });
+    });
+    child.stdout?.setEncoding("utf8");
+    child.stdout?.on("data", (chunk: string) => this.receive(chunk));
+    child.stderr?.setEncoding("utf8");
+    child.stderr?.on("data", (chunk: string) => {
+      for (const line of chunk.split("\n")) {
+        if (line.trim()) this.stderr.push(line.trim());
+      }
+      this.stderr.splice(0, Math.max(0, this.stderr.length - STDERR_LINES));
+    });
+    child.stdin?.on("error", () => {}); // a dead process shows up as "exit"
+    this.applyHold();
+    this.openChannel();
+  }
+
+  /** How the bridge ended, once: every request still waiting fails with `reason`. */
+  private finish(reason: string, ready: boolean): void {
+    if (this.exitReason !== undefined) return;
+    this.exitReason = reason;
+    const error = new BridgeError("bridge", reason);
+    this.failReady(error);
+    for (const pending of this.pending.values()) pending.reject(error);
+    this.pending.clear();
+    this.options.onExit?.({ reason, ready });
+    this.endExited();
+  }
+
+  /** Given up before the socket attached (the session ended first): nothing reached pimem. */
+  private abandon(): void {
+    this.socket?.destroy();
+    this.finish("the session ended before it reached the memory service", true);
+  }
+
+  private openChannel(): void {
+    this.channelOpen = true;
+    const lines = this.waiting;
+    this.waiting = [];
+    for (const line of lines) this.send(line);
+  }
+
+  private applyHold(): void {
+    const handles = this.child
+      ? [this.child, ...([this.child.stdin, this.child.stdout, this.child.stderr] as unknown as (Socket | null)[])]
+      : [this.socket];
+    for (const handle of handles) {
+      if (this.held) handle?.ref();
+      else handle?.unref();
     }
   }
 
-  private dispatch(line: string, markReady: () => void): void {
+  private write(message: object): void {
+    if (this.exitReason !== undefined) return;
+    const line = `${JSON.stringify(message)}\n`;
+    if (this.channelOpen) this.send(line);
+    else this.waiting.push(line);
+  }
+
+  private send(line: string): void {
+    if (this.child) this.child.stdin?.write(line);
+    else this.socket?.write(line);
+  }
+
+  private receive(chunk: string): void {
+    const { lines, rest } = takeLines(this.buffer + chunk);
+    this.buffer = rest;
+    for (const line of lines) if (line.trim()) this.dispatch(line);
+  }
+
+  private dispatch(line: string): void {
     let message: Record<string, unknown>;
     try {
       message = JSON.parse(line) as Record<string, unknown>;
@@ -279,7 +369,12 @@ export class Bridge {
     }
     if (message.event === "ready") {
       this.isReady = true;
-      markReady();
+      this.markReady();
+      return;
+    }
+    if (message.event === "service") {
+      const route = routeOf(message);
+      if (route) this.options.onRoute?.(route);
       return;
     }
     if (message.event === "notice") {

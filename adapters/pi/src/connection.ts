@@ -15,6 +15,7 @@
 import { mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { Bridge, BridgeError, type CallOptions, type HostRequestHandler, type Spawn } from "./bridge.ts";
+import { readRoute, writeRoute } from "./service-route.ts";
 import { sentences } from "./text.ts";
 
 /** Crashes that cost something (a memory call, a settle) followed by a new bridge, per
@@ -302,12 +303,16 @@ export class Connection {
   }
 
   private newBridge(cwd: string): Bridge {
+    const { command, env } = this.options;
     const bridge: Bridge = new Bridge({
-      command: this.options.command,
+      command,
       recordedIn: this.options.recordedIn,
       cwd,
-      env: this.options.env,
+      env,
       spawn: this.options.spawn,
+      // The service the last bridge attached to, spoken to directly: no process to start.
+      route: readRoute(env, command),
+      onRoute: (route) => writeRoute(env, command, route),
       onHostRequest: this.options.onHostRequest,
       onNotice: this.options.onNotice,
       onExit: ({ reason, ready }) => {

@@ -14,3 +14,11 @@ export function sentences(...parts: (string | undefined)[]): string {
     .map(sentence)
     .join(" ");
 }
+
+/** The complete lines in `buffer` and what follows the last of them. Split on "\n" only: JSON
+ * strings may hold U+2028, which line readers take for a break. */
+export function takeLines(buffer: string): { lines: string[]; rest: string } {
+  const lines = buffer.split("\n");
+  const rest = lines.pop() ?? "";
+  return { lines, rest };
+}

@@ -13,6 +13,7 @@
 //   crashOnce: [method, ...]                the same, in the first process to receive it only
 //   complete:  params                       sent as a `complete` request once session.start is answered
 //   notices:   { method: [{text, key}, ...] } notice events sent before answering it
+//   service:   {socket, python, version, protocol}  a service event sent after the ready line
 //   ignoreEof: true                         stay alive after stdin ends (must be killed)
 //   silent:    true                         never write the ready line nor answer anything
 //   failBeforeReady: {code, stderr}         write stderr and exit with code, before the ready line
@@ -79,6 +80,7 @@ if (script.failBeforeReady) {
   process.exit(script.failBeforeReady.code);
 }
 send({ event: "ready", methods: Object.keys(DEFAULT_ANSWERS) });
+if (script.service) send({ event: "service", ...script.service });
 
 let buffer = "";
 process.stdin.setEncoding("utf8");

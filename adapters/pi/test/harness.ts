@@ -119,6 +119,7 @@ export interface FakeScript {
   crashOnce?: string[];
   complete?: Record<string, unknown>;
   notices?: Record<string, { text: string; key?: string }[]>;
+  service?: { socket: string; python: string; version: string; protocol: number };
   ignoreEof?: boolean;
   silent?: boolean;
   failBeforeReady?: { code: number; stderr: string };
@@ -126,6 +127,8 @@ export interface FakeScript {
 
 export interface SetupOptions {
   version?: "1.x" | "0.73";
+  /** The test's directory (the session's cwd and PIMEM_HOME); else a new one. */
+  dir?: string;
   script?: FakeScript;
   /** Defaults to the fake pimem. */
   command?: string;
@@ -162,7 +165,7 @@ export interface Setup {
 
 /** Creates the extension on a fake pi, with the fake pimem as its command; cleans up after `t`. */
 export function setup(t: TestContext, options: SetupOptions = {}): Setup {
-  const dir = mkdtempSync(join(tmpdir(), "pimem-pi-test-"));
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), "pimem-pi-test-"));
   const logFile = join(dir, "fake-pimem.log");
   const children: ChildProcess[] = [];
   const completions: CompletionRequest[] = [];
@@ -179,6 +182,8 @@ export function setup(t: TestContext, options: SetupOptions = {}): Setup {
     env: {
       ...outer,
       ...(options.pimemBin === undefined ? {} : { PIMEM_BIN: options.pimemBin }),
+      // pimem's runtime directory, where a route to the memory service is kept: the test's own.
+      PIMEM_HOME: dir,
       FAKE_PIMEM_LOG: logFile,
       FAKE_PIMEM_SCRIPT: JSON.stringify(options.script ?? {}),
     },

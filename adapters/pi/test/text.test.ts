@@ -2,7 +2,7 @@
 
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { sentence, sentences } from "../src/text.ts";
+import { sentence, sentences, takeLines } from "../src/text.ts";
 
 describe("sentences", () => {
   test("a part that already ends with a full stop gets no second one", () => {
@@ -13,5 +13,12 @@ describe("sentences", () => {
   test("questions and exclamations keep their mark; blanks and missing parts are left out", () => {
     assert.equal(sentence("why? "), "why?");
     assert.equal(sentences("done!", undefined, " ", "next"), "done! next.");
+  });
+});
+
+describe("takeLines", () => {
+  test("splits on newlines only and keeps what follows the last one", () => {
+    assert.deepEqual(takeLines('{"a":"x\u2028y"}\n{"b":1}\n{"c"'), { lines: ['{"a":"x\u2028y"}', '{"b":1}'], rest: '{"c"' });
+    assert.deepEqual(takeLines(""), { lines: [], rest: "" });
   });
 });

@@ -7,6 +7,7 @@ for every session and the shell's ``pimem search``, and no bridge left behind by
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -23,6 +24,7 @@ from bench.pi_host import (
     ToolCall,
     after_tool,
     anchors,
+    bridge_pids,
     bridges_in,
     missing_pi,
     on_distill,
@@ -144,3 +146,34 @@ def test_a_pi_that_starts_no_session_starts_no_memory_service(world: PiWorld) ->
     assert ran.returncode == 0, ran.stderr
     wait_for(lambda: not bridges_in(world.repo), 30, "the early bridge to exit")
     assert service_client.probe(service_wire.socket_path(world.env)) is None
+
+
+def test_after_one_session_pi_attaches_to_the_memory_service_with_no_bridge(
+    world: PiWorld,
+) -> None:
+    """The first session's bridge names the service it relays to; the adapter records that
+    route, and the next session attaches to the service over its socket: no ``pimem serve``
+    under pi, and memory answers as through a bridge."""
+    server = world.server
+    server.rules = [on_prompt("[v1]", Text(REPLY_1)), on_distill(Text(FACT), marker="[v1]")]
+    assert world.run(PROMPT_1).code == 0
+    route = json.loads((service_wire.runtime_dir(world.env) / "pi-route.json").read_text())
+    assert route["socket"] == str(service_wire.socket_path(world.env))
+    service = service_pid(world)
+
+    server.rules = [
+        on_prompt("[v2]", ToolCall("memory_search", {"query": "billing worker deployment"})),
+        after_tool("memory_search", Text("With Nomad."), marker="[v2]"),
+        on_distill(marker="[v2]"),
+    ]
+    with world.rpc() as pi:
+        pi.prompt("[v2] How do we deploy the billing worker?")
+        assert bridge_pids(pi.pid) == [], "the session started no bridge process"
+        assert pi.close() == 0
+    (searched,) = [
+        result.content
+        for request in server.agent_requests()
+        if "[v2]" in request.prompt and (result := request.last_tool_result) is not None
+    ]
+    assert FACT.removeprefix("- ") in searched, searched
+    assert service_pid(world) == service

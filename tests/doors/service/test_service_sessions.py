@@ -4,6 +4,7 @@ where search is asserted."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -408,3 +409,62 @@ def test_a_killed_bridge_leaves_its_session_to_the_next_one(
     assert "[pimem]" not in text, "no marker for the exchange the killed bridge left"
     assert hello(env).pid == service
     assert second.close() == 0
+
+
+#: A host attaching to the service itself, as the pi adapter does once a relay named the
+#: service: hello, attach, then the host protocol's lines on the socket.
+DIRECT_HOST = r"""
+import json, os, socket, sys
+sock = socket.socket(socket.AF_UNIX)
+sock.connect(sys.argv[1])
+lines = sock.makefile("rb")
+def send(message):
+    sock.sendall((json.dumps(message) + "\n").encode())
+def answer(request_id):
+    while True:
+        message = json.loads(lines.readline())
+        if message.get("id") == request_id:
+            return message
+hello = json.loads(lines.readline())
+send({"op": "attach", "cwd": os.getcwd(), "python": sys.argv[2], "env": dict(os.environ)})
+attached = json.loads(lines.readline())
+send({"id": 1, "method": "session.start",
+      "params": {"session_id": "direct", "cwd": os.getcwd(), "transcript": None}})
+started = answer(1)
+send({"id": 2, "method": "memory.status", "params": {}})
+print(json.dumps([hello, attached, started, answer(2)]))
+"""
+
+
+def test_a_relay_names_its_service_and_a_host_may_attach_there_itself(
+    service_env: dict[str, str], sessions: list[Bridge], tmp_path: Path
+) -> None:
+    """The relay tells its host where the service listens (``{"event": "service"}``); a host
+    that attaches there itself, with no relay, is served a session of its own."""
+    alpha = project(tmp_path, "alpha")
+    first = open_session(sessions, service_env, alpha)
+    (event,) = [event for event in first.events if event.get("event") == "service"]
+    assert event == {
+        "event": "service",
+        "socket": str(service_wire.socket_path(service_env)),
+        "python": sys.prefix,
+        "version": service_wire.VERSION,
+        "protocol": service_wire.PROTOCOL,
+    }
+    direct = subprocess.run(
+        [sys.executable, "-c", DIRECT_HOST, event["socket"], event["python"]],
+        cwd=alpha,
+        env=service_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    hello_line, attached, started, status = json.loads(direct.stdout)
+    assert hello_line["pid"] == hello(service_env).pid, "the same service as the relay's"
+    assert attached == {"attached": True}
+    assert started["result"]["scope"]["scope_dir"] == str(alpha), started
+    # Its own session: no transcript given, unlike the relay's.
+    assert "no persisted transcript" in status["result"]["text"], status
+    assert "no persisted transcript" not in status_of(first)
+    assert first.close() == 0
