@@ -80,6 +80,30 @@ class MemoryTrim:
         return True
 
 
+@attrs.define
+class Work:
+    """The requests and attached sessions running (each in a ``with`` block), and when the last
+    one ended: the idle time starts again at each end."""
+
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    _running: int = attrs.field(default=0, init=False)
+    _ended: float = attrs.field(factory=time.monotonic, init=False)
+
+    def __enter__(self) -> None:
+        with self._lock:
+            self._running += 1
+
+    def __exit__(self, *_: object) -> None:
+        with self._lock:
+            self._running -= 1
+            self._ended = time.monotonic()
+
+    def idle_for(self, seconds: float) -> bool:
+        """Nothing running, and nothing ended in the last *seconds*."""
+        with self._lock:
+            return self._running == 0 and time.monotonic() - self._ended >= seconds
+
+
 @contextlib.contextmanager
 def _heartbeat(conn: socket.socket) -> Iterator[Callable[[dict[str, object]], None]]:
     """While a request runs, tell its client every :data:`~service_wire.HEARTBEAT_S` that the
@@ -164,13 +188,11 @@ class Service:
     )
     _retired: str | None = attrs.field(default=None, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
-    #: Connections open, and of those the ones running a request or an attached session: only
-    #: a busy one holds off the idle exit; one still waiting for its request is given at most
-    #: its bound (``service_limits.REQUEST_S``) by the drain.
+    #: Connections open, and of those the ones running a request or an attached session
+    #: (:attr:`_work`): only a busy one holds off the idle exit; one still waiting for its
+    #: request is given at most its bound (``service_limits.REQUEST_S``) by the drain.
     _active: int = attrs.field(default=0, init=False)
-    _busy: int = attrs.field(default=0, init=False)
-    #: When the last request or session ended: what the idle time counts from.
-    _last: float = attrs.field(factory=time.monotonic, init=False)
+    _work: Work = attrs.field(factory=Work, init=False)
     _stopping: threading.Event = attrs.field(factory=threading.Event, init=False)
     _inode: int | None = attrs.field(default=None, init=False)
     _listener: socket.socket | None = attrs.field(default=None, init=False)
@@ -237,10 +259,7 @@ class Service:
         self._drain()
 
     def _idle(self) -> bool:
-        with self._lock:
-            return (
-                self.idle_s > 0 and self._busy == 0 and time.monotonic() - self._last >= self.idle_s
-            )
+        return self.idle_s > 0 and self._work.idle_for(self.idle_s)
 
     def _outdated(self, *, idle: bool = False) -> str | None:
         """Why this service can no longer answer as a new process would (a distribution
@@ -332,7 +351,7 @@ class Service:
             return
         wire.send(conn, self.info.hello())
         while (request := requests.next()) is not None:
-            with self._working():
+            with self._work:
                 if request.get("op") == "attach":
                     self._attach(conn, requests.stream, peer, request)
                     return
@@ -340,18 +359,6 @@ class Service:
                     send(self._answer(request, peer))
             if request.get("op") == "stop":
                 return
-
-    @contextlib.contextmanager
-    def _working(self) -> Iterator[None]:
-        """A request or an attached session running: the idle time starts again at its end."""
-        with self._lock:
-            self._busy += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._busy -= 1
-                self._last = time.monotonic()
 
     def _attach(
         self, conn: socket.socket, stream: BinaryIO, peer: Peer, request: dict[str, object]
