@@ -29,6 +29,7 @@ Per line, with capture on as a user has it:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -56,6 +57,7 @@ from bench.pi_host import (
     bridge_pids,
     bridges_in,
     cpu_ticks,
+    gone,
     isolated_environment,
     on_distill,
     pimem_command,
@@ -180,20 +182,13 @@ def _version(line: PiLine) -> dict[str, str]:
     return {"pi": str(package["version"]), "node": node.strip()}
 
 
-def wait_until_idle(pi: RpcSession, *, at_least: float, quiet: float = 1.5) -> float:
-    """Wait until pi's bridge used (almost) no CPU for *quiet* seconds, and *at_least* seconds
+def wait_until_idle(
+    pi: RpcSession, env: Mapping[str, str], *, at_least: float, quiet: float = 1.5
+) -> float:
+    """Wait until pi's memory (its bridge, if it started one, and the memory service a session
+    attached to directly) used (almost) no CPU for *quiet* seconds, and *at_least* seconds
     passed: the index after a capture waits five seconds for more writes before it runs."""
-    started = time.monotonic()
-    (bridge,) = bridge_pids(pi.pid)
-    last, since = cpu_ticks(bridge), time.monotonic()
-    while time.monotonic() - started < IDLE_TIMEOUT_S:
-        time.sleep(0.25)
-        ticks = cpu_ticks(bridge)
-        if ticks - last > IDLE_TICKS:
-            last, since = ticks, time.monotonic()
-        elif time.monotonic() - since >= quiet and time.monotonic() - started >= at_least:
-            break
-    return time.monotonic() - started
+    return _wait_quiet(bridge_pids(pi.pid) + _service_pids(env), quiet=quiet, at_least=at_least)
 
 
 def _rpc_session(
@@ -211,7 +206,7 @@ def _rpc_session(
         for number, text in enumerate(texts):
             pi.prompt(text, timeout=120)
             if number == 0 and idle_after_first:
-                idle_wait = wait_until_idle(pi, at_least=INDEX_DEBOUNCE_S + 2)
+                idle_wait = wait_until_idle(pi, world.env, at_least=INDEX_DEBOUNCE_S + 2)
             elif think_s:
                 time.sleep(think_s)
         code = pi.close(timeout=60)
@@ -298,15 +293,24 @@ def paired_print_runs(world: PiWorld, texts: Sequence[str]) -> list[dict[str, An
 def wait_until_services_idle(env: Mapping[str, str], *, quiet: float = 0.75) -> float:
     """Wait until this environment's memory services used (almost) no CPU for *quiet*
     seconds; the seconds waited."""
+    return _wait_quiet(_service_pids(env), quiet=quiet)
+
+
+def _service_pids(env: Mapping[str, str]) -> list[int]:
+    return [running.hello.pid for running in service_client.every_service(dict(env))]
+
+
+def _wait_quiet(pids: Sequence[int], *, quiet: float, at_least: float = 0.0) -> float:
+    """Wait until *pids* together used (almost) no CPU for *quiet* seconds and *at_least*
+    seconds passed (at most ``IDLE_TIMEOUT_S``); the seconds waited."""
     started = time.monotonic()
-    pids = [running.hello.pid for running in service_client.every_service(dict(env))]
     last, since = sum(map(cpu_ticks, pids)), time.monotonic()
     while time.monotonic() - started < IDLE_TIMEOUT_S:
         time.sleep(0.25)
         ticks = sum(map(cpu_ticks, pids))
         if ticks - last > IDLE_TICKS:
             last, since = ticks, time.monotonic()
-        elif time.monotonic() - since >= quiet:
+        elif time.monotonic() - since >= quiet and time.monotonic() - started >= at_least:
             break
     return time.monotonic() - started
 
@@ -466,11 +470,14 @@ def _check(target: str, measured: float, limit: float) -> dict[str, Any]:
 
 
 def stop_services(env: Mapping[str, str]) -> None:
-    """Stop the memory services the runs started (every one of this environment's user)."""
+    """Stop the memory services the runs started (every one of this environment's user), and
+    wait for their processes to end: a service stops listening first, then finishes the last
+    index run of a session that attached to it directly."""
     for running in service_client.every_service(dict(env)):
         found = service_client.probe(running.path)
         if found is not None:
             service_client.stop(found, running.path)
+        wait_for(functools.partial(gone, running.hello.pid), 60, "the memory service to exit")
 
 
 def run_pi(
