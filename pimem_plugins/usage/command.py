@@ -153,24 +153,25 @@ def render(report: UsageReport, collection: str) -> str:
     head = f"pimem usage: {collection}, {report.since} to {report.until}"
     if report.record_since > report.since:
         head += f" (the record starts {report.record_since})"
-    counts = [
-        ("sessions", report.sessions, ""),
-        ("recalls", report.recalls, _share(report.recalls_used, report.recalls)),
-        ("expands", report.expands, ""),
-        ("injections", report.injections, _share(report.injections_used, report.injections)),
-        ("captures", report.captures, _skipped(report.captures_skipped)),
-        ("writes", report.writes, ""),
-        ("snapshots", report.snapshots, ""),
-        ("uses", report.uses, ", ".join(f"{way} {n}" for way, n in report.uses_by_way.items())),
+    counts = report.counts
+    rows = [
+        ("sessions", counts.sessions, ""),
+        ("recalls", counts.recalls, _share(counts.recalls_used, counts.recalls)),
+        ("expands", counts.expands, ""),
+        ("injections", counts.injections, _share(counts.injections_used, counts.injections)),
+        ("captures", counts.captures, _skipped(counts.captures_skipped)),
+        ("writes", counts.writes, ""),
+        ("snapshots", counts.snapshots, ""),
+        ("uses", counts.uses, ", ".join(f"{way} {n}" for way, n in report.uses_by_way.items())),
     ]
     lines = [head, ""]
-    lines += [f"  {name:<11}{count:>6}   {more}".rstrip() for name, count, more in counts]
-    if report.recalls_empty:
-        lines.append(f"  ({report.recalls_empty} recalls found nothing)")
-    if report.truncated or report.skipped_lines:
+    lines += [f"  {name:<11}{count:>6}   {more}".rstrip() for name, count, more in rows]
+    if counts.recalls_empty:
+        lines.append(f"  ({counts.recalls_empty} recalls found nothing)")
+    if counts.truncated or counts.skipped_lines:
         lines.append(
-            f"  (the record is incomplete: {report.truncated} truncation marks, "
-            f"{report.skipped_lines} unreadable lines skipped)"
+            f"  (the record is incomplete: {counts.truncated} truncation marks, "
+            f"{counts.skipped_lines} unreadable lines skipped)"
         )
     chart = day_chart(report.per_day)
     if chart:
@@ -190,7 +191,7 @@ def render(report: UsageReport, collection: str) -> str:
     ]
     if report.snapshot_share is not None:
         lines.append(
-            f"  (in the span's {report.snapshots} snapshots they took "
+            f"  (in the span's {counts.snapshots} snapshots they took "
             f"{round(100 * report.snapshot_share)}% of the snapshot's budget)"
         )
     lines += [f"  {entry.day} {entry.time}  {_chars(entry.chars)}" for entry in never[:LISTED]]

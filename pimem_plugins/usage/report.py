@@ -138,15 +138,10 @@ class EntryUse:
 
 
 @attrs.frozen(kw_only=True)
-class UsageReport:
-    """What the record says about one store from :attr:`since` to :attr:`until`."""
+class Counts:
+    """What the record counts in a report's span: its ``counts``, as ``pimem usage --json``
+    prints them."""
 
-    since: date
-    until: date
-    #: The span of "never recalled": the last *days* days.
-    days: int
-    #: The first day the record covers (``None``: no record yet).
-    record_since: date | None
     #: Sessions with a line in the span (one that began before it counts too).
     sessions: int = 0
     recalls: int = 0
@@ -163,11 +158,25 @@ class UsageReport:
     snapshots: int = 0
     #: ``used`` lines, every way an entry reached the agent.
     uses: int = 0
-    uses_by_way: Mapping[str, int] = attrs.field(factory=dict)
     #: ``truncated`` lines: the record dropped lines that day.
     truncated: int = 0
     #: Lines skipped because they do not read (a torn last line).
     skipped_lines: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class UsageReport:
+    """What the record says about one store from :attr:`since` to :attr:`until`."""
+
+    since: date
+    until: date
+    #: The span of "never recalled": the last *days* days.
+    days: int
+    #: The first day the record covers (``None``: no record yet).
+    record_since: date | None
+    counts: Counts = attrs.field(factory=Counts)
+    #: The ``used`` lines (:attr:`Counts.uses`) by the way the entry reached the agent.
+    uses_by_way: Mapping[str, int] = attrs.field(factory=dict)
     #: Each day from :attr:`since` to :attr:`until`: ``(day, recalls, uses)``.
     per_day: tuple[tuple[date, int, int], ...] = ()
     top_recalled: tuple[EntryUse, ...] = ()
@@ -188,11 +197,13 @@ class UsageReport:
 
     @property
     def recall_share(self) -> float | None:
-        return self.recalls_used / self.recalls if self.recalls else None
+        counts = self.counts
+        return counts.recalls_used / counts.recalls if counts.recalls else None
 
     @property
     def injection_share(self) -> float | None:
-        return self.injections_used / self.injections if self.injections else None
+        counts = self.counts
+        return counts.injections_used / counts.injections if counts.injections else None
 
     @property
     def never_recalled_chars(self) -> int:
@@ -205,22 +216,7 @@ class UsageReport:
             "since": self.since.isoformat(),
             "until": self.until.isoformat(),
             "record_since": None if self.record_since is None else self.record_since.isoformat(),
-            "counts": {
-                "sessions": self.sessions,
-                "recalls": self.recalls,
-                "recalls_used": self.recalls_used,
-                "recalls_empty": self.recalls_empty,
-                "expands": self.expands,
-                "injections": self.injections,
-                "injections_used": self.injections_used,
-                "captures": self.captures,
-                "captures_skipped": self.captures_skipped,
-                "writes": self.writes,
-                "snapshots": self.snapshots,
-                "uses": self.uses,
-                "truncated": self.truncated,
-                "skipped_lines": self.skipped_lines,
-            },
+            "counts": attrs.asdict(self.counts),
             "uses_by_way": dict(self.uses_by_way),
             "shares": {"recalls_used": self.recall_share, "injections_used": self.injection_share},
             "per_day": [
@@ -401,28 +397,14 @@ def build_report(
         sum(chars or sizes.get(key, 0) for key, chars in shown if key in never_keys)
         for shown in tally.snapshots
     ]
-    counts = tally.counts
     top = sorted(tally.entry_recalls.items(), key=lambda item: (-item[1], item[0]))[:TOP]
     return UsageReport(
         since=since,
         until=today,
         days=days,
         record_since=records.first_day,
-        sessions=len(tally.sessions),
-        recalls=counts["recalls"],
-        recalls_used=counts["recalls_used"],
-        recalls_empty=counts["recalls_empty"],
-        expands=counts["expands"],
-        injections=counts["injections"],
-        injections_used=counts["injections_used"],
-        captures=counts["captures"],
-        captures_skipped=counts["captures_skipped"],
-        writes=counts["writes"],
-        snapshots=counts["snapshots"],
-        uses=counts["uses"],
+        counts=Counts(sessions=len(tally.sessions), skipped_lines=records.skipped, **tally.counts),
         uses_by_way=dict(sorted(tally.uses_by_way.items())),
-        truncated=counts["truncated"],
-        skipped_lines=records.skipped,
         per_day=tuple(
             (day, tally.recalls_per_day[day], tally.uses_per_day[day])
             for day in (since + timedelta(days=n) for n in range((today - since).days + 1))
@@ -457,10 +439,11 @@ def summary_line(report: UsageReport) -> str:
     """One line for ``pimem status`` and ``memory_status``."""
     if report.record_since is None:
         return "usage: nothing recorded yet"
+    counts = report.counts
     return (
-        f"usage ({report.span_days} days): {report.sessions} sessions, "
-        f"{report.recalls} recalls ({_percent(report.recall_share)} used), "
-        f"{report.injections} injections ({_percent(report.injection_share)} used), "
-        f"{report.captures} captures; {len(report.never_recalled)} entries never recalled "
+        f"usage ({report.span_days} days): {counts.sessions} sessions, "
+        f"{counts.recalls} recalls ({_percent(report.recall_share)} used), "
+        f"{counts.injections} injections ({_percent(report.injection_share)} used), "
+        f"{counts.captures} captures; {len(report.never_recalled)} entries never recalled "
         f"in {report.days} days"
     )

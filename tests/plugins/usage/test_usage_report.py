@@ -87,17 +87,18 @@ def test_the_counts_and_shares_of_a_week(usage_dir: Path) -> None:
     records = read_records(usage_dir, date(2026, 7, 15), TODAY)
     report = build_report(records, STORE, today=TODAY, since=since, days=30)
     assert report.record_since == date(2026, 7, 20)
-    assert report.skipped_lines == 1  # the torn last line
+    counts = report.counts
+    assert counts.skipped_lines == 1  # the torn last line
     # aaaa..., bbbb... and the session that used A (its session line is before the week).
-    assert (report.sessions, report.recalls, report.recalls_empty) == (3, 3, 1)
-    assert (report.expands, report.injections, report.captures) == (1, 1, 1)
-    assert (report.captures_skipped, report.writes, report.snapshots) == (1, 1, 1)
-    assert (report.uses, report.truncated) == (3, 1)
+    assert (counts.sessions, counts.recalls, counts.recalls_empty) == (3, 3, 1)
+    assert (counts.expands, counts.injections, counts.captures) == (1, 1, 1)
+    assert (counts.captures_skipped, counts.writes, counts.snapshots) == (1, 1, 1)
+    assert (counts.uses, counts.truncated) == (3, 1)
     assert report.uses_by_way == {"expand": 1, "search": 1, "snapshot": 1}
     # One of three recalls was used (through the expand); the injection of B was not.
-    assert report.recalls_used == 1
+    assert counts.recalls_used == 1
     assert report.recall_share == pytest.approx(1 / 3)
-    assert (report.injections_used, report.injection_share) == (0, 0.0)
+    assert (counts.injections_used, report.injection_share) == (0, 0.0)
     assert report.per_day[-2:] == ((date(2026, 8, 12), 2, 1), (date(2026, 8, 13), 1, 2))
     assert len(report.per_day) == 7
     top = [(e.day, e.time, e.recalls, e.used) for e in report.top_recalled]
@@ -139,9 +140,9 @@ def test_since_leaves_out_the_days_before(usage_dir: Path) -> None:
     records = read_records(usage_dir, date(2026, 7, 1), TODAY)
     month = build_report(records, STORE, today=TODAY, since=date(2026, 7, 15), days=30)
     today = build_report(records, STORE, today=TODAY, since=TODAY, days=30)
-    assert (month.sessions, month.recalls) == (3, 4)
-    assert (today.sessions, today.recalls, today.captures) == (2, 1, 0)
-    assert today.recalls_used == 0
+    assert (month.counts.sessions, month.counts.recalls) == (3, 4)
+    assert (today.counts.sessions, today.counts.recalls, today.counts.captures) == (2, 1, 0)
+    assert today.counts.recalls_used == 0
     assert today.per_day == ((TODAY, 1, 2),)
 
 
