@@ -184,16 +184,6 @@ class Session:
             host_model=self.host_model,
             scheduler=self.scheduler,
         )
-
-        # What needs the index (memsearch and the read model: a few hundred milliseconds of
-        # imports) starts behind the host's answer, so the first prompt waits for none of it.
-        def start_in_background() -> None:
-            self._adopt(info, scope, usage)
-            indexer.catch_up()
-            self.pimem.start_session(scope)
-            maintenance.wake("session start")
-
-        self._starting = self.scheduler.run("session-start", start_in_background)
         if info.transcript is not None:
             # A session started again captures the exchanges it kept when memory went off.
             take_own_kept(self._state_dir, scope, info.session_id)
@@ -208,6 +198,18 @@ class Session:
                 scheduler=self.scheduler,
                 on_notice=self._on_notice,
             )
+
+        # What needs the index (memsearch and the read model: a few hundred milliseconds of
+        # imports) starts behind the host's answer, so the first prompt waits for none of it.
+        # It starts last: a thread started after it would wait for the interpreter lock while
+        # it works, and the host's answer with it.
+        def start_in_background() -> None:
+            self._adopt(info, scope, usage)
+            indexer.catch_up()
+            self.pimem.start_session(scope)
+            maintenance.wake("session start")
+
+        self._starting = self.scheduler.run("session-start", start_in_background)
 
     def before_prompt(self, prompt: str) -> PromptAdditions:
         """The snapshot for this prompt and any per-prompt context."""

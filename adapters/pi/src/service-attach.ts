@@ -60,11 +60,10 @@ export function attach(
         }
         if (!helloRead) {
           if (message.service !== "pimem" || message.version !== route.version || message.protocol !== route.protocol) {
-            finish();
+            finish(); // a session attached by another version ends unstarted with the socket
             return;
           }
           helloRead = true;
-          socket.write(`${JSON.stringify({ op: "attach", cwd, python: route.python, env: strings(env) })}\n`);
         } else if (message.working === undefined) {
           const after = [...lines.slice(index + 1), buffer].join("\n");
           finish(message.attached === true ? { socket, rest: after } : undefined);
@@ -73,6 +72,9 @@ export function attach(
       }
     };
     socket.setEncoding("utf8");
+    // Sent at once, not after the hello: the service reads it once its hello is out, and both
+    // answers come back together, in one turn of pi's busy start-up.
+    socket.write(`${JSON.stringify({ op: "attach", cwd, python: route.python, env: strings(env) })}\n`);
     socket.on("data", onData);
     socket.on("error", onFailure);
     socket.on("close", onFailure);
