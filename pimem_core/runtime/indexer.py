@@ -4,7 +4,8 @@ Indexing never runs on the agent's path: every run is a task of the session's sc
 schedules a run five seconds later, and every further write during the wait restarts it, so a
 burst of captures costs one run. Shutdown starts a pending run at once and waits for it up to a
 cap; what is not indexed by then is caught up at the next session start. memsearch's watcher is
-never used: it would hold the database lock for the whole session.
+never used: it would hold the database lock for the whole session. A host that leaves without
+waiting for the last run gets half a second to exit before it starts.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -22,6 +24,8 @@ log = logging.getLogger(__name__)
 
 DEBOUNCE_SECONDS = 5.0
 SHUTDOWN_CAP_SECONDS = 15.0
+#: How long a host leaving without waiting for the last index run has to exit before it starts.
+AFTER_HOST_SECONDS = 0.5
 
 
 class Indexer:
@@ -46,6 +50,8 @@ class Indexer:
         self._worker: Future[None] | None = None
         self._again: str | None = None
         self._due = False
+        #: When the last run may start, once a host left without waiting for it.
+        self._after_host: float | None = None
         self._changed: set[Path] = set()
         self._whole = False
         #: Why the last run failed, or ``None`` when it succeeded (or none ran yet).
@@ -73,12 +79,26 @@ class Indexer:
             )
 
     def shutdown(self, cap: float = SHUTDOWN_CAP_SECONDS) -> bool:
-        """Run a pending index now and wait for it at most *cap* seconds; ``True`` if settled."""
+        """Run a pending index and wait for it at most *cap* seconds; ``True`` if settled.
+
+        With *cap* 0 (a host leaving without waiting for the run) the run starts
+        ``AFTER_HOST_SECONDS`` later, so that it does not share the machine with the host's own
+        exit; a later call that waits starts it then, not before.
+        """
         with self._lock:
             timer, self._timer, due = self._timer, None, self._due
-        if timer is not None:
-            timer.cancel()
+            if timer is not None:
+                timer.cancel()
+            if due and cap == 0:
+                self._after_host = time.monotonic() + AFTER_HOST_SECONDS
+                self._timer = self._scheduler.call_later(
+                    AFTER_HOST_SECONDS, "index-after-host", lambda: self._start("shutdown")
+                )
+                return False
+            after_host = self._after_host
         if due:
+            if after_host is not None:
+                time.sleep(max(0.0, min(after_host - time.monotonic(), cap)))
             self._start("shutdown")
         worker = self._worker
         if worker is not None:
