@@ -268,7 +268,7 @@ PI_STEPS = (
     ("startup_window", "before_agent_start\n(bridge starting up)", None),
     ("first_prompts", "first prompt\n(waits for the bridge)", None),
     ("agent_settled", "agent_settled\nhandler", 10.0),
-    ("bridge_ready", "bridge ready\nafter spawn", 300.0),
+    ("bridge_ready", "memory ready\nafter opening", 300.0),
 )
 
 
@@ -823,9 +823,9 @@ def _pi_rows(line: Mapping[str, Any]) -> list[tuple[str, ...]]:
     steps = (
         ("before_agent_start, after the first prompt", line["before_agent_start"]),
         ("before_agent_start, prompts while the bridge starts up", line["startup_window"]),
-        ("first prompt of a session (bridge start included)", line["first_prompts"]),
+        ("first prompt of a session (memory's start included)", line["first_prompts"]),
         ("agent_settled handler", line["agent_settled"]),
-        ("bridge ready, after spawn", line["bridge_ready"]),
+        ("memory ready (attached, or a bridge's ready line), after opening", line["bridge_ready"]),
     )
     return [
         (name, *_stats_row(label, stats))
@@ -841,12 +841,12 @@ def _pi_notes(lines: Sequence[Mapping[str, Any]]) -> list[str]:
         first, ready = line["first_prompts"], line["bridge_ready"]
         notes.append(
             f"pi {line['pi']}: the first prompt of a session waited {_time(first['p50'])} at "
-            f"p50 ({_time(first['max'])} at most, {first['n']} sessions) for the bridge to "
+            f"p50 ({_time(first['max'])} at most, {first['n']} sessions) for memory to "
             "start and answer `session.start`; the adapter lets it wait up to 3 s, later "
-            "prompts at most 300 ms. The bridge says it is ready before it imports pimem: "
-            f"{_time(ready['p50'])} after the spawn at p50. After the first prompt the bridge "
-            f"took {line['idle_wait_s']:.0f} s to become idle (the catch-up index, the first "
-            "capture and its index)."
+            "prompts at most 300 ms. A session's memory was ready (attached to the memory "
+            f"service, or a bridge's ready line) {_time(ready['p50'])} after the adapter opened "
+            f"it, at p50. After the first prompt pi's memory took {line['idle_wait_s']:.0f} s "
+            "to become idle (the catch-up index, the first capture and its index)."
         )
     contention = max(line["contention"] for line in lines)
     if contention > CONTENTION_WARNING:
@@ -890,17 +890,17 @@ def _print_run_table(lines: Sequence[Mapping[str, Any]]) -> str:
     return f"""
 
 What the adapter costs a user who runs pi once: pairs of one-prompt `pi -p` runs in the same
-project, the first without the adapter and the second with it, back to back, the bridges
-relaying to the user's memory service as pimem runs by default. pi's exit is timed from the
-first bytes of the answer on stdout to the process's end. The added time is the median of the
-pairs' differences. Capture is flushed before pi exits. The last index run goes on after pi has
-gone ([the pi adapter](pi-adapter.md#what-pi-waits-for)). Before the memory service, with
-bridges in process, the adapter added {before} to a one-prompt run. The previous publication,
-through the service, measured {previous}. Its pairs followed each other once the bridge pi
-released had exited, but a relay exits as soon as its last request is answered, while the
-service goes on with the session's last index run and the read model's embedding (up to 1 s
-of CPU over 2.5 s after pi has gone, on this store): that work ran into the next pair, on a
-machine of two cores. Each pair now starts once the service has been idle for 0.75 s.
+project, the first without the adapter and the second with it, back to back, with the user's
+memory service on, as pimem runs by default. The sessions attach to the service over its socket
+and start no process, since an earlier session's relay named it
+([ADR 0029](adr/0029-the-pi-adapter-attaches-to-the-memory-service-itself.md)). pi's exit is
+timed from the first bytes of the answer on stdout to the process's end. The added time is the
+median of the pairs' differences. Capture is flushed before pi exits, beside pi's own shutdown.
+The last index run starts half a second after pi has gone
+([the pi adapter](pi-adapter.md#what-pi-waits-for)). Each pair starts once the service has been
+idle for 0.75 s. Before the memory service, with bridges in process, the adapter added
+{before} to a one-prompt run. The previous publication, with a relay process per session and
+exit waiting for capture before pi's own shutdown, measured {previous}.
 
 {table}"""
 
@@ -983,7 +983,8 @@ sends each prompt {plan.get("think_s", 0) * 1000:.0f} ms after the answer before
 instant it ends, a prompt meets the previous exchange's capture at work in pi and the service,
 which no person's next prompt does; with capture off, back to back, the p95 was 2-3 ms); one of
 {plan["startup_prompts"]} prompts sent back to back from the start; and {plan["print_runs"]}
-runs of `pi -p`, each with a bridge of its own, relaying to the memory service.
+runs of `pi -p`. With the memory service on (the default) the first session starts a relay,
+which names the service; the later ones attach to the service themselves.
 
 ![The pi adapter]({plots}/{PI_PLOT})
 
@@ -997,11 +998,11 @@ pi's own CLI (`node cli.js -e adapters/pi --mode rpc` or `-p`; without `-e` for 
 with `PIMEM_BIN` pointing at this checkout's `pimem`, an isolated `HOME` (memsearch
 configuration, Milvus Lite database) and agent directory, the offline model, `PI_OFFLINE=1`;
 the adapter times its handlers with `performance.now()` and appends them to the file named by
-`PIMEM_PI_TIMINGS`. The bridge counts as idle once its CPU time stood still for 1.5 s. The
-bridges run from compiled bytecode, as an installed pimem does. Between two pairs of `pi -p`
-runs the bench waits for the bridge pi released to exit, and for the memory service to be idle
-(its CPU time still for 0.75 s), so that the last session's index run does not run into the
-next pair.
+`PIMEM_PI_TIMINGS`. pi's memory (its bridge, if it started one, and the memory service)
+counts as idle once its CPU time stood still for 1.5 s. pimem runs from compiled bytecode, as
+an installed pimem does. Between two pairs of `pi -p` runs the bench waits for any bridge pi
+released to exit, and for the memory service to be idle (its CPU time still for 0.75 s), so
+that the last session's index run does not run into the next pair.
 """
 
 

@@ -199,10 +199,8 @@ class Session:
                 on_notice=self._on_notice,
             )
 
-        # What needs the index (memsearch and the read model: a few hundred milliseconds of
-        # imports) starts behind the host's answer, so the first prompt waits for none of it.
-        # It starts last: a thread started after it would wait for the interpreter lock while
-        # it works, and the host's answer with it.
+        # What needs the index starts behind the host's answer, and last: a thread started
+        # after it would wait for the interpreter lock while it works, and the answer with it.
         def start_in_background() -> None:
             self._adopt(info, scope, usage)
             indexer.catch_up()
