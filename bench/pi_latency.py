@@ -257,11 +257,14 @@ def _timed_print_run(world: PiWorld, text: str, *, adapter: bool) -> dict[str, f
     ]
     for reader in readers:
         reader.start()
+    # A blocking wait, with a timer to kill a run that hangs: Popen.wait(timeout=...) polls
+    # with sleeps of up to 50 ms, which would round the process's end by as much.
+    deadline = threading.Timer(120, process.kill)
+    deadline.start()
     try:
-        process.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        process.kill()
         process.wait()
+    finally:
+        deadline.cancel()
     ended = time.perf_counter()
     for reader in readers:
         reader.join(timeout=5)

@@ -1,7 +1,6 @@
 // The eight memory tools. Each one is a request to pimem; what pimem answers in `text` is what
 // the agent reads, the rest of the answer goes into the tool result's details.
 
-import { Type } from "typebox";
 import { BridgeError } from "./bridge.ts";
 import type { Connection } from "./connection.ts";
 import type { ContextLike, PiLike, ToolResult, ToolUpdate } from "./pi.ts";
@@ -24,10 +23,29 @@ interface ToolSpec {
   params?: (args: Record<string, unknown>, ctx: ContextLike) => Record<string, unknown>;
 }
 
+// The parameters are plain JSON Schema, which both pi lines validate as it is. A schema library
+// imported here would be evaluated afresh in every session by pi's extension loader, which
+// shares no module with pi: on pi 1.6 that alone took about 25 ms of a one-prompt run.
+type Schema = Record<string, unknown>;
+
+function string(options: Schema = {}): Schema {
+  return { type: "string", ...options };
+}
+
+function integer(options: Schema = {}): Schema {
+  return { type: "integer", ...options };
+}
+
+/** An object with the `required` properties, then the `optional` ones. */
+function object(required: Record<string, Schema>, optional: Record<string, Schema> = {}): Schema {
+  const names = Object.keys(required);
+  return { type: "object", ...(names.length > 0 ? { required: names } : {}), properties: { ...required, ...optional } };
+}
+
 /** A string that is one of *values*: a JSON Schema enum, shorter than a union of literals, and
  * the form pi recommends for every provider (pi-ai's StringEnum). */
-function oneOf<const T extends string>(values: readonly T[], description?: string) {
-  return Type.Unsafe<T>({ type: "string", enum: values, ...(description ? { description } : {}) });
+function oneOf(values: readonly string[], description?: string): Schema {
+  return string({ enum: values, ...(description ? { description } : {}) });
 }
 
 const TOOLS: ToolSpec[] = [
@@ -36,11 +54,13 @@ const TOOLS: ToolSpec[] = [
     label: "Memory search",
     description:
       "Search what agents recorded in this project's memory in earlier sessions: decisions, fixes, preferences.",
-    parameters: Type.Object({
-      query: Type.String({ minLength: 1, pattern: "\\S" }),
-      scope: Type.Optional(oneOf(["project", "all"], '"all": every project under PI_MEMSEARCH_SCAN_ROOTS')),
-      top_k: Type.Optional(Type.Integer({ minimum: 1, description: "Default 5" })),
-    }),
+    parameters: object(
+      { query: string({ minLength: 1, pattern: "\\S" }) },
+      {
+        scope: oneOf(["project", "all"], '"all": every project under PI_MEMSEARCH_SCAN_ROOTS'),
+        top_k: integer({ minimum: 1, description: "Default 5" }),
+      },
+    ),
     method: "memory.search",
     params: (args) => {
       if (typeof args.query !== "string" || !args.query.trim()) {
@@ -53,30 +73,32 @@ const TOOLS: ToolSpec[] = [
     name: "memory_expand",
     label: "Memory expand",
     description: "The whole entry behind a memory_search hit's chunk hash, and its anchor for memory_transcript.",
-    parameters: Type.Object({
-      chunk_hash: Type.String(),
-      project: Type.Optional(Type.String({ description: "For another project's hit: its label" })),
-    }),
+    parameters: object(
+      { chunk_hash: string() },
+      { project: string({ description: "For another project's hit: its label" }) },
+    ),
     method: "memory.expand",
   },
   {
     name: "memory_transcript",
     label: "Memory transcript",
     description: "The session turns an entry was distilled from: the transcript and turn of its anchor.",
-    parameters: Type.Object({
-      transcript_path: Type.String(),
-      turn: Type.Optional(Type.String({ description: "Entry id or prefix" })),
-      context: Type.Optional(Type.Integer({ minimum: 0, description: "Turns either side (default 3)" })),
-      limit: Type.Optional(Type.Integer({ minimum: 1, description: "Turns without a turn (default 20)" })),
-    }),
+    parameters: object(
+      { transcript_path: string() },
+      {
+        turn: string({ description: "Entry id or prefix" }),
+        context: integer({ minimum: 0, description: "Turns either side (default 3)" }),
+        limit: integer({ minimum: 1, description: "Turns without a turn (default 20)" }),
+      },
+    ),
     method: "memory.transcript",
   },
   {
     name: "memory_write",
     label: "Memory write",
     description: "Append an entry to today's memory file; exchanges are captured on their own.",
-    parameters: Type.Object({
-      content: Type.String({ description: "Third-person markdown bullets, in the conversation's language" }),
+    parameters: object({
+      content: string({ description: "Third-person markdown bullets, in the conversation's language" }),
     }),
     method: "memory.write",
     params: (args, ctx) => ({ ...args, turn: ctx.sessionManager.getLeafId() ?? null }),
@@ -85,18 +107,21 @@ const TOOLS: ToolSpec[] = [
     name: "memory_forget",
     label: "Memory forget",
     description: "Delete one memory entry for good, by chunk hash or by date and time; only when the user asks.",
-    parameters: Type.Object({
-      chunk_hash: Type.Optional(Type.String()),
-      date: Type.Optional(Type.String({ description: "YYYY-MM-DD" })),
-      time: Type.Optional(Type.String({ description: "HH:MM" })),
-    }),
+    parameters: object(
+      {},
+      {
+        chunk_hash: string(),
+        date: string({ description: "YYYY-MM-DD" }),
+        time: string({ description: "HH:MM" }),
+      },
+    ),
     method: "memory.forget",
   },
   {
     name: "memory_compact",
     label: "Memory compact",
     description: "Summarize the project's memory files (not the conversation) into one entry; only when the user asks.",
-    parameters: Type.Object({}),
+    parameters: object({}),
     method: "memory.compact",
     timeoutMs: COMPACT_TIMEOUT_MS,
   },
@@ -104,18 +129,17 @@ const TOOLS: ToolSpec[] = [
     name: "memory_status",
     label: "Memory status",
     description: "Memory's health in this project (failures, capture, index) and its setup.",
-    parameters: Type.Object({}),
+    parameters: object({}),
     method: "memory.status",
   },
   {
     name: "memory_skills",
     label: "Memory skills",
     description: "Skill candidates drafted from memory: list, show one, or install one the user approved.",
-    parameters: Type.Object({
-      action: oneOf(["list", "show", "install"]),
-      name: Type.Optional(Type.String()),
-      to: Type.Optional(Type.String({ description: "The skills directory the user chose" })),
-    }),
+    parameters: object(
+      { action: oneOf(["list", "show", "install"]) },
+      { name: string(), to: string({ description: "The skills directory the user chose" }) },
+    ),
     method: "memory.skills",
   },
 ];
