@@ -822,7 +822,7 @@ def _pi_rows(line: Mapping[str, Any]) -> list[tuple[str, ...]]:
     name = f"{line['pi']} (Node {line['node']})"
     steps = (
         ("before_agent_start, after the first prompt", line["before_agent_start"]),
-        ("before_agent_start, prompts while the bridge starts up", line["startup_window"]),
+        ("before_agent_start, prompts while memory starts up", line["startup_window"]),
         ("first prompt of a session (memory's start included)", line["first_prompts"]),
         ("agent_settled handler", line["agent_settled"]),
         ("memory ready (attached, or a bridge's ready line), after opening", line["bridge_ready"]),
