@@ -41,7 +41,9 @@ from pimem_core.doors.table import CORE, served
 from pimem_core.errors import PimemError
 from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.host_model import ModelRef, resolve_capture_model
+from pimem_core.runtime.scheduler import answer_promptly
 from pimem_core.runtime.session import Session, SessionInfo, serving
+from pimem_core.runtime.snapshot_cache import PreparedSnapshot, prepare_snapshot
 from pimem_core.types import HostModel, Scope
 
 log = logging.getLogger(__name__)
@@ -93,6 +95,7 @@ class Server:
         self._capture_model: ModelRef | PimemError = PimemError(
             "the host lent no model: session.start had no model catalog"
         )
+        self._prepared: PreparedSnapshot | None = None
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="pimem-serve")
         # The host's events about its own turns are handled one after another, in the order
         # sent: capture windows and the journal follow the order exchanges settled in.
@@ -115,6 +118,14 @@ class Server:
                 for method, commands in served(_plugin_commands(pimem)).items()
             },
         }
+
+    def prepare(self, cwd: Path) -> None:
+        """Build the snapshot of the session about to start in *cwd* now, while its host is
+        still starting up: ``session.start`` takes it instead of building one."""
+        try:
+            self._prepared = prepare_snapshot(self._pimem, cwd)
+        except Exception:  # session.start builds it again, and says what failed
+            log.debug("the snapshot could not be prepared", exc_info=True)
 
     # -- the wire -----------------------------------------------------------------------
 
@@ -281,7 +292,8 @@ class Server:
             )
         except PimemError as error:  # surfaces as a marker entry when an exchange is captured
             self._capture_model = error
-        self.session.start(info)
+        prepared, self._prepared = self._prepared, None
+        self.session.start(info, prepared)
         record = self.session.record
         # Where the host records its bridges' deaths: pimem status names them from there.
         return {"scope": self._scope().to_json(), "failure_record": str(record) if record else None}
@@ -410,6 +422,7 @@ def serve(pimem: Pimem, *, announce: bool = True) -> None:
         stdout.reconfigure(encoding="utf-8")
     for record in pimem.pm.failed:
         log.warning("%s", record.failure)  # the host's log; memory_status says it too
+    answer_promptly()
     Server(pimem, stdin, stdout, announce=announce, on_host_gone=_let_host_go).serve()
 
 

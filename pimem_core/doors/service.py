@@ -376,14 +376,11 @@ class Service:
             return
         wire.send(conn, {"attached": True})
         reader = io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="\n")
+        cwd = Path(str(request["cwd"])).resolve()
         server = Server(
-            pimem,
-            reader,
-            SocketWriter(conn),
-            announce=False,
-            confined_to=Path(str(request["cwd"])).resolve(),
-            relayed=True,
+            pimem, reader, SocketWriter(conn), announce=False, confined_to=cwd, relayed=True
         )
+        server.prepare(cwd)  # the host attaches as it starts: its session.start comes later
         server.serve()
 
     def _refusal(self, request: dict[str, object], peer: Peer) -> dict[str, object] | None:
@@ -448,6 +445,9 @@ def run_service(pimem: Pimem, *, note: Callable[[str], None]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s pimem service: %(message)s")
     log.setLevel(logging.INFO)
     from pimem_core.doors.service_client import ServiceUnavailable, prepare_dir
+    from pimem_core.runtime.scheduler import answer_promptly
+
+    answer_promptly()
 
     declared = declared_of(pimem)
     try:

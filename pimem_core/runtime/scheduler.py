@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +24,17 @@ import attrs
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+
+#: How long a thread keeps the interpreter lock while another waits for it. Python's default,
+#: 5 ms, makes the thread answering the host wait that long behind a background task (the
+#: usage record, an index run's bookkeeping) at every hand-over.
+SWITCH_INTERVAL_S = 0.0005
+
+
+def answer_promptly() -> None:
+    """Let a process that serves a host hand the interpreter lock over sooner (see
+    :data:`SWITCH_INTERVAL_S`): its answers matter more than its background throughput."""
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
 @attrs.define(eq=False)

@@ -46,7 +46,11 @@ from pimem_core.runtime.records import (
     take_own_kept,
 )
 from pimem_core.runtime.scheduler import Scheduler
-from pimem_core.runtime.snapshot_cache import StableSnapshot, kept_snapshot_path
+from pimem_core.runtime.snapshot_cache import (
+    PreparedSnapshot,
+    StableSnapshot,
+    kept_snapshot_path,
+)
 from pimem_core.runtime.status import status_sections
 from pimem_core.runtime.usage import Unrecorded, UsageLog, recorded_capture, usage_log
 from pimem_core.types import (
@@ -159,15 +163,19 @@ class Session:
 
     # -- the host's events --------------------------------------------------------------
 
-    def start(self, info: SessionInfo) -> None:
-        """Begin (or re-arm after a session switch). Calling it again for the same session is
-        a no-op: some hosts fire their start event twice."""
+    def start(self, info: SessionInfo, prepared: PreparedSnapshot | None = None) -> None:
+        """Begin (or re-arm after a session switch), with the snapshot *prepared* for it if
+        any. Calling it again for the same session is a no-op: some hosts fire their start
+        event twice."""
         if self.info == info and self.capture is not None:
             return
         if self.info is not None:
             self.shutdown()  # write and index what the previous session left
         self.info = info
-        scope = self.scope = self.pimem.resolve_scope(info.cwd)
+        if prepared is not None and prepared.cwd == info.cwd.resolve():
+            scope = self.scope = prepared.scope
+        else:
+            scope = self.scope = self.pimem.resolve_scope(info.cwd)
         self.record = record_path(self._state_dir, scope, info.session_id)
         with self._adopting:
             self._done_adopting = False
@@ -176,7 +184,7 @@ class Session:
         kept = kept_snapshot_path(self._state_dir, info.session_id)
         self.snapshot = StableSnapshot(self.pimem, scope, kept=kept)
         usage = self.usage = usage_log(self.pimem, scope, info.session_id, self.scheduler)
-        self.snapshot.start()
+        self.snapshot.start(prepared=prepared)
         maintenance = self.maintenance = MaintenanceRunner(
             self.pimem,
             scope,
@@ -309,7 +317,8 @@ class Session:
             indexed = self.indexer.shutdown(wait)
         if self.snapshot is not None:
             self.snapshot.discard()
-        self.usage.close(max(0.0, deadline - time.monotonic()))
+        if wait_for_index:  # else the call that waits closes it, with the host gone
+            self.usage.close(max(0.0, deadline - time.monotonic()))
         return ShutdownReport(
             captured_in_time=captured,
             indexed_in_time=indexed,

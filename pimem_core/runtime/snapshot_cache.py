@@ -34,6 +34,28 @@ def kept_snapshot_path(state_dir: Path, session_id: str) -> Path:
     return state_dir / "snapshots" / f"{digest}.json"
 
 
+@attrs.frozen
+class PreparedSnapshot:
+    """A snapshot built before its session started: the memory service builds it when a host
+    attaches, while the host is still starting up, and ``session.start`` in the same scope on
+    the same day takes it instead of building another (both are the memory as the session
+    opened it, moments apart)."""
+
+    cwd: Path
+    scope: Scope
+    day: date
+    text: str | None
+
+
+def prepare_snapshot(pimem: Pimem, cwd: Path) -> PreparedSnapshot:
+    """The snapshot of a session about to start in *cwd*, built now."""
+    moment = pimem.settings.now()
+    scope = pimem.resolve_scope(cwd)
+    return PreparedSnapshot(
+        cwd=cwd.resolve(), scope=scope, day=moment.date(), text=pimem.build_snapshot(scope, moment)
+    )
+
+
 @attrs.define
 class StableSnapshot:
     """The snapshot of one session's scope, rebuilt only when asked or when the day changes."""
@@ -45,9 +67,12 @@ class StableSnapshot:
     _text: str | None = None
     _day: date | None = None
 
-    def start(self, now: datetime | None = None) -> str | None:
+    def start(
+        self, now: datetime | None = None, prepared: PreparedSnapshot | None = None
+    ) -> str | None:
         """The session's first snapshot: the kept one when this session already had one
-        today (a bridge started again), else a fresh one."""
+        today (a bridge started again), else the *prepared* one of its scope and day, else a
+        fresh one."""
         moment = now or self.pimem.settings.now()
         saved = self._read_kept() or {}
         if (
@@ -57,6 +82,14 @@ class StableSnapshot:
             text = saved.get("text")
             self._text = text if isinstance(text, str) else None
             self._day = moment.date()
+            return self._text
+        if (
+            prepared is not None
+            and prepared.scope.collection == self.scope.collection
+            and prepared.day == moment.date()
+        ):
+            self._text, self._day = prepared.text, prepared.day
+            self._keep()
             return self._text
         return self.refresh(moment)
 

@@ -5,7 +5,7 @@ import type { Spawn } from "./bridge.ts";
 import { resolveCommand } from "./command.ts";
 import { registerCommands } from "./commands.ts";
 import { Connection, withDeadline } from "./connection.ts";
-import { type Complete, completeWithRegistry, modelCatalog, piComplete } from "./host-model.ts";
+import { type Complete, completeWithRegistry, modelCatalog, piCompletion } from "./host-model.ts";
 import type { BeforeAgentStartEvent, BeforeAgentStartResult, ContextLike, ModelRegistryLike, PiLike } from "./pi.ts";
 import { registerTools } from "./tools.ts";
 
@@ -45,6 +45,8 @@ export interface Dependencies {
   recordedIn?: string;
   env: NodeJS.ProcessEnv;
   complete: Complete;
+  /** Loads what `complete` needs, ahead of its first call. */
+  prepareComplete?: () => void;
   spawn?: Spawn;
   /** Receives how long each measured step took (for the latency benchmark). */
   timing?: (step: string, ms: number) => void;
@@ -58,7 +60,8 @@ export function defaultDependencies(env: NodeJS.ProcessEnv = process.env, packag
   const timing = file
     ? (step: string, ms: number) => appendFileSync(file, `${JSON.stringify({ step, ms })}\n`)
     : undefined;
-  return { ...resolveCommand(env, packageRoot), env, complete: piComplete, timing };
+  const host = piCompletion();
+  return { ...resolveCommand(env, packageRoot), env, complete: host.complete, prepareComplete: host.prepare, timing };
 }
 
 /** Runs `handler`, reporting how long it took until it returned (or its promise settled). */
@@ -205,6 +208,12 @@ export function createPimemExtension(pi: PiLike, deps: Dependencies): Connection
   settledEventExists = typeof unsubscribe === "function";
   pi.on("agent_end", (_event, ctx) => {
     if (!settledEventExists) void settle(ctx);
+  });
+
+  // pi's model module loads while the agent waits for its model (the timer lets the request
+  // go first), not when the last exchange is distilled at exit.
+  pi.on("before_provider_request", () => {
+    if (deps.prepareComplete) setTimeout(deps.prepareComplete, 0);
   });
 
   pi.on("session_compact", () => {

@@ -68,12 +68,29 @@ interface AssistantMessageLike {
   errorMessage?: string;
 }
 
-/** pi's completion function, loaded when the first exchange is distilled (never at start-up). */
-export const piComplete: Complete = async (request) => {
-  // Both pi lines map this name to their own module.
-  const ai = (await import("@mariozechner/pi-ai")) as unknown as {
-    complete(model: unknown, context: unknown, options: unknown): Promise<AssistantMessageLike>;
+interface PiAi {
+  complete(model: unknown, context: unknown, options: unknown): Promise<AssistantMessageLike>;
+}
+
+/** pi's completion function, with `prepare` to load its module ahead of the first
+ * distillation (never during pi's start-up). */
+export function piCompletion(): { complete: Complete; prepare: () => void } {
+  let loading: Promise<PiAi> | undefined;
+  const load = (): Promise<PiAi> => {
+    // Both pi lines map this name to their own module; a failed load is tried again.
+    loading ??= (import("@mariozechner/pi-ai") as unknown as Promise<PiAi>).catch((error: unknown) => {
+      loading = undefined;
+      throw error;
+    });
+    return loading;
   };
+  return {
+    complete: (request) => load().then((ai) => completeWith(ai, request)),
+    prepare: () => void load().catch(() => {}),
+  };
+}
+
+async function completeWith(ai: PiAi, request: CompletionRequest): Promise<string> {
   const message = await ai.complete(
     request.model,
     {
@@ -89,4 +106,4 @@ export const piComplete: Complete = async (request) => {
     .filter((block) => block.type === "text" && typeof block.text === "string")
     .map((block) => block.text)
     .join("\n");
-};
+}

@@ -138,6 +138,8 @@ export interface SetupOptions {
   recordedIn?: string;
   context?: Partial<FakeContextOptions>;
   complete?: (request: CompletionRequest) => Promise<string>;
+  /** Called where the extension loads what its completions need. */
+  prepareComplete?: () => void;
   /** What `PIMEM_PI_TIMINGS` would hear (else nothing is timed). */
   timing?: Dependencies["timing"];
 }
@@ -190,6 +192,7 @@ export function setup(t: TestContext, options: SetupOptions = {}): Setup {
     spawn,
     timing: options.timing,
     stderr: (line) => stderr.push(line),
+    prepareComplete: options.prepareComplete,
     complete: async (request) => {
       completions.push(request);
       return options.complete ? options.complete(request) : "completed";

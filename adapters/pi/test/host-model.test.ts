@@ -11,6 +11,18 @@ const OTHER: ModelInfo = { provider: "openai", id: "gpt-other" };
 const COMPLETE = { model: { provider: "anthropic", id: "claude-small" }, system: "SYSTEM", prompt: "PROMPT", timeout_ms: 5_000 };
 
 describe("host completion", () => {
+  test("pi's model module is loaded after the agent's request to its model goes out, not at start-up", async (t) => {
+    let prepared = 0;
+    const s = setup(t, { prepareComplete: () => prepared++ });
+    await s.startSession();
+    assert.equal(prepared, 0);
+    const results = await s.pi.fire("before_provider_request", { payload: { model: "m" } }, s.ctx);
+    assert.ok(results.every((result) => result === undefined), "the request is sent as pi made it");
+    assert.equal(prepared, 0, "not before the request is on its way");
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    assert.equal(prepared, 1);
+  });
+
   test("the registry's model and credentials run the completion, and pimem gets {text}", async (t) => {
     const s = setup(t, {
       script: { complete: COMPLETE },

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 
+import attrs
 import pytest
 
 from pimem_core import Pimem
 from pimem_core.day_file import list_entries
 from pimem_core.errors import SettingsError
-from pimem_core.runtime.snapshot_cache import StableSnapshot
+from pimem_core.runtime.snapshot_cache import StableSnapshot, prepare_snapshot
 from pimem_core.types import Anchor, Entry
 from pimem_plugins.snapshot import (
     ENTRY_CUT,
@@ -270,6 +271,34 @@ def test_current_defaults_to_the_settings_clock(pimem: Pimem, repo: Path, memory
     built = stable(pimem, repo).current()
     assert built is not None
     assert "### Today (2026-08-14)" in built
+
+
+def test_start_takes_the_snapshot_prepared_as_the_host_attached(
+    pimem: Pimem, repo: Path, memory: Path
+) -> None:
+    (memory / "2026-08-14.md").write_text("- decided before the session\n")
+    prepared = prepare_snapshot(pimem, repo)
+    (memory / "2026-08-14.md").write_text("- decided before\n- and a moment after attaching\n")
+    snapshot = stable(pimem, repo)
+    started = snapshot.start(NOW, prepared=prepared)
+    assert started == prepared.text
+    assert started is not None
+    assert "- decided before the session" in started
+    assert snapshot.current(NOW) == started
+
+
+def test_a_snapshot_prepared_for_another_day_or_scope_is_built_again(
+    pimem: Pimem, repo: Path, memory: Path, tmp_path: Path
+) -> None:
+    (memory / "2026-08-14.md").write_text("- decided today\n")
+    yesterdays = attrs.evolve(prepare_snapshot(pimem, repo), day=date(2026, 8, 13), text="old")
+    assert stable(pimem, repo).start(NOW, prepared=yesterdays) == pimem.build_snapshot(
+        pimem.resolve_scope(repo), NOW
+    )
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    elsewhere = prepare_snapshot(pimem, other)
+    assert stable(pimem, repo).start(NOW, prepared=elsewhere) != elsewhere.text
 
 
 # -- the off switch and the CLI ------------------------------------------------------------------
