@@ -899,8 +899,9 @@ median of the pairs' differences. Capture is flushed before pi exits, beside pi'
 The last index run starts half a second after pi has gone
 ([the pi adapter](pi-adapter.md#what-pi-waits-for)). Each pair starts once the service has been
 idle for 0.75 s. Before the memory service, with bridges in process, the adapter added
-{before} to a one-prompt run. The previous publication, with a relay process per session and
-exit waiting for capture before pi's own shutdown, measured {previous}.
+{before} to a one-prompt run. The previous publication, with the adapter's modules loaded one
+by one ([ADR 0030](adr/0030-pi-loads-one-built-file.md)) and the snapshot built at
+`session.start`, measured {previous}.
 
 {table}"""
 

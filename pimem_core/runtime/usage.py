@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import queue
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -29,6 +30,10 @@ log = logging.getLogger(__name__)
 
 #: Settles whose window capture has not handed over yet, kept at most (the oldest go first).
 MAX_WAITING_SETTLES = 16
+#: How long the worker lets a burst of notes gather before it turns them into events
+#: (seconds). A settle, its window and its capture come together, and capture is on the way to
+#: the host's model: the record is written after that, not beside it for the interpreter lock.
+BATCH_DELAY_S = 0.02
 _DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.md$")
 _TIME = re.compile(r"\d{2}:\d{2}")
 #: A snapshot's section heading (``### Today (2026-12-06)``) and an entry's (``### 09:12``).
@@ -126,10 +131,18 @@ class UsageLog:
 
     def _work(self) -> None:
         while (note := self._notes.get()) is not None:
-            try:
-                note()
-            except Exception:  # one bad note must not stop the record
-                log.exception("a usage note failed")
+            time.sleep(BATCH_DELAY_S)  # the rest of the burst is queued meanwhile
+            while note is not None:
+                try:
+                    note()
+                except Exception:  # one bad note must not stop the record
+                    log.exception("a usage note failed")
+                try:
+                    note = self._notes.get_nowait()
+                except queue.Empty:
+                    break  # the burst is written: wait for the next
+            else:
+                return  # the end (close) came within the burst
 
     def _emit(
         self, kind: UsageKind, at: datetime, session: str | None = None, **fields: Any
