@@ -43,7 +43,7 @@ from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.host_model import ModelRef, resolve_capture_model
 from pimem_core.runtime.scheduler import answer_promptly
 from pimem_core.runtime.session import Session, SessionInfo, serving
-from pimem_core.runtime.snapshot_cache import PreparedSnapshot, prepare_snapshot
+from pimem_core.runtime.snapshot_cache import PreparedSnapshot
 from pimem_core.types import HostModel, Scope
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,7 @@ class Server:
         on_host_gone: Callable[[], None] = lambda: None,
         confined_to: Path | None = None,
         relayed: bool = False,
+        prepared: PreparedSnapshot | None = None,
     ) -> None:
         self._pimem = pimem
         #: The one directory a session may start in (the memory service: its client's own).
@@ -95,7 +96,8 @@ class Server:
         self._capture_model: ModelRef | PimemError = PimemError(
             "the host lent no model: session.start had no model catalog"
         )
-        self._prepared: PreparedSnapshot | None = None
+        #: The snapshot built as the host attached, for its session.start (taken once).
+        self._prepared = prepared
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="pimem-serve")
         # The host's events about its own turns are handled one after another, in the order
         # sent: capture windows and the journal follow the order exchanges settled in.
@@ -118,14 +120,6 @@ class Server:
                 for method, commands in served(_plugin_commands(pimem)).items()
             },
         }
-
-    def prepare(self, cwd: Path) -> None:
-        """Build the snapshot of the session about to start in *cwd* now, while its host is
-        still starting up: ``session.start`` takes it instead of building one."""
-        try:
-            self._prepared = prepare_snapshot(self._pimem, cwd)
-        except Exception:  # session.start builds it again, and says what failed
-            log.debug("the snapshot could not be prepared", exc_info=True)
 
     # -- the wire -----------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from pimem_core.doors.service_request import (
 )
 from pimem_core.errors import PimemError
 from pimem_core.private_files import open_private, write_private
+from pimem_core.runtime.snapshot_cache import prepare_snapshot
 
 __all__ = ["MemoryTrim", "Peer", "Service", "loaded_code", "peer_allowed", "run_service"]
 
@@ -377,10 +378,17 @@ class Service:
         wire.send(conn, {"attached": True})
         reader = io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="\n")
         cwd = Path(str(request["cwd"])).resolve()
+        # A host attaches as it starts up, and its session.start follows: the snapshot is built
+        # meanwhile, not while the first prompt waits.
         server = Server(
-            pimem, reader, SocketWriter(conn), announce=False, confined_to=cwd, relayed=True
+            pimem,
+            reader,
+            SocketWriter(conn),
+            announce=False,
+            confined_to=cwd,
+            relayed=True,
+            prepared=prepare_snapshot(pimem, cwd),
         )
-        server.prepare(cwd)  # the host attaches as it starts: its session.start comes later
         server.serve()
 
     def _refusal(self, request: dict[str, object], peer: Peer) -> dict[str, object] | None:

@@ -50,6 +50,7 @@ from pimem_core.runtime.snapshot_cache import (
     PreparedSnapshot,
     StableSnapshot,
     kept_snapshot_path,
+    session_scope,
 )
 from pimem_core.runtime.status import status_sections
 from pimem_core.runtime.usage import Unrecorded, UsageLog, recorded_capture, usage_log
@@ -164,23 +165,18 @@ class Session:
     # -- the host's events --------------------------------------------------------------
 
     def start(self, info: SessionInfo, prepared: PreparedSnapshot | None = None) -> None:
-        """Begin (or re-arm after a session switch), with the snapshot *prepared* for it if
-        any. Calling it again for the same session is a no-op: some hosts fire their start
-        event twice."""
+        """Begin (or re-arm after a session switch), with any snapshot *prepared* for it. A
+        no-op for the same session again: some hosts fire their start event twice."""
         if self.info == info and self.capture is not None:
             return
         if self.info is not None:
             self.shutdown()  # write and index what the previous session left
         self.info = info
-        if prepared is not None and prepared.cwd == info.cwd.resolve():
-            scope = self.scope = prepared.scope
-        else:
-            scope = self.scope = self.pimem.resolve_scope(info.cwd)
+        scope = self.scope = session_scope(self.pimem, info.cwd, prepared)
         self.record = record_path(self._state_dir, scope, info.session_id)
         with self._adopting:
             self._done_adopting = False
-        indexer = Indexer(self._index, scheduler=self.scheduler, **self._debounce)
-        self.indexer = indexer
+        indexer = self.indexer = Indexer(self._index, scheduler=self.scheduler, **self._debounce)
         kept = kept_snapshot_path(self._state_dir, info.session_id)
         self.snapshot = StableSnapshot(self.pimem, scope, kept=kept)
         usage = self.usage = usage_log(self.pimem, scope, info.session_id, self.scheduler)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import time
 from datetime import date, datetime
 from pathlib import Path
@@ -23,6 +24,8 @@ import attrs
 from pimem_core.api import Pimem
 from pimem_core.private_files import write_private
 from pimem_core.types import Scope
+
+log = logging.getLogger(__name__)
 
 #: Kept snapshots of sessions that never shut down (a killed host) go after this long.
 STALE_SECONDS = 3 * 86_400
@@ -47,13 +50,24 @@ class PreparedSnapshot:
     text: str | None
 
 
-def prepare_snapshot(pimem: Pimem, cwd: Path) -> PreparedSnapshot:
-    """The snapshot of a session about to start in *cwd*, built now."""
-    moment = pimem.settings.now()
-    scope = pimem.resolve_scope(cwd)
-    return PreparedSnapshot(
-        cwd=cwd.resolve(), scope=scope, day=moment.date(), text=pimem.build_snapshot(scope, moment)
-    )
+def prepare_snapshot(pimem: Pimem, cwd: Path) -> PreparedSnapshot | None:
+    """The snapshot of a session about to start in *cwd*, built now; ``None`` when it cannot
+    be (``session.start`` builds it again, and says what failed)."""
+    try:
+        moment = pimem.settings.now()
+        scope = pimem.resolve_scope(cwd)
+        text = pimem.build_snapshot(scope, moment)
+    except Exception:
+        log.debug("the snapshot could not be prepared", exc_info=True)
+        return None
+    return PreparedSnapshot(cwd=cwd.resolve(), scope=scope, day=moment.date(), text=text)
+
+
+def session_scope(pimem: Pimem, cwd: Path, prepared: PreparedSnapshot | None) -> Scope:
+    """The scope of a session starting in *cwd*: *prepared*'s when it was made there."""
+    if prepared is not None and prepared.cwd == cwd.resolve():
+        return prepared.scope
+    return pimem.resolve_scope(cwd)
 
 
 @attrs.define

@@ -278,6 +278,7 @@ def test_start_takes_the_snapshot_prepared_as_the_host_attached(
 ) -> None:
     (memory / "2026-08-14.md").write_text("- decided before the session\n")
     prepared = prepare_snapshot(pimem, repo)
+    assert prepared is not None
     (memory / "2026-08-14.md").write_text("- decided before\n- and a moment after attaching\n")
     snapshot = stable(pimem, repo)
     started = snapshot.start(NOW, prepared=prepared)
@@ -291,14 +292,24 @@ def test_a_snapshot_prepared_for_another_day_or_scope_is_built_again(
     pimem: Pimem, repo: Path, memory: Path, tmp_path: Path
 ) -> None:
     (memory / "2026-08-14.md").write_text("- decided today\n")
-    yesterdays = attrs.evolve(prepare_snapshot(pimem, repo), day=date(2026, 8, 13), text="old")
+    today = prepare_snapshot(pimem, repo)
+    assert today is not None
+    yesterdays = attrs.evolve(today, day=date(2026, 8, 13), text="old")
     assert stable(pimem, repo).start(NOW, prepared=yesterdays) == pimem.build_snapshot(
         pimem.resolve_scope(repo), NOW
     )
     other = tmp_path / "elsewhere"
     other.mkdir()
     elsewhere = prepare_snapshot(pimem, other)
+    assert elsewhere is not None
     assert stable(pimem, repo).start(NOW, prepared=elsewhere) != elsewhere.text
+
+
+def test_a_snapshot_that_cannot_be_prepared_is_left_to_session_start(
+    pimem: Pimem, repo: Path, memory: Path
+) -> None:
+    (memory / "2026-08-14.md").mkdir()  # unreadable as a day file
+    assert prepare_snapshot(pimem, repo) is None
 
 
 # -- the off switch and the CLI ------------------------------------------------------------------
