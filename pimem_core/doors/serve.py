@@ -43,7 +43,7 @@ from pimem_core.runtime.budget import DistillBudget
 from pimem_core.runtime.host_model import ModelRef, resolve_capture_model
 from pimem_core.runtime.scheduler import answer_promptly
 from pimem_core.runtime.session import Session, SessionInfo, serving
-from pimem_core.runtime.snapshot_cache import PreparedSnapshot
+from pimem_core.runtime.snapshot_cache import PreparedSnapshot, prepare_snapshot
 from pimem_core.types import HostModel, Scope
 
 log = logging.getLogger(__name__)
@@ -417,7 +417,12 @@ def serve(pimem: Pimem, *, announce: bool = True) -> None:
     for record in pimem.pm.failed:
         log.warning("%s", record.failure)  # the host's log; memory_status says it too
     answer_promptly()
-    Server(pimem, stdin, stdout, announce=announce, on_host_gone=_let_host_go).serve()
+    # A host starts its bridge as it starts up, as it attaches to the memory service: either
+    # way the session's snapshot is built now, while the host is still busy, and is the same.
+    prepared = prepare_snapshot(pimem, Path.cwd())
+    Server(
+        pimem, stdin, stdout, announce=announce, on_host_gone=_let_host_go, prepared=prepared
+    ).serve()
 
 
 def _let_host_go() -> None:

@@ -93,6 +93,28 @@ def project(root: Path, name: str) -> Path:
     return directory
 
 
+@pytest.mark.parametrize("service", ["on", "off"])
+def test_the_snapshot_is_the_memory_as_the_session_opened_it_with_the_service_or_without(
+    service: str, service_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The snapshot is built as the host opens memory (attaches, or starts its bridge), while
+    it is still starting up; ``session.start`` takes it. Both ways give the same snapshot."""
+    repo = project(tmp_path, "repo")
+    memory = repo / ".memsearch" / "memory"
+    memory.mkdir(parents=True)
+    (memory / "2026-08-13.md").write_text("- decided before pi started\n")
+    bridge = Bridge({**service_env, "PIMEM_SERVICE": service}, cwd=repo)
+    try:
+        assert bridge.call("ping")["result"] == {"pong": True}  # served: memory is open
+        (memory / "2026-08-13.md").write_text("- decided before\n- and while pi started\n")
+        bridge.call("session.start", session_id="s1", cwd=str(repo), transcript=None)
+        snapshot = bridge.call("session.before_prompt", prompt="hi")["result"]["snapshot"]
+    finally:
+        bridge.close()
+    assert "- decided before pi started" in snapshot
+    assert "while pi started" not in snapshot
+
+
 def test_sessions_in_two_projects_share_one_service_and_keep_their_own_capture(
     service_env: dict[str, str], sessions: list[Bridge], tmp_path: Path
 ) -> None:
